@@ -1,0 +1,165 @@
+//! `distillery inspect`: DataFusion SQL over a published output.
+//!
+//! Each table of the manifest is registered under its name as a listing table over exactly the
+//! files the manifest lists (never a directory scan, so leftovers of a failed run are never
+//! read); tables without files are registered empty with their schema, so every query that
+//! names a known table works.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::arrow::util::pretty::pretty_format_batches;
+use datafusion::datasource::MemTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::prelude::SessionContext;
+use distillery_core::TableKind;
+use distillery_core::schema::schema_of;
+use distillery_exec::publish::{read_manifest, read_summary};
+use distillery_exec::store::open_location;
+
+use crate::OutFormat;
+
+/// Builds a DataFusion session with the output's tables registered.
+pub async fn session_for(url: &str) -> Result<SessionContext> {
+    let loc = open_location(url, false)?;
+    let manifest = read_manifest(&loc).await?;
+    let ctx = SessionContext::new();
+    let base_url: String = match &loc.local_dir {
+        Some(dir) => dir.display().to_string(),
+        None => {
+            let parsed = url::Url::parse(url).context("output URL")?;
+            let store_url = url::Url::parse(&format!(
+                "{}://{}",
+                parsed.scheme(),
+                parsed.host_str().unwrap_or_default()
+            ))?;
+            ctx.register_object_store(&store_url, loc.store.clone());
+            url.trim_end_matches('/').to_string()
+        }
+    };
+    for t in &manifest.tables {
+        let Some(kind) = TableKind::from_name(&t.name) else {
+            continue;
+        };
+        let schema = schema_of(kind);
+        if t.files.is_empty() {
+            let empty = MemTable::try_new(schema, vec![vec![]])?;
+            ctx.register_table(t.name.as_str(), Arc::new(empty))?;
+            continue;
+        }
+        let urls = t
+            .files
+            .iter()
+            .map(|f| ListingTableUrl::parse(format!("{base_url}/{}", f.path)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
+            .with_file_extension(".parquet");
+        let config = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(options)
+            .with_schema(schema);
+        ctx.register_table(t.name.as_str(), Arc::new(ListingTable::try_new(config)?))?;
+    }
+    Ok(ctx)
+}
+
+/// Runs a query (or lists the tables) and prints the result.
+pub async fn inspect(url: &str, sql: Option<&str>, format: OutFormat) -> Result<()> {
+    let Some(sql) = sql else {
+        return overview(url).await;
+    };
+    let ctx = session_for(url).await?;
+    let batches = ctx
+        .sql(sql)
+        .await
+        .with_context(|| format!("query: {sql}"))?
+        .collect()
+        .await?;
+    let out = render(&batches, format)?;
+    print!("{out}");
+    Ok(())
+}
+
+async fn overview(url: &str) -> Result<()> {
+    let loc = open_location(url, false)?;
+    let manifest = read_manifest(&loc).await?;
+    println!(
+        "output {url}: pipeline `{}` (hash {}), run {}",
+        manifest.pipeline,
+        &manifest.pipeline_hash[..manifest.pipeline_hash.len().min(12)],
+        manifest.run_id
+    );
+    for t in &manifest.tables {
+        println!("  {:<12} {:>10} rows  {:>3} file(s)", t.name, t.rows, t.files.len());
+    }
+    if let Ok(s) = read_summary(&loc).await {
+        println!("stages:");
+        for st in &s.stages {
+            println!(
+                "  {:<22} in {:>9} out {:>9} quarantined {:>6} {:>8.2} s",
+                st.stage, st.records_in, st.records_out, st.quarantined, st.seconds
+            );
+        }
+    }
+    println!("query with: distillery inspect {url} --sql \"SELECT * FROM documents LIMIT 5\"");
+    Ok(())
+}
+
+/// Renders batches as a table, CSV (nested values rendered as text) or a JSON array.
+pub fn render(batches: &[RecordBatch], format: OutFormat) -> Result<String> {
+    Ok(match format {
+        OutFormat::Table => format!("{}\n", pretty_format_batches(batches)?),
+        OutFormat::Json => {
+            let mut w = datafusion::arrow::json::ArrayWriter::new(Vec::new());
+            let refs: Vec<&RecordBatch> = batches.iter().collect();
+            w.write_batches(&refs)?;
+            w.finish()?;
+            let mut s = String::from_utf8(w.into_inner())?;
+            if s.is_empty() {
+                s.push_str("[]");
+            }
+            s.push('\n');
+            s
+        }
+        OutFormat::Csv => {
+            let mut out = String::new();
+            if let Some(first) = batches.first() {
+                let names: Vec<String> = first
+                    .schema()
+                    .fields()
+                    .iter()
+                    .map(|f| csv_field(f.name()))
+                    .collect();
+                out.push_str(&names.join(","));
+                out.push('\n');
+            }
+            let opts = FormatOptions::default().with_null("");
+            for b in batches {
+                let fmts = b
+                    .columns()
+                    .iter()
+                    .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
+                    .collect::<Result<Vec<_>, _>>()?;
+                for row in 0..b.num_rows() {
+                    let cells: Vec<String> =
+                        fmts.iter().map(|f| csv_field(&f.value(row).to_string())).collect();
+                    out.push_str(&cells.join(","));
+                    out.push('\n');
+                }
+            }
+            out
+        }
+    })
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}

@@ -1,0 +1,337 @@
+//! `distillery`: the one binary.
+//!
+//! - `validate FILE` checks a pipeline file (and that its inputs exist), printing every problem;
+//! - `plan FILE` prints the files, shards, stages and outputs a run would produce;
+//! - `run FILE [--set key.path=value ...]` runs it on this machine;
+//! - `ingest FORMAT INPUT... --out URL [--hseq]` runs a one-reader pipeline without a file;
+//! - `inspect URL [--sql QUERY] [--format table|csv|json]` answers SQL over an output;
+//! - `hseq verify URL` decodes every source of an output from its segments and compares.
+//!
+//! `anyhow` is used here only; the library crates return typed errors. DataFusion is a
+//! dependency of this crate alone (it is the heaviest part of the build), for `inspect`.
+
+mod inspect;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use distillery_core::spec::{Format, Pipeline};
+use distillery_exec::run::{ProgressMode, RunOutcome, plan_pipeline, run_pipeline};
+use tracing_subscriber::EnvFilter;
+
+#[derive(Parser)]
+#[command(
+    name = "distillery",
+    version,
+    about = "Turn raw corpora, knowledge bases and QA datasets into Parquet, HSEQ segments and training data"
+)]
+struct Cli {
+    /// Only warnings and errors on stderr.
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    /// Debug logging (or set RUST_LOG).
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a pipeline file and its inputs; print every problem with its location.
+    Validate {
+        file: PathBuf,
+        /// Override a value of the file: key.path=value (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Print the input files, shards, stages and outputs a run would produce.
+    Plan {
+        file: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Run a pipeline on this machine.
+    Run {
+        file: PathBuf,
+        /// Override a value of the file: key.path=value (repeatable), e.g.
+        /// `--set output=s3://bucket/run --set run.shards=16 --set inputs.wiki.paths=["a.xml.bz2"]`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
+    /// Read files of one format into an output, without a pipeline file.
+    Ingest {
+        #[arg(value_parser = parse_format)]
+        format: Format,
+        #[arg(required = true)]
+        inputs: Vec<String>,
+        /// Output location (path or s3://, gs://, az:// URL).
+        #[arg(long)]
+        out: String,
+        /// Also linearize into HSEQ segments.
+        #[arg(long)]
+        hseq: bool,
+        /// Parquet shards per table.
+        #[arg(long, default_value_t = 4)]
+        shards: u32,
+        /// Split name for QA datasets.
+        #[arg(long)]
+        split: Option<String>,
+        /// Reader option: key=value, value as TOML (e.g. `namespaces=[0,14]`).
+        #[arg(long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+        /// Share of bad records above which the run fails.
+        #[arg(long, default_value_t = 0.05)]
+        max_bad_ratio: f64,
+    },
+    /// Run SQL over an output; tables are registered by name (documents, tables, triples,
+    /// entities, questions, segments, quarantine). Without --sql, list tables and counts.
+    Inspect {
+        url: String,
+        #[arg(long)]
+        sql: Option<String>,
+        #[arg(long, value_enum, default_value_t = OutFormat::Table)]
+        format: OutFormat,
+    },
+    /// HSEQ tools.
+    Hseq {
+        #[command(subcommand)]
+        command: HseqCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum HseqCommand {
+    /// Decode every source of an output from its segments and compare with the source under
+    /// the paper's equivalence; exit non-zero on any mismatch.
+    Verify { url: String },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum OutFormat {
+    Table,
+    Csv,
+    Json,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s).ok_or_else(|| {
+        let all: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        format!("unknown format `{s}`, expected one of {}", all.join(", "))
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = if cli.verbose {
+        "debug"
+    } else if cli.quiet {
+        "warn"
+    } else {
+        "info"
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level)),
+        )
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(dispatch(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(file: &PathBuf, set: &[String]) -> Result<std::result::Result<Pipeline, String>> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
+    Ok(Pipeline::parse(&file.display().to_string(), &text, set).map_err(|e| e.to_string()))
+}
+
+async fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let mode = if cli.quiet {
+        ProgressMode::Log
+    } else {
+        ProgressMode::Auto
+    };
+    match cli.command {
+        Command::Validate { file, set } => match load(&file, &set)? {
+            Err(errors) => {
+                eprint!("{errors}");
+                Ok(ExitCode::FAILURE)
+            }
+            Ok(p) => match plan_pipeline(&p) {
+                Ok(plan) => {
+                    println!(
+                        "{}: ok (pipeline `{}`, {} input file(s), {} stage(s), output {})",
+                        file.display(),
+                        p.name,
+                        plan.files.len(),
+                        plan.stages.len(),
+                        p.output
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", file.display());
+                    Ok(ExitCode::FAILURE)
+                }
+            },
+        },
+        Command::Plan { file, set } => match load(&file, &set)? {
+            Err(errors) => {
+                eprint!("{errors}");
+                Ok(ExitCode::FAILURE)
+            }
+            Ok(p) => {
+                let plan = plan_pipeline(&p)?;
+                println!("{plan}");
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+        Command::Run { file, set } => match load(&file, &set)? {
+            Err(errors) => {
+                eprint!("{errors}");
+                Ok(ExitCode::FAILURE)
+            }
+            Ok(p) => {
+                let outcome = run_pipeline(&p, mode).await?;
+                print_outcome(&outcome);
+                Ok(ExitCode::SUCCESS)
+            }
+        },
+        Command::Ingest {
+            format,
+            inputs,
+            out,
+            hseq,
+            shards,
+            split,
+            options,
+            max_bad_ratio,
+        } => {
+            let text = ingest_pipeline(
+                format,
+                &inputs,
+                &out,
+                hseq,
+                shards,
+                split.as_deref(),
+                &options,
+                max_bad_ratio,
+            )?;
+            let p = Pipeline::parse("(ingest command)", &text, &[])
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let outcome = run_pipeline(&p, mode).await?;
+            print_outcome(&outcome);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inspect { url, sql, format } => {
+            inspect::inspect(&url, sql.as_deref(), format).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Hseq {
+            command: HseqCommand::Verify { url },
+        } => {
+            let report = distillery_exec::verify::verify_output(&url).await?;
+            println!("{report}");
+            if report.failed() > 0 {
+                eprintln!("error: {} source(s) do not round-trip", report.failed());
+                Ok(ExitCode::FAILURE)
+            } else {
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    }
+}
+
+/// Builds the TOML of a one-reader pipeline, so `ingest` goes through the same checks as a
+/// pipeline file.
+#[allow(clippy::too_many_arguments)]
+fn ingest_pipeline(
+    format: Format,
+    inputs: &[String],
+    out: &str,
+    hseq: bool,
+    shards: u32,
+    split: Option<&str>,
+    options: &[String],
+    max_bad_ratio: f64,
+) -> Result<String> {
+    let mut root = toml::Table::new();
+    root.insert("version".into(), 1.into());
+    root.insert("name".into(), format!("ingest-{}", format.name()).into());
+    root.insert("output".into(), out.into());
+    let mut run = toml::Table::new();
+    run.insert("shards".into(), i64::from(shards).into());
+    run.insert("max_bad_ratio".into(), max_bad_ratio.into());
+    root.insert("run".into(), run.into());
+    let mut input = toml::Table::new();
+    input.insert("name".into(), format.name().replace('-', "_").into());
+    input.insert("format".into(), format.name().into());
+    input.insert(
+        "paths".into(),
+        toml::Value::Array(inputs.iter().map(|s| s.clone().into()).collect()),
+    );
+    if let Some(s) = split {
+        input.insert("split".into(), s.into());
+    }
+    let mut opts = toml::Table::new();
+    for o in options {
+        distillery_core::spec::apply_override(&mut opts, o)
+            .map_err(|e| anyhow::anyhow!("--option {e}"))?;
+    }
+    if !opts.is_empty() {
+        input.insert("options".into(), opts.into());
+    }
+    root.insert("inputs".into(), toml::Value::Array(vec![input.into()]));
+    if hseq {
+        let mut st = toml::Table::new();
+        st.insert("kind".into(), "hseq".into());
+        root.insert("stages".into(), toml::Value::Array(vec![st.into()]));
+    }
+    if shards == 0 {
+        bail!("--shards must be at least 1");
+    }
+    Ok(toml::to_string(&root)?)
+}
+
+fn print_outcome(o: &RunOutcome) {
+    println!(
+        "{:<22} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
+        "stage", "in", "out", "bad", "bytes in", "bytes out", "seconds"
+    );
+    for s in &o.summary.stages {
+        println!(
+            "{:<22} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8.2}",
+            s.stage, s.records_in, s.records_out, s.quarantined, s.bytes_in, s.bytes_out, s.seconds
+        );
+        let interesting: Vec<String> = s
+            .counters
+            .iter()
+            .filter(|(k, _)| !k.starts_with("rows."))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !interesting.is_empty() {
+            println!("{:<22} {}", "", interesting.join(" "));
+        }
+    }
+    println!("tables:");
+    for t in &o.manifest.tables {
+        println!("  {:<12} {:>10} rows in {} file(s)", t.name, t.rows, t.files.len());
+    }
+    println!("published {} ({:.2} s)", o.output, o.summary.seconds);
+}

@@ -1,0 +1,37 @@
+//! The shared data model of Distillery.
+//!
+//! Every other crate speaks these types:
+//! - [`record`]: the records of the data plane ([`Document`], [`Table`], [`Triple`],
+//!   [`Entity`], [`Question`], [`Segment`], [`QuarantineRecord`]) and the [`RecordSink`] that
+//!   readers emit into;
+//! - [`schema`]: their Arrow schemas, traced from the Rust types, and record ⇄ `RecordBatch`
+//!   conversion (stages exchange `RecordBatch`es; records are the typed view of a batch);
+//! - [`id`]: stable content ids and shard assignment;
+//! - [`spec`]: the pipeline file (versioned, strict, all errors reported at once, `--set`
+//!   overrides);
+//! - [`summary`]: `_summary.json` and `_manifest.json`;
+//! - [`error`]: the retryable/fatal error kinds every library error reports.
+//!
+//! No async runtime and no IO here, so every crate can depend on it cheaply.
+//!
+//! ```
+//! use distillery_core::{record::*, schema};
+//! let d = Document { id: "d1".into(), title: "T".into(), text: "Hi.".into(), ..Default::default() };
+//! let batch = schema::to_batch(TableKind::Documents, &[d]).unwrap();
+//! assert_eq!(batch.num_rows(), 1);
+//! ```
+//!
+//! Dependencies: `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
+//! traced from the record types, so each table has one definition), `toml` + `toml_edit` (the
+//! pipeline file, and positions of keys for error messages), `serde_path_to_error` (the exact
+//! key of a bad value), `sha1`/`hex` (stable ids), `thiserror` (error types).
+
+pub mod error;
+pub mod id;
+pub mod record;
+pub mod schema;
+pub mod spec;
+pub mod summary;
+
+pub use error::{ErrorKind, HasKind};
+pub use record::*;

@@ -1,0 +1,497 @@
+//! Record types of the data plane.
+//!
+//! Every reader turns its input into these records; [`crate::schema`] turns them into Arrow
+//! `RecordBatch`es (one schema per [`TableKind`]) and back. Offsets are Unicode scalar value
+//! (code point) indices into the record's `text`, half-open `[start, end)`, the same indexing as
+//! Python's `str`, so `text[start:end]` in pyarrow/pandas gives the span.
+
+use serde::{Deserialize, Serialize};
+
+/// The output tables of a run, each written as its own Parquet directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableKind {
+    Documents,
+    Tables,
+    Triples,
+    Entities,
+    Questions,
+    Segments,
+    Quarantine,
+}
+
+impl TableKind {
+    /// All tables, in the order outputs list them.
+    pub const ALL: [TableKind; 7] = [
+        TableKind::Documents,
+        TableKind::Tables,
+        TableKind::Triples,
+        TableKind::Entities,
+        TableKind::Questions,
+        TableKind::Segments,
+        TableKind::Quarantine,
+    ];
+
+    /// The table's name: its directory in an output and its SQL table name in `inspect`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TableKind::Documents => "documents",
+            TableKind::Tables => "tables",
+            TableKind::Triples => "triples",
+            TableKind::Entities => "entities",
+            TableKind::Questions => "questions",
+            TableKind::Segments => "segments",
+            TableKind::Quarantine => "quarantine",
+        }
+    }
+
+    /// Parses a table name as written by [`TableKind::name`].
+    pub fn from_name(name: &str) -> Option<TableKind> {
+        TableKind::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl std::fmt::Display for TableKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A section heading of a document; `start..end` covers the section's text including its
+/// heading line, up to the next heading of the same or a higher level.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Section {
+    pub title: String,
+    /// 1 for the lead, 2 for `==h==`, 3 for `===h===`, ...
+    pub level: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// A paragraph span; `section` indexes `Document::sections` (or -1 when there are none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Paragraph {
+    pub start: u32,
+    pub end: u32,
+    pub section: i32,
+}
+
+/// A sentence span; `paragraph` indexes `Document::paragraphs`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Sentence {
+    pub start: u32,
+    pub end: u32,
+    pub paragraph: i32,
+}
+
+/// A key/value field of an infobox (or any template kept as structured data).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct InfoboxField {
+    /// The template name, e.g. `Infobox country`.
+    pub template: String,
+    pub key: String,
+    pub value: String,
+}
+
+/// A hyperlink in the clean text: `text[start..end]` is the anchor, `target` the linked title
+/// (or URL for external links).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Link {
+    pub target: String,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// A text document: a wiki page, or a context paragraph of a QA record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Document {
+    /// Stable id: [`crate::id::stable_id`] of (dataset, source, natural key, text).
+    pub id: String,
+    /// The reader that produced it (`mediawiki`, `hotpotqa`, ...).
+    pub dataset: String,
+    /// The input file's name (its last path component), part of the provenance.
+    pub source: String,
+    /// A URI naming the document, e.g. `enwiki:Title` or `hotpotqa:Title`.
+    pub uri: String,
+    pub title: String,
+    pub page_id: Option<i64>,
+    pub namespace: Option<i32>,
+    /// Target title when the page is a redirect.
+    pub redirect: Option<String>,
+    pub revision_id: Option<i64>,
+    pub timestamp: Option<String>,
+    pub text: String,
+    pub sections: Vec<Section>,
+    pub paragraphs: Vec<Paragraph>,
+    pub sentences: Vec<Sentence>,
+    pub infobox: Vec<InfoboxField>,
+    pub links: Vec<Link>,
+}
+
+/// A link inside a table cell (`row` -1 is the header row).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct CellLink {
+    pub row: i32,
+    pub col: i32,
+    pub target: String,
+}
+
+/// A structured table: a header and rows of cells (all rows as wide as the header, spans
+/// expanded into every cell they cover).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Table {
+    pub id: String,
+    pub dataset: String,
+    pub source: String,
+    pub uri: String,
+    /// The document the table came from, when it came from one.
+    pub document_id: Option<String>,
+    /// Position of the table within its document (0-based).
+    pub table_index: u32,
+    pub title: String,
+    pub caption: Option<String>,
+    pub section: Option<String>,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub links: Vec<CellLink>,
+}
+
+/// One knowledge-graph edge.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Triple {
+    /// Stable id of (dataset, source, subject, predicate, object, lang, datatype).
+    pub id: String,
+    pub dataset: String,
+    pub source: String,
+    /// Subject key as the source writes it, shortened where the source has a namespace
+    /// (Freebase `m.0abc`, Wikidata `Q42`, FB15k `/m/0abc`, MetaQA the entity name).
+    pub subject: String,
+    pub predicate: String,
+    pub object: String,
+    /// `entity` (another node), `literal` (a value) or `iri` (a non-entity IRI).
+    pub object_kind: String,
+    pub lang: Option<String>,
+    pub datatype: Option<String>,
+    pub subject_name: Option<String>,
+    pub object_name: Option<String>,
+    /// Validity time of the edge when the source gives one.
+    pub time: Option<String>,
+    /// Provenance for triples extracted from text.
+    pub document_id: Option<String>,
+    pub sentence: Option<u32>,
+    pub start: Option<u32>,
+    pub end: Option<u32>,
+    /// 1-based line of the input for line-oriented sources.
+    pub line: Option<u64>,
+}
+
+/// A named entity of a knowledge base (labels of Wikidata items, names of Freebase mids).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Entity {
+    pub id: String,
+    pub dataset: String,
+    pub source: String,
+    /// The entity key (`Q42`, `m.0abc`, `/m/0abc`).
+    pub key: String,
+    pub lang: Option<String>,
+    pub label: Option<String>,
+    pub description: Option<String>,
+    pub aliases: Vec<String>,
+}
+
+/// A piece of gold evidence of a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Evidence {
+    /// `sentence`, `paragraph`, `table_cell`, `table_row`, `triple` or `document`.
+    pub kind: String,
+    /// Title of the supporting page/paragraph when the dataset names it.
+    pub title: Option<String>,
+    /// Id of the document or table record holding the evidence.
+    pub record_id: Option<String>,
+    /// Sentence or paragraph index within that record.
+    pub index: Option<i32>,
+    pub row: Option<i32>,
+    pub col: Option<i32>,
+    /// Evidence given as text (a triple `s|r|o`, a fact, a cell value).
+    pub text: Option<String>,
+}
+
+/// One step of a gold decomposition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct DecompositionStep {
+    pub question: String,
+    pub answer: Option<String>,
+    /// Indexes into the question's context documents that support this step.
+    pub support: Vec<i32>,
+}
+
+/// A question of a QA dataset, in one schema for all datasets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Question {
+    pub id: String,
+    pub dataset: String,
+    pub source: String,
+    pub split: String,
+    /// The dataset's own id for the question.
+    pub question_id: String,
+    pub question: String,
+    /// Gold answers; the first is the canonical one, the rest aliases.
+    pub answers: Vec<String>,
+    pub question_type: Option<String>,
+    pub level: Option<String>,
+    /// Topic entities named by the question (MetaQA's bracketed entity, CWQ/SimpleQuestions
+    /// topic mids).
+    pub topic_entities: Vec<String>,
+    pub evidence: Vec<Evidence>,
+    pub decomposition: Vec<DecompositionStep>,
+    /// Ids of the documents this question's context became, in the dataset's order.
+    pub context_documents: Vec<String>,
+    /// Ids of the tables this question's context became.
+    pub context_tables: Vec<String>,
+    pub answerable: Option<bool>,
+    /// Dataset-specific fields kept verbatim as a JSON object (TAT-QA `scale`, `derivation`,
+    /// `answer_type`, `answer_from`; HybridQA `answer-node`; ...).
+    pub meta: String,
+}
+
+/// One HSEQ segment (paper 000, section 2.3): `id, level, parent, content, metadata`, with the
+/// metadata keys flattened into columns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Segment {
+    pub id: String,
+    /// `document`, `section`, `paragraph`, `sentence`, `table`, `table_row`, `table_cell`,
+    /// `subgraph` or `triplet`.
+    pub level: String,
+    pub parent: Option<String>,
+    pub content: String,
+    /// Metadata `source_id`: id of the document / table / subgraph root record.
+    pub source_id: String,
+    /// Metadata `uri`.
+    pub uri: String,
+    /// Metadata `offsets`: `[a, b]` char offsets for text, `[row, -1]` for rows, `[row, col]`
+    /// for cells, `[-1, -1]` for KG and container segments without a span.
+    pub offsets: Vec<i64>,
+    /// Metadata `schema`: the header for a table root, `[s, p, o]` field names for triplets.
+    pub schema: Vec<String>,
+    /// Metadata `time`.
+    pub time: Option<String>,
+    /// `text`, `table` or `kg`.
+    pub source_type: String,
+    /// Integrity helper: sha1 of `content`.
+    pub sha1: String,
+    /// Integrity helper: version of the source record (revision id, or the source file name).
+    pub source_version: Option<String>,
+    /// Position in the stream order ρ within the source (parents before children).
+    pub ord: u32,
+}
+
+/// A record that could not be read, kept with enough context to find and fix it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct QuarantineRecord {
+    /// Stable id of (source, offset, reason).
+    pub id: String,
+    pub dataset: String,
+    /// The input file (full path or URL as given).
+    pub source: String,
+    /// Byte offset into the (decompressed) input where the bad record starts, when known.
+    pub byte_offset: Option<u64>,
+    /// 1-based line, for line-oriented inputs.
+    pub line: Option<u64>,
+    /// Record index within the input (the n-th JSON object, page, ...), when known.
+    pub record: Option<u64>,
+    /// Short machine-readable class: `truncated_input`, `malformed_xml`, `invalid_utf8`,
+    /// `bad_ntriples`, `bad_json`, `missing_field`, `bad_value`, `wikitext`, ...
+    pub reason: String,
+    /// Human-readable detail.
+    pub detail: String,
+    /// Up to 512 bytes of the raw record, lossily decoded.
+    pub excerpt: String,
+}
+
+impl QuarantineRecord {
+    /// Builds a quarantine record with a stable id; `excerpt` is cut to 512 bytes on a char
+    /// boundary.
+    pub fn new(
+        dataset: &str,
+        source: &str,
+        reason: &str,
+        detail: impl Into<String>,
+        excerpt: &[u8],
+    ) -> QuarantineRecord {
+        let excerpt = String::from_utf8_lossy(&excerpt[..excerpt.len().min(512)]).into_owned();
+        let detail = detail.into();
+        QuarantineRecord {
+            id: String::new(),
+            dataset: dataset.to_string(),
+            source: source.to_string(),
+            byte_offset: None,
+            line: None,
+            record: None,
+            reason: reason.to_string(),
+            detail,
+            excerpt,
+        }
+        .with_id()
+    }
+
+    pub fn at_byte(mut self, offset: u64) -> Self {
+        self.byte_offset = Some(offset);
+        self.with_id()
+    }
+
+    pub fn at_line(mut self, line: u64) -> Self {
+        self.line = Some(line);
+        self.with_id()
+    }
+
+    pub fn at_record(mut self, record: u64) -> Self {
+        self.record = Some(record);
+        self.with_id()
+    }
+
+    fn with_id(mut self) -> Self {
+        let b = self.byte_offset.map(|v| v.to_string()).unwrap_or_default();
+        let l = self.line.map(|v| v.to_string()).unwrap_or_default();
+        let r = self.record.map(|v| v.to_string()).unwrap_or_default();
+        self.id = crate::id::stable_id(&[
+            "quarantine",
+            &self.dataset,
+            &self.source,
+            &b,
+            &l,
+            &r,
+            &self.reason,
+        ]);
+        self
+    }
+}
+
+/// Any record of the data plane, as a reader emits it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Document(Document),
+    Table(Table),
+    Triple(Triple),
+    Entity(Entity),
+    Question(Question),
+    Segment(Segment),
+    Quarantine(QuarantineRecord),
+}
+
+impl Record {
+    pub fn kind(&self) -> TableKind {
+        match self {
+            Record::Document(_) => TableKind::Documents,
+            Record::Table(_) => TableKind::Tables,
+            Record::Triple(_) => TableKind::Triples,
+            Record::Entity(_) => TableKind::Entities,
+            Record::Question(_) => TableKind::Questions,
+            Record::Segment(_) => TableKind::Segments,
+            Record::Quarantine(_) => TableKind::Quarantine,
+        }
+    }
+
+    /// The record's stable id.
+    pub fn id(&self) -> &str {
+        match self {
+            Record::Document(r) => &r.id,
+            Record::Table(r) => &r.id,
+            Record::Triple(r) => &r.id,
+            Record::Entity(r) => &r.id,
+            Record::Question(r) => &r.id,
+            Record::Segment(r) => &r.id,
+            Record::Quarantine(r) => &r.id,
+        }
+    }
+}
+
+/// Where readers put what they read. Implementations batch records into Arrow `RecordBatch`es
+/// (the executor) or keep them (tests). An error from `emit` stops the reader: it means the
+/// consumer is gone or failed, never that a record was bad.
+pub trait RecordSink {
+    fn emit(&mut self, record: Record) -> Result<(), SinkError>;
+}
+
+/// The consumer of a [`RecordSink`] stopped; the reader must stop too.
+#[derive(Debug, thiserror::Error)]
+#[error("record sink closed: {0}")]
+pub struct SinkError(pub String);
+
+/// A sink that keeps every record, for tests and small in-memory uses.
+#[derive(Debug, Default)]
+pub struct VecSink {
+    pub records: Vec<Record>,
+}
+
+impl RecordSink for VecSink {
+    fn emit(&mut self, record: Record) -> Result<(), SinkError> {
+        self.records.push(record);
+        Ok(())
+    }
+}
+
+macro_rules! vec_sink_accessor {
+    ($name:ident, $variant:ident, $ty:ty) => {
+        pub fn $name(&self) -> Vec<&$ty> {
+            self.records
+                .iter()
+                .filter_map(|r| match r {
+                    Record::$variant(x) => Some(x),
+                    _ => None,
+                })
+                .collect()
+        }
+    };
+}
+
+impl VecSink {
+    vec_sink_accessor!(documents, Document, Document);
+    vec_sink_accessor!(tables, Table, Table);
+    vec_sink_accessor!(triples, Triple, Triple);
+    vec_sink_accessor!(entities, Entity, Entity);
+    vec_sink_accessor!(questions, Question, Question);
+    vec_sink_accessor!(segments, Segment, Segment);
+    vec_sink_accessor!(quarantine, Quarantine, QuarantineRecord);
+}
+
+/// Counts of the character offsets helpers: the number of chars in `s`, as u32.
+pub fn char_len(s: &str) -> u32 {
+    s.chars().count() as u32
+}
+
+/// `text[start..end]` in char offsets. Returns `None` if the span is out of range.
+pub fn char_slice(text: &str, start: u32, end: u32) -> Option<&str> {
+    if start > end {
+        return None;
+    }
+    let mut it = text.char_indices().map(|(i, _)| i).chain(std::iter::once(text.len()));
+    let a = it.nth(start as usize)?;
+    let b = if end == start {
+        a
+    } else {
+        it.nth((end - start - 1) as usize)?
+    };
+    Some(&text[a..b])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_slice_counts_code_points() {
+        let t = "aé漢b";
+        assert_eq!(char_slice(t, 1, 3), Some("é漢"));
+        assert_eq!(char_slice(t, 0, 4), Some(t));
+        assert_eq!(char_slice(t, 4, 4), Some(""));
+        assert_eq!(char_slice(t, 2, 5), None);
+        assert_eq!(char_len(t), 4);
+    }
+
+    #[test]
+    fn table_names_round_trip() {
+        for t in TableKind::ALL {
+            assert_eq!(TableKind::from_name(t.name()), Some(t));
+        }
+    }
+}

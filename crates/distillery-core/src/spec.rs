@@ -1,0 +1,1146 @@
+//! Pipeline files: versioned, strict TOML that names inputs, stages and the output location.
+//!
+//! ```toml
+//! version = 1
+//! name = "quickstart"
+//! output = "out/quickstart"          # a path, file://, s3://, gs://, az:// URL
+//!
+//! [run]
+//! shards = 4                         # Parquet shards per table, by stable id hash
+//! batch_size = 2048                  # records per Arrow batch: bounds reader memory
+//! max_bad_ratio = 0.05               # fail the run when more records than this are bad
+//!
+//! [[inputs]]
+//! name = "wiki"
+//! format = "mediawiki"
+//! paths = ["data/quickstart/wiki.xml"]
+//! options = { namespaces = [0] }
+//!
+//! [[stages]]
+//! kind = "hseq"
+//! ```
+//!
+//! [`Pipeline::parse`] reads a file, applies `--set key.path=value` overrides, and checks the
+//! whole of it, collecting *every* problem (unknown keys, bad values, dangling references) into
+//! one [`SpecErrors`] with a location for each: the key path and, when the key is in the file,
+//! its line and column. It does no IO beyond reading nothing: input paths are checked by the
+//! executor's planner.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The pipeline file version this build understands.
+pub const SPEC_VERSION: i64 = 1;
+
+/// One problem of a pipeline file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// Dotted key path, e.g. `inputs[1].options.namespaces`.
+    pub path: String,
+    /// 1-based line and column of the key in the file, when it is in the file.
+    pub line: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some((l, c)) => write!(f, "{}:{}: {}: {}", l, c, self.path, self.message),
+            None => write!(f, "{}: {}", self.path, self.message),
+        }
+    }
+}
+
+/// All problems of a pipeline file, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecErrors {
+    pub file: String,
+    pub errors: Vec<SpecError>,
+}
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{}: {} problem{}",
+            self.file,
+            self.errors.len(),
+            if self.errors.len() == 1 { "" } else { "s" }
+        )?;
+        for e in &self.errors {
+            writeln!(f, "  {}:{}", self.file, e)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SpecErrors {}
+
+/// Input formats the readers understand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Format {
+    #[serde(rename = "mediawiki")]
+    MediaWiki,
+    #[serde(rename = "freebase")]
+    Freebase,
+    #[serde(rename = "wikidata")]
+    Wikidata,
+    #[serde(rename = "fb15k")]
+    Fb15k,
+    #[serde(rename = "metaqa-kb")]
+    MetaQaKb,
+    #[serde(rename = "hotpotqa")]
+    HotpotQa,
+    #[serde(rename = "musique")]
+    Musique,
+    #[serde(rename = "2wiki")]
+    TwoWiki,
+    #[serde(rename = "hybridqa")]
+    HybridQa,
+    #[serde(rename = "tatqa")]
+    TatQa,
+    #[serde(rename = "metaqa")]
+    MetaQa,
+    #[serde(rename = "cwq")]
+    Cwq,
+    #[serde(rename = "simpleqa")]
+    SimpleQa,
+}
+
+impl Format {
+    pub const ALL: [Format; 13] = [
+        Format::MediaWiki,
+        Format::Freebase,
+        Format::Wikidata,
+        Format::Fb15k,
+        Format::MetaQaKb,
+        Format::HotpotQa,
+        Format::Musique,
+        Format::TwoWiki,
+        Format::HybridQa,
+        Format::TatQa,
+        Format::MetaQa,
+        Format::Cwq,
+        Format::SimpleQa,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::MediaWiki => "mediawiki",
+            Format::Freebase => "freebase",
+            Format::Wikidata => "wikidata",
+            Format::Fb15k => "fb15k",
+            Format::MetaQaKb => "metaqa-kb",
+            Format::HotpotQa => "hotpotqa",
+            Format::Musique => "musique",
+            Format::TwoWiki => "2wiki",
+            Format::HybridQa => "hybridqa",
+            Format::TatQa => "tatqa",
+            Format::MetaQa => "metaqa",
+            Format::Cwq => "cwq",
+            Format::SimpleQa => "simpleqa",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Format> {
+        Format::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// Whether the format yields questions (a QA dataset) rather than a corpus or a KB.
+    pub fn is_qa(self) -> bool {
+        matches!(
+            self,
+            Format::HotpotQa
+                | Format::Musique
+                | Format::TwoWiki
+                | Format::HybridQa
+                | Format::TatQa
+                | Format::MetaQa
+                | Format::Cwq
+                | Format::SimpleQa
+        )
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn default_namespaces() -> Vec<i32> {
+    vec![0]
+}
+fn yes() -> bool {
+    true
+}
+
+/// `mediawiki` options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MediaWikiOptions {
+    /// Namespaces to keep (default `[0]`, articles). An empty list keeps all.
+    #[serde(default = "default_namespaces")]
+    pub namespaces: Vec<i32>,
+    /// Keep redirect pages (flagged with their target). Default true.
+    #[serde(default = "yes")]
+    pub redirects: bool,
+    /// Decode the streams of a multistream `.bz2` dump in parallel. Default true.
+    #[serde(default = "yes")]
+    pub parallel_streams: bool,
+    /// Prefix of document URIs (default `enwiki`).
+    #[serde(default)]
+    pub wiki: Option<String>,
+}
+
+impl Default for MediaWikiOptions {
+    fn default() -> Self {
+        MediaWikiOptions {
+            namespaces: default_namespaces(),
+            redirects: true,
+            parallel_streams: true,
+            wiki: None,
+        }
+    }
+}
+
+/// `freebase` options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FreebaseOptions {
+    /// The English filter of Hydra/PoG: subject `m.`/`g.`; object an `ns:` IRI, an untagged
+    /// or `@en` literal, or a typed literal. Default true.
+    #[serde(default = "yes")]
+    pub english_only: bool,
+    /// Also write `type.object.name` literals as `entities` rows. Default true.
+    #[serde(default = "yes")]
+    pub names: bool,
+}
+
+impl Default for FreebaseOptions {
+    fn default() -> Self {
+        FreebaseOptions {
+            english_only: true,
+            names: true,
+        }
+    }
+}
+
+fn default_langs() -> Vec<String> {
+    vec!["en".to_string()]
+}
+
+/// `wikidata` options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WikidataOptions {
+    /// Label/description/alias languages to keep (default `["en"]`).
+    #[serde(default = "default_langs")]
+    pub languages: Vec<String>,
+}
+
+impl Default for WikidataOptions {
+    fn default() -> Self {
+        WikidataOptions {
+            languages: default_langs(),
+        }
+    }
+}
+
+/// `fb15k` options: the triple files are the input paths; names come from side files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Fb15kOptions {
+    /// mid-to-name files (`/m/x<TAB>name`), e.g. `FB15k_mid2name.txt` or `entity2text.txt`.
+    #[serde(default)]
+    pub names: Vec<String>,
+}
+
+/// `hybridqa` options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct HybridQaOptions {
+    /// The WikiTables-WithLinks directory (holding `tables_tok/` and `request_tok/`).
+    /// Default: `WikiTables-WithLinks` beside the question file.
+    #[serde(default)]
+    pub tables_dir: Option<String>,
+}
+
+/// `metaqa` options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MetaQaOptions {
+    /// Hop count of the questions; default read from the path (`1-hop/`, `2-hop/`, ...).
+    #[serde(default)]
+    pub hops: Option<u32>,
+    /// The `qa_*_qtype.txt` file aligned line by line with the question file; default: the
+    /// file named `qa_<split>_qtype.txt` beside it when present.
+    #[serde(default)]
+    pub qtype_file: Option<String>,
+}
+
+/// Options of formats that take none.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NoOptions {}
+
+/// Typed options of an input, checked against its format.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum FormatOptions {
+    MediaWiki(MediaWikiOptions),
+    Freebase(FreebaseOptions),
+    Wikidata(WikidataOptions),
+    Fb15k(Fb15kOptions),
+    HybridQa(HybridQaOptions),
+    MetaQa(MetaQaOptions),
+    None(NoOptions),
+}
+
+impl FormatOptions {
+    /// Default options of a format.
+    pub fn default_for(format: Format) -> FormatOptions {
+        match format {
+            Format::MediaWiki => FormatOptions::MediaWiki(Default::default()),
+            Format::Freebase => FormatOptions::Freebase(Default::default()),
+            Format::Wikidata => FormatOptions::Wikidata(Default::default()),
+            Format::Fb15k => FormatOptions::Fb15k(Default::default()),
+            Format::HybridQa => FormatOptions::HybridQa(Default::default()),
+            Format::MetaQa => FormatOptions::MetaQa(Default::default()),
+            _ => FormatOptions::None(NoOptions {}),
+        }
+    }
+}
+
+/// One input: a reader over one or more files.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InputSpec {
+    pub name: String,
+    pub format: Format,
+    /// Paths, globs or object-store URLs.
+    pub paths: Vec<String>,
+    /// Split name for QA datasets (default: guessed from the file name, else `unknown`).
+    pub split: Option<String>,
+    pub options: FormatOptions,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInput {
+    name: String,
+    format: String,
+    paths: Vec<String>,
+    #[serde(default)]
+    split: Option<String>,
+    #[serde(default)]
+    options: Option<toml::Table>,
+}
+
+/// Stage kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageKind {
+    /// HSEQ linearization of documents, tables and triples into segments.
+    Hseq,
+}
+
+impl StageKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StageKind::Hseq => "hseq",
+        }
+    }
+}
+
+/// `hseq` stage options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HseqOptions {
+    /// Also emit one `table_cell` segment per cell (rows alone already make tables
+    /// reversible). Default false.
+    #[serde(default)]
+    pub cells: bool,
+    /// Also emit `section` segments for documents with headings. Default true.
+    #[serde(default = "yes")]
+    pub sections: bool,
+    /// Decode every source back from its segments during the run and count round trips in
+    /// the summary. Default true.
+    #[serde(default = "yes")]
+    pub verify: bool,
+}
+
+impl Default for HseqOptions {
+    fn default() -> Self {
+        HseqOptions {
+            cells: false,
+            sections: true,
+            verify: true,
+        }
+    }
+}
+
+/// Typed options of a stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum StageOptions {
+    Hseq(HseqOptions),
+}
+
+/// One stage of the pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageSpec {
+    pub name: String,
+    pub kind: StageKind,
+    /// Names of the inputs or stages it consumes (default: all inputs).
+    pub inputs: Vec<String>,
+    pub options: StageOptions,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    kind: String,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    inputs: Option<Vec<String>>,
+    #[serde(default)]
+    options: Option<toml::Table>,
+}
+
+fn default_shards() -> u32 {
+    4
+}
+fn default_batch() -> usize {
+    2048
+}
+fn default_bad_ratio() -> f64 {
+    0.05
+}
+
+/// Execution settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Parquet shards per table (records are assigned by stable id hash).
+    #[serde(default = "default_shards")]
+    pub shards: u32,
+    /// Records per Arrow batch; with `shards` this bounds the memory of a run.
+    #[serde(default = "default_batch")]
+    pub batch_size: usize,
+    /// Readers and stage tasks run at once; 0 means one per core.
+    #[serde(default)]
+    pub parallelism: usize,
+    /// Fail the run (non-zero exit, nothing published) when quarantined / read records is
+    /// above this share. 1.0 never fails.
+    #[serde(default = "default_bad_ratio")]
+    pub max_bad_ratio: f64,
+}
+
+impl Default for RunSpec {
+    fn default() -> Self {
+        RunSpec {
+            shards: default_shards(),
+            batch_size: default_batch(),
+            parallelism: 0,
+            max_bad_ratio: default_bad_ratio(),
+        }
+    }
+}
+
+/// A checked pipeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pipeline {
+    pub version: i64,
+    pub name: String,
+    pub description: Option<String>,
+    /// Where the run writes everything: a local path or an object-store URL.
+    pub output: String,
+    pub run: RunSpec,
+    pub inputs: Vec<InputSpec>,
+    pub stages: Vec<StageSpec>,
+    /// SHA-1 of the effective pipeline (after overrides), recorded in every manifest.
+    pub hash: String,
+}
+
+const TOP_KEYS: &[&str] = &["version", "name", "description", "output", "run", "inputs", "stages"];
+
+/// Error of an override argument (`--set key.path=value`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--set {arg}: {message}")]
+pub struct OverrideError {
+    pub arg: String,
+    pub message: String,
+}
+
+/// Applies one `key.path=value` override to a TOML tree. The value is parsed as TOML
+/// (`8`, `true`, `["a", "b"]`, `"text"`) and taken as a plain string when it does not parse.
+/// Array elements are addressed by index (`inputs.0.paths`) or, for arrays of tables with a
+/// `name` key, by name (`inputs.wiki.paths`). Missing tables are created.
+pub fn apply_override(root: &mut toml::Table, arg: &str) -> Result<(), OverrideError> {
+    let err = |m: String| OverrideError {
+        arg: arg.to_string(),
+        message: m,
+    };
+    let (key, raw) = arg
+        .split_once('=')
+        .ok_or_else(|| err("expected key.path=value".into()))?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(err("empty key segment".into()));
+    }
+    let mut tree = toml::Value::Table(std::mem::take(root));
+    let result = set_path(&mut tree, &parts, parse_override_value(raw.trim())).map_err(err);
+    if let toml::Value::Table(t) = tree {
+        *root = t;
+    }
+    result
+}
+
+fn set_path(node: &mut toml::Value, parts: &[&str], value: toml::Value) -> Result<(), String> {
+    let (part, rest) = (parts[0], &parts[1..]);
+    match node {
+        toml::Value::Table(t) => {
+            if rest.is_empty() {
+                t.insert(part.to_string(), value);
+                return Ok(());
+            }
+            let child = t
+                .entry(part.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            set_path(child, rest, value)
+        }
+        toml::Value::Array(a) => {
+            let idx = part.parse::<usize>().ok().or_else(|| {
+                a.iter()
+                    .position(|v| v.get("name").and_then(|n| n.as_str()) == Some(part))
+            });
+            let len = a.len();
+            let slot = idx
+                .and_then(|i| a.get_mut(i))
+                .ok_or_else(|| format!("no element `{part}` in an array of {len}"))?;
+            if rest.is_empty() {
+                *slot = value;
+                Ok(())
+            } else {
+                set_path(slot, rest, value)
+            }
+        }
+        _ => Err(format!("cannot set `{part}` inside a value that is not a table")),
+    }
+}
+
+fn parse_override_value(raw: &str) -> toml::Value {
+    let doc = format!("v = {raw}");
+    match doc.parse::<toml::Table>() {
+        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
+        Err(_) => toml::Value::String(raw.to_string()),
+    }
+}
+
+/// Maps key paths to positions in the source text.
+struct Locator {
+    doc: Option<toml_edit::Document<String>>,
+    text: String,
+}
+
+impl Locator {
+    fn new(text: &str) -> Locator {
+        Locator {
+            doc: toml_edit::Document::parse(text.to_string()).ok(),
+            text: text.to_string(),
+        }
+    }
+
+    fn pos(&self, offset: usize) -> (usize, usize) {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rfind('\n').map(|i| offset - i).unwrap_or(offset + 1);
+        (line, col)
+    }
+
+    /// Position of the deepest key of `path` (keys and array indexes) present in the file.
+    fn locate(&self, path: &[PathSeg]) -> Option<(usize, usize)> {
+        let doc = self.doc.as_ref()?;
+        let mut best = None;
+        locate_in(doc.as_item(), path, &mut best);
+        best.map(|o| self.pos(o))
+    }
+}
+
+fn locate_in(item: &toml_edit::Item, path: &[PathSeg], best: &mut Option<usize>) {
+    let Some((seg, rest)) = path.split_first() else {
+        return;
+    };
+    match (seg, item) {
+        (PathSeg::Key(k), _) => {
+            if let Some((key, child)) = item.as_table_like().and_then(|t| t.get_key_value(k)) {
+                if let Some(sp) = key.span().or_else(|| child.span()) {
+                    *best = Some(sp.start);
+                }
+                locate_in(child, rest, best);
+            }
+        }
+        (PathSeg::Index(i), toml_edit::Item::ArrayOfTables(a)) => {
+            if let Some(t) = a.get(*i) {
+                if let Some(sp) = t.span() {
+                    *best = Some(sp.start);
+                }
+                // Re-wrap the table as an item to keep walking by key.
+                locate_in(&toml_edit::Item::Table(t.clone()), rest, best);
+            }
+        }
+        (PathSeg::Index(i), toml_edit::Item::Value(toml_edit::Value::Array(a))) => {
+            if let Some(sp) = a.get(*i).and_then(|v| v.span()) {
+                *best = Some(sp.start);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PathSeg {
+    Key(String),
+    Index(usize),
+}
+
+fn render_path(path: &[PathSeg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            PathSeg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            PathSeg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+struct Collector<'a> {
+    loc: &'a Locator,
+    errors: Vec<SpecError>,
+}
+
+impl Collector<'_> {
+    fn push(&mut self, path: Vec<PathSeg>, message: impl Into<String>) {
+        let line = self.loc.locate(&path);
+        self.errors.push(SpecError {
+            path: if path.is_empty() {
+                "(top level)".to_string()
+            } else {
+                render_path(&path)
+            },
+            line,
+            message: message.into(),
+        });
+    }
+
+    /// Deserializes `value` as `T`, reporting the error at the precise inner key.
+    fn de<T: DeserializeOwned>(&mut self, base: &[PathSeg], value: toml::Value) -> Option<T> {
+        match serde_path_to_error::deserialize::<_, T>(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let mut path = base.to_vec();
+                for seg in e.path().iter() {
+                    match seg {
+                        serde_path_to_error::Segment::Map { key } => {
+                            path.push(PathSeg::Key(key.clone()))
+                        }
+                        serde_path_to_error::Segment::Seq { index } => {
+                            path.push(PathSeg::Index(*index))
+                        }
+                        _ => {}
+                    }
+                }
+                let msg = e.into_inner().to_string();
+                // serde's unknown-field message names the field; point at it.
+                if let Some(field) = msg
+                    .strip_prefix("unknown field `")
+                    .and_then(|r| r.split('`').next())
+                    && path.last() != Some(&PathSeg::Key(field.to_string()))
+                {
+                    path.push(PathSeg::Key(field.to_string()));
+                }
+                self.push(path, msg.trim().to_string());
+                None
+            }
+        }
+    }
+}
+
+fn key(k: &str) -> PathSeg {
+    PathSeg::Key(k.to_string())
+}
+
+impl Pipeline {
+    /// Parses and checks a pipeline file's text with overrides applied, reporting every problem.
+    pub fn parse(file: &str, text: &str, overrides: &[String]) -> Result<Pipeline, SpecErrors> {
+        let fail = |errors: Vec<SpecError>| SpecErrors {
+            file: file.to_string(),
+            errors,
+        };
+        let mut root: toml::Table = match text.parse::<toml::Table>() {
+            Ok(t) => t,
+            Err(e) => {
+                let loc = Locator::new(text);
+                return Err(fail(vec![SpecError {
+                    path: "(syntax)".into(),
+                    line: e.span().map(|s| loc.pos(s.start)),
+                    message: e.message().trim().to_string(),
+                }]));
+            }
+        };
+        let mut override_errors = Vec::new();
+        for o in overrides {
+            if let Err(e) = apply_override(&mut root, o) {
+                override_errors.push(SpecError {
+                    path: "--set".into(),
+                    line: None,
+                    message: e.to_string(),
+                });
+            }
+        }
+        let loc = Locator::new(text);
+        let mut c = Collector {
+            loc: &loc,
+            errors: override_errors,
+        };
+        let p = Self::check(&mut c, &root);
+        match p {
+            Some(mut p) if c.errors.is_empty() => {
+                let canonical = serde_json::to_string(&PipelineHashView(&p)).unwrap_or_default();
+                p.hash = crate::id::sha1_hex(&canonical);
+                Ok(p)
+            }
+            _ => Err(fail(c.errors)),
+        }
+    }
+
+    fn check(c: &mut Collector<'_>, root: &toml::Table) -> Option<Pipeline> {
+        for k in root.keys() {
+            if !TOP_KEYS.contains(&k.as_str()) {
+                c.push(
+                    vec![key(k)],
+                    format!("unknown key `{k}`, expected one of {}", TOP_KEYS.join(", ")),
+                );
+            }
+        }
+        let version = match root.get("version") {
+            None => {
+                c.push(vec![], format!("missing `version` (this build reads version = {SPEC_VERSION})"));
+                None
+            }
+            Some(toml::Value::Integer(v)) if *v == SPEC_VERSION => Some(*v),
+            Some(v) => {
+                c.push(
+                    vec![key("version")],
+                    format!("unsupported version {v}; this build reads version = {SPEC_VERSION}"),
+                );
+                None
+            }
+        };
+        let name = match root.get("name") {
+            Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+            Some(_) => {
+                c.push(vec![key("name")], "`name` must be a non-empty string");
+                String::new()
+            }
+            None => "pipeline".to_string(),
+        };
+        let description = root
+            .get("description")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        let output = match root.get("output") {
+            Some(toml::Value::String(s)) => {
+                if let Err(m) = check_location(s) {
+                    c.push(vec![key("output")], m);
+                }
+                s.clone()
+            }
+            Some(_) => {
+                c.push(vec![key("output")], "`output` must be a string (path or URL)");
+                String::new()
+            }
+            None => {
+                c.push(vec![], "missing `output` (where the run writes everything)");
+                String::new()
+            }
+        };
+        let run = match root.get("run") {
+            Some(v) => c.de::<RunSpec>(&[key("run")], v.clone()).unwrap_or_default(),
+            None => RunSpec::default(),
+        };
+        if run.shards == 0 || run.shards > 65_536 {
+            c.push(vec![key("run"), key("shards")], "`shards` must be between 1 and 65536");
+        }
+        if run.batch_size == 0 {
+            c.push(vec![key("run"), key("batch_size")], "`batch_size` must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&run.max_bad_ratio) {
+            c.push(
+                vec![key("run"), key("max_bad_ratio")],
+                "`max_bad_ratio` must be between 0.0 and 1.0",
+            );
+        }
+
+        let mut inputs = Vec::new();
+        match root.get("inputs") {
+            None => c.push(vec![], "no `[[inputs]]`: a pipeline needs at least one input"),
+            Some(toml::Value::Array(a)) => {
+                if a.is_empty() {
+                    c.push(vec![key("inputs")], "`inputs` is empty");
+                }
+                for (i, v) in a.iter().enumerate() {
+                    let base = vec![key("inputs"), PathSeg::Index(i)];
+                    if let Some(inp) = check_input(c, &base, v) {
+                        inputs.push(inp);
+                    }
+                }
+            }
+            Some(_) => c.push(vec![key("inputs")], "`inputs` must be an array of tables `[[inputs]]`"),
+        }
+        let mut names = BTreeSet::new();
+        for (i, inp) in inputs.iter().enumerate() {
+            if !names.insert(inp.name.clone()) {
+                c.push(
+                    vec![key("inputs"), PathSeg::Index(i), key("name")],
+                    format!("duplicate input name `{}`", inp.name),
+                );
+            }
+        }
+
+        let mut stages = Vec::new();
+        match root.get("stages") {
+            None => {}
+            Some(toml::Value::Array(a)) => {
+                for (i, v) in a.iter().enumerate() {
+                    let base = vec![key("stages"), PathSeg::Index(i)];
+                    if let Some(st) = check_stage(c, &base, v, &inputs) {
+                        stages.push(st);
+                    }
+                }
+            }
+            Some(_) => c.push(vec![key("stages")], "`stages` must be an array of tables `[[stages]]`"),
+        }
+        for (i, st) in stages.iter().enumerate() {
+            if !names.insert(st.name.clone()) {
+                c.push(
+                    vec![key("stages"), PathSeg::Index(i), key("name")],
+                    format!("duplicate name `{}` (names are shared by inputs and stages)", st.name),
+                );
+            }
+        }
+        let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();
+        for (i, st) in stages.iter().enumerate() {
+            for (j, r) in st.inputs.iter().enumerate() {
+                if !known.contains(r.as_str()) || r == &st.name {
+                    c.push(
+                        vec![key("stages"), PathSeg::Index(i), key("inputs"), PathSeg::Index(j)],
+                        format!("`{r}` names no input or other stage"),
+                    );
+                }
+            }
+        }
+        Some(Pipeline {
+            version: version?,
+            name,
+            description,
+            output,
+            run,
+            inputs,
+            stages,
+            hash: String::new(),
+        })
+    }
+
+    /// The input named `name`.
+    pub fn input(&self, name: &str) -> Option<&InputSpec> {
+        self.inputs.iter().find(|i| i.name == name)
+    }
+
+    /// The hseq stage, if the pipeline has one.
+    pub fn hseq_stage(&self) -> Option<(&StageSpec, &HseqOptions)> {
+        self.stages.iter().find_map(|s| match &s.options {
+            StageOptions::Hseq(o) => Some((s, o)),
+        })
+    }
+}
+
+#[derive(Serialize)]
+struct PipelineHashView<'a>(#[serde(with = "hash_view")] &'a Pipeline);
+
+mod hash_view {
+    use super::Pipeline;
+    use serde::Serializer;
+    use serde::ser::SerializeStruct;
+
+    pub fn serialize<S: Serializer>(p: &&Pipeline, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Pipeline", 6)?;
+        st.serialize_field("version", &p.version)?;
+        st.serialize_field("name", &p.name)?;
+        st.serialize_field("output", &p.output)?;
+        st.serialize_field("run", &p.run)?;
+        st.serialize_field("inputs", &p.inputs)?;
+        st.serialize_field("stages", &p.stages)?;
+        st.end()
+    }
+}
+
+fn check_input(c: &mut Collector<'_>, base: &[PathSeg], v: &toml::Value) -> Option<InputSpec> {
+    let raw: RawInput = c.de(base, v.clone())?;
+    let mut ok = true;
+    let with = |k: &str| {
+        let mut p = base.to_vec();
+        p.push(key(k));
+        p
+    };
+    if raw.name.trim().is_empty() {
+        c.push(with("name"), "`name` must not be empty");
+        ok = false;
+    }
+    let format = Format::from_name(&raw.format);
+    if format.is_none() {
+        let all: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+        c.push(
+            with("format"),
+            format!("unknown format `{}`, expected one of {}", raw.format, all.join(", ")),
+        );
+        ok = false;
+    }
+    if raw.paths.is_empty() {
+        c.push(with("paths"), "`paths` must name at least one file");
+        ok = false;
+    }
+    for (i, p) in raw.paths.iter().enumerate() {
+        if let Err(m) = check_location(p) {
+            let mut path = with("paths");
+            path.push(PathSeg::Index(i));
+            c.push(path, m);
+            ok = false;
+        }
+    }
+    let format = format?;
+    let opts_val = toml::Value::Table(raw.options.unwrap_or_default());
+    let ob = with("options");
+    let options = match format {
+        Format::MediaWiki => c.de(&ob, opts_val).map(FormatOptions::MediaWiki),
+        Format::Freebase => c.de(&ob, opts_val).map(FormatOptions::Freebase),
+        Format::Wikidata => c.de(&ob, opts_val).map(FormatOptions::Wikidata),
+        Format::Fb15k => c.de(&ob, opts_val).map(FormatOptions::Fb15k),
+        Format::HybridQa => c.de(&ob, opts_val).map(FormatOptions::HybridQa),
+        Format::MetaQa => c.de(&ob, opts_val).map(FormatOptions::MetaQa),
+        _ => c
+            .de::<NoOptions>(&ob, opts_val)
+            .map(|_| FormatOptions::None(NoOptions {})),
+    };
+    if raw.split.is_some() && !format.is_qa() {
+        c.push(with("split"), format!("`split` applies to QA datasets, not `{format}`"));
+        ok = false;
+    }
+    let options = options?;
+    ok.then_some(InputSpec {
+        name: raw.name,
+        format,
+        paths: raw.paths,
+        split: raw.split,
+        options,
+    })
+}
+
+fn check_stage(
+    c: &mut Collector<'_>,
+    base: &[PathSeg],
+    v: &toml::Value,
+    inputs: &[InputSpec],
+) -> Option<StageSpec> {
+    let raw: RawStage = c.de(base, v.clone())?;
+    let with = |k: &str| {
+        let mut p = base.to_vec();
+        p.push(key(k));
+        p
+    };
+    let kind = match raw.kind.as_str() {
+        "hseq" => StageKind::Hseq,
+        other => {
+            c.push(with("kind"), format!("unknown stage kind `{other}`, expected one of hseq"));
+            return None;
+        }
+    };
+    let opts_val = toml::Value::Table(raw.options.unwrap_or_default());
+    let options = match kind {
+        StageKind::Hseq => StageOptions::Hseq(c.de(&with("options"), opts_val)?),
+    };
+    Some(StageSpec {
+        name: raw.name.unwrap_or_else(|| kind.name().to_string()),
+        kind,
+        inputs: raw
+            .inputs
+            .unwrap_or_else(|| inputs.iter().map(|i| i.name.clone()).collect()),
+        options,
+    })
+}
+
+/// Checks that a location is a local path or a URL with a scheme object_store serves.
+pub fn check_location(s: &str) -> Result<(), String> {
+    if s.trim().is_empty() {
+        return Err("empty path".into());
+    }
+    if let Some((scheme, rest)) = s.split_once("://") {
+        const OK: &[&str] = &["file", "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "memory", "http", "https"];
+        if !OK.contains(&scheme) {
+            return Err(format!(
+                "unsupported URL scheme `{scheme}://`, expected a local path or one of {}",
+                OK.iter().map(|s| format!("{s}://")).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        if rest.is_empty() && scheme != "memory" {
+            return Err(format!("`{s}` names no bucket or path"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+version = 1
+name = "t"
+output = "out/t"
+
+[run]
+shards = 2
+
+[[inputs]]
+name = "wiki"
+format = "mediawiki"
+paths = ["a.xml.bz2"]
+options = { namespaces = [0, 14] }
+
+[[inputs]]
+name = "hp"
+format = "hotpotqa"
+paths = ["h.json"]
+split = "dev"
+
+[[stages]]
+kind = "hseq"
+"#;
+
+    #[test]
+    fn parses_a_good_file() {
+        let p = Pipeline::parse("t.toml", GOOD, &[]).unwrap();
+        assert_eq!(p.run.shards, 2);
+        assert_eq!(p.inputs.len(), 2);
+        assert_eq!(
+            p.inputs[0].options,
+            FormatOptions::MediaWiki(MediaWikiOptions {
+                namespaces: vec![0, 14],
+                ..Default::default()
+            })
+        );
+        assert_eq!(p.stages[0].inputs, vec!["wiki", "hp"]);
+        assert_eq!(p.hash.len(), 40);
+    }
+
+    #[test]
+    fn reports_every_problem_with_lines() {
+        let bad = r#"
+version = 1
+output = "ftp://x"
+colour = "blue"
+
+[run]
+shards = 0
+speed = 3
+
+[[inputs]]
+name = "a"
+format = "mediawki"
+paths = ["x"]
+
+[[inputs]]
+name = "b"
+format = "freebase"
+paths = ["y"]
+options = { english = true }
+
+[[stages]]
+kind = "hseq"
+inputs = ["nope"]
+"#;
+        let e = Pipeline::parse("bad.toml", bad, &[]).unwrap_err();
+        let text = e.to_string();
+        for needle in [
+            "colour",
+            "ftp://",
+            "speed",
+            "mediawki",
+            "english",
+            "`nope` names no input",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in:\n{text}");
+        }
+        let colour = e.errors.iter().find(|x| x.path == "colour").unwrap();
+        assert_eq!(colour.line.map(|l| l.0), Some(4));
+        let eng = e
+            .errors
+            .iter()
+            .find(|x| x.path.contains("english"))
+            .unwrap();
+        assert_eq!(eng.path, "inputs[1].options.english");
+        assert_eq!(eng.line.map(|l| l.0), Some(19), "{eng:?}");
+        let fmt = e.errors.iter().find(|x| x.path.ends_with("format")).unwrap();
+        assert_eq!(fmt.line.map(|l| l.0), Some(12), "{fmt:?}");
+    }
+
+    #[test]
+    fn overrides_change_any_value() {
+        let p = Pipeline::parse(
+            "t.toml",
+            GOOD,
+            &[
+                "output=s3://bucket/run".into(),
+                "run.shards=8".into(),
+                "inputs.wiki.paths=[\"b.xml\"]".into(),
+                "inputs.1.split=train".into(),
+                "stages.0.options.cells=true".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(p.output, "s3://bucket/run");
+        assert_eq!(p.run.shards, 8);
+        assert_eq!(p.inputs[0].paths, vec!["b.xml"]);
+        assert_eq!(p.inputs[1].split.as_deref(), Some("train"));
+        let (_, o) = p.hseq_stage().unwrap();
+        assert!(o.cells);
+        let base = Pipeline::parse("t.toml", GOOD, &[]).unwrap();
+        assert_ne!(base.hash, p.hash);
+    }
+
+    #[test]
+    fn bad_overrides_are_reported() {
+        let e = Pipeline::parse("t.toml", GOOD, &["inputs.nope.paths=[]".into(), "novalue".into()])
+            .unwrap_err();
+        assert_eq!(e.errors.len(), 2, "{e}");
+        let e = Pipeline::parse("t.toml", GOOD, &["run.shards=\"many\"".into()]).unwrap_err();
+        assert!(e.to_string().contains("run.shards"), "{e}");
+    }
+
+    #[test]
+    fn syntax_errors_have_a_position() {
+        let e = Pipeline::parse("t.toml", "version = 1\noutput = \n", &[]).unwrap_err();
+        assert_eq!(e.errors.len(), 1);
+        assert_eq!(e.errors[0].line.map(|l| l.0), Some(2));
+    }
+}

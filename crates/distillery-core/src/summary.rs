@@ -1,0 +1,100 @@
+//! `_summary.json` and `_manifest.json`: what a run did and what an output holds.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Counts of one stage of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageSummary {
+    pub stage: String,
+    pub records_in: u64,
+    pub records_out: u64,
+    pub quarantined: u64,
+    /// Input bytes read (compressed size for compressed inputs).
+    pub bytes_in: u64,
+    /// Parquet bytes written.
+    pub bytes_out: u64,
+    pub seconds: f64,
+    /// Stage-specific counters (per table written, per quarantine reason, round trips, LLM
+    /// calls, cache hits, tokens, ...).
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl StageSummary {
+    pub fn new(stage: &str) -> StageSummary {
+        StageSummary {
+            stage: stage.to_string(),
+            ..Default::default()
+        }
+    }
+
+    pub fn add(&mut self, counter: &str, n: u64) {
+        *self.counters.entry(counter.to_string()).or_default() += n;
+    }
+
+    /// Adds another summary's counts into this one (same stage, another task).
+    pub fn merge(&mut self, other: &StageSummary) {
+        self.records_in += other.records_in;
+        self.records_out += other.records_out;
+        self.quarantined += other.quarantined;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.seconds += other.seconds;
+        for (k, v) in &other.counters {
+            *self.counters.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// The whole run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub pipeline: String,
+    pub pipeline_hash: String,
+    pub run_id: String,
+    pub started_at: String,
+    pub seconds: f64,
+    pub stages: Vec<StageSummary>,
+    /// Quarantined records by reason, over all stages.
+    pub quarantine_by_reason: BTreeMap<String, u64>,
+}
+
+/// One file of an output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestFile {
+    /// Path relative to the output root, e.g. `documents/part-00000.parquet`.
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// One table of an output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestTable {
+    pub name: String,
+    pub schema_hash: String,
+    pub rows: u64,
+    pub files: Vec<ManifestFile>,
+}
+
+/// `_manifest.json`: written last when an output is published; an output without it is
+/// incomplete and readers refuse it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub pipeline: String,
+    pub pipeline_hash: String,
+    pub run_id: String,
+    pub shards: u32,
+    pub tables: Vec<ManifestTable>,
+}
+
+impl Manifest {
+    pub const FILE: &'static str = "_manifest.json";
+    pub const SUMMARY: &'static str = "_summary.json";
+
+    pub fn table(&self, name: &str) -> Option<&ManifestTable> {
+        self.tables.iter().find(|t| t.name == name)
+    }
+}

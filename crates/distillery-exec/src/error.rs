@@ -1,0 +1,75 @@
+//! Errors of the executor, each with a retryable/fatal kind.
+
+use distillery_core::{ErrorKind, HasKind};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("object store {location}: {source}")]
+    Store {
+        location: String,
+        #[source]
+        source: object_store::Error,
+    },
+    #[error("parquet {location}: {source}")]
+    Parquet {
+        location: String,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error(transparent)]
+    Ingest(#[from] distillery_ingest::IngestError),
+    #[error(transparent)]
+    Schema(#[from] distillery_core::schema::SchemaError),
+    #[error("inputs: {0}")]
+    Inputs(String),
+    #[error("{0}")]
+    BadRatio(String),
+    #[error("output {location}: {message}")]
+    Output { location: String, message: String },
+    #[error("hseq verification failed: {0}")]
+    Verify(String),
+    #[error("task failed: {0}")]
+    Task(String),
+}
+
+impl ExecError {
+    pub fn store(location: impl Into<String>, source: object_store::Error) -> ExecError {
+        ExecError::Store {
+            location: location.into(),
+            source,
+        }
+    }
+
+    pub fn parquet(location: impl Into<String>, source: parquet::errors::ParquetError) -> ExecError {
+        ExecError::Parquet {
+            location: location.into(),
+            source,
+        }
+    }
+
+    pub fn output(location: impl Into<String>, message: impl Into<String>) -> ExecError {
+        ExecError::Output {
+            location: location.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl HasKind for ExecError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ExecError::Store { source, .. } => match source {
+                object_store::Error::NotFound { .. }
+                | object_store::Error::InvalidPath { .. }
+                | object_store::Error::NotSupported { .. }
+                | object_store::Error::PermissionDenied { .. }
+                | object_store::Error::Unauthenticated { .. }
+                | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::Fatal,
+                _ => ErrorKind::Retryable,
+            },
+            ExecError::Ingest(e) => e.kind(),
+            ExecError::Task(_) => ErrorKind::Retryable,
+            _ => ErrorKind::Fatal,
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The `hseq` stage: every documents/tables/triples part of the selected inputs becomes a
+//! segments part with the same shard and tag (`segments/part-SSSSS-TAG.parquet`), so a source
+//! part and its segments are always found together. Documents come first, then tables, then
+//! triples, each in part order: the segments part lists sources in a deterministic order that
+//! `hseq verify` walks in lockstep. With `verify = true` (default) each source is decoded back
+//! from its segments while they are made and the round trips are counted in the summary.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{HseqOptions, Pipeline, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Document, Segment, Table, TableKind, Triple};
+use distillery_hseq::{KgEncoder, Verifier, level};
+use futures::StreamExt;
+use tracing::{info, warn};
+
+use crate::error::ExecError;
+use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::plan::tag_name;
+use crate::store::Location;
+
+/// Rows per segments batch written.
+const SEGMENT_BATCH: usize = 8192;
+
+/// Runs one stage over the parts written so far.
+pub async fn run_stage(
+    p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    parallelism: usize,
+) -> Result<(StageSummary, Vec<WrittenPart>), ExecError> {
+    let StageOptions::Hseq(opts) = &stage.options;
+    let started = Instant::now();
+    let prefixes: Vec<String> = stage
+        .inputs
+        .iter()
+        .map(|n| format!("{}-", tag_name(n)))
+        .collect();
+    // (shard, tag) → source parts, in table order documents, tables, triples.
+    let mut groups: BTreeMap<(u32, String), Vec<WrittenPart>> = BTreeMap::new();
+    for part in parts {
+        if !matches!(
+            part.table,
+            TableKind::Documents | TableKind::Tables | TableKind::Triples
+        ) {
+            continue;
+        }
+        let Some((_, shard, tag)) = parse_part_name(&part.rel) else {
+            continue;
+        };
+        let selected = prefixes.iter().any(|pre| {
+            tag.strip_prefix(pre.as_str())
+                .is_some_and(|rest| rest.len() == 4 && rest.bytes().all(|b| b.is_ascii_digit()))
+        });
+        if selected {
+            groups.entry((shard, tag)).or_default().push(part.clone());
+        }
+    }
+    for v in groups.values_mut() {
+        v.sort_by_key(|p| p.table);
+    }
+    let results: Vec<Result<(Vec<WrittenPart>, StageSummary), ExecError>> =
+        futures::stream::iter(groups.into_iter())
+            .map(|((shard, tag), sources)| {
+                let out = out.clone();
+                let staging = staging.to_string();
+                let opts = opts.clone();
+                async move { hseq_group(out, staging, shard, tag, sources, opts).await }
+            })
+            .buffer_unordered(parallelism.max(1))
+            .collect()
+            .await;
+    let mut summary = StageSummary::new(&stage.name);
+    let mut written = Vec::new();
+    for r in results {
+        let (w, s) = r?;
+        written.extend(w);
+        summary.merge(&s);
+    }
+    summary.stage = stage.name.clone();
+    summary.seconds = started.elapsed().as_secs_f64();
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let failed = summary.counters.get("roundtrip.failed").copied().unwrap_or(0);
+    if failed > 0 {
+        warn!(stage = %stage.name, failed, "sources that do not round-trip through hseq");
+    }
+    info!(
+        stage = %stage.name,
+        pipeline = %p.name,
+        sources = summary.records_in,
+        segments = summary.records_out,
+        "hseq done"
+    );
+    Ok((summary, written))
+}
+
+/// State carried across the batches of one group, moved in and out of blocking tasks.
+struct GroupState {
+    opts: HseqOptions,
+    kg: KgEncoder,
+    verifier: Verifier,
+    /// The current subject run: its triples and segments, verified when the run ends.
+    run_triples: Vec<Triple>,
+    run_segments: Vec<Segment>,
+    levels: BTreeMap<String, u64>,
+    failures: Vec<String>,
+}
+
+impl GroupState {
+    fn verify_run(&mut self) {
+        if self.opts.verify && !self.run_triples.is_empty() {
+            let refs: Vec<&Triple> = self.run_triples.iter().collect();
+            if let Err(m) = self.verifier.verify_kg(&refs, &self.run_segments)
+                && self.failures.len() < 5
+            {
+                self.failures.push(m.to_string());
+            }
+        }
+        self.run_triples.clear();
+        self.run_segments.clear();
+    }
+
+    /// Encodes one batch of a source table; returns the segments.
+    fn encode(&mut self, table: TableKind, batch: &RecordBatch) -> Result<Vec<Segment>, ExecError> {
+        let mut segs = Vec::new();
+        match table {
+            TableKind::Documents => {
+                for d in from_batch::<Document>(table, batch)? {
+                    let s = distillery_hseq::encode_document(&d, &self.opts);
+                    if self.opts.verify
+                        && let Err(m) = self.verifier.verify_document(&d, &s)
+                        && self.failures.len() < 5
+                    {
+                        self.failures.push(m.to_string());
+                    }
+                    segs.extend(s);
+                }
+            }
+            TableKind::Tables => {
+                for t in from_batch::<Table>(table, batch)? {
+                    let s = distillery_hseq::encode_table(&t, &self.opts);
+                    if self.opts.verify
+                        && let Err(m) = self.verifier.verify_table(&t, &s)
+                        && self.failures.len() < 5
+                    {
+                        self.failures.push(m.to_string());
+                    }
+                    segs.extend(s);
+                }
+            }
+            TableKind::Triples => {
+                for t in from_batch::<Triple>(table, batch)? {
+                    let s = self.kg.push(&t);
+                    if s.iter().any(|x| x.level == level::SUBGRAPH) {
+                        self.verify_run();
+                    }
+                    self.run_segments.extend(s.iter().cloned());
+                    self.run_triples.push(t);
+                    segs.extend(s);
+                }
+            }
+            _ => {}
+        }
+        for s in &segs {
+            *self.levels.entry(s.level.clone()).or_default() += 1;
+        }
+        Ok(segs)
+    }
+}
+
+async fn hseq_group(
+    out: Location,
+    staging: String,
+    shard: u32,
+    tag: String,
+    sources: Vec<WrittenPart>,
+    opts: HseqOptions,
+) -> Result<(Vec<WrittenPart>, StageSummary), ExecError> {
+    let mut writer = PartWriters::new(out.clone(), &staging, &tag);
+    let mut state = Some(GroupState {
+        opts,
+        kg: KgEncoder::new(),
+        verifier: Verifier::new(),
+        run_triples: Vec::new(),
+        run_segments: Vec::new(),
+        levels: BTreeMap::new(),
+        failures: Vec::new(),
+    });
+    let mut summary = StageSummary::new("hseq");
+    for src in &sources {
+        let mut stream = Box::pin(read_part(&out, &format!("{staging}/{}", src.rel)).await?);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            summary.records_in += batch.num_rows() as u64;
+            let table = src.table;
+            let mut st = state.take().expect("state is returned after each batch");
+            let (st, batches) = tokio::task::spawn_blocking(move || {
+                let segs = st.encode(table, &batch)?;
+                let batches = segs
+                    .chunks(SEGMENT_BATCH)
+                    .map(|c| to_batch(TableKind::Segments, c))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok::<_, ExecError>((st, batches))
+            })
+            .await
+            .map_err(|e| ExecError::Task(e.to_string()))??;
+            state = Some(st);
+            for b in &batches {
+                summary.records_out += b.num_rows() as u64;
+                writer.write(TableKind::Segments, shard, b).await?;
+            }
+        }
+        summary.bytes_in += src.bytes;
+    }
+    let mut st = state.take().expect("state present");
+    st.verify_run();
+    let parts = writer.finish().await?;
+    summary.bytes_out = parts.iter().map(|p| p.bytes).sum();
+    for (lvl, n) in &st.levels {
+        summary.add(&format!("segments.{lvl}"), *n);
+    }
+    if st.opts.verify {
+        let c = st.verifier.counts();
+        summary.add("roundtrip.documents_ok", c.documents_ok);
+        summary.add("roundtrip.tables_ok", c.tables_ok);
+        summary.add("roundtrip.kg_edges_ok", c.kg.edges_ok);
+        summary.add("roundtrip.subgraphs_ok", c.kg.subgraphs_ok);
+        summary.add("roundtrip.failed", c.failed());
+    }
+    for f in &st.failures {
+        warn!(tag = %tag, shard, failure = %f, "hseq round trip failed");
+    }
+    Ok((parts, summary))
+}

@@ -1,0 +1,203 @@
+//! Parquet parts: writing batches of a table shard into `table/part-SSSSS-TAG.parquet` through
+//! object_store (zstd, bounded row groups), and reading parts back as batch streams.
+//!
+//! A part's name is its provenance: `SSSSS` the shard, `TAG` the input name and file index
+//! (`hotpot-0000`). Each part is written by exactly one sequential reader, so a re-run writes
+//! the same rows in the same order, and the same bytes.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+use distillery_core::TableKind;
+use distillery_core::schema::schema_of;
+use futures::{Stream, StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
+use object_store::buffered::BufWriter;
+use parquet::arrow::AsyncArrowWriter;
+use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::ExecError;
+use crate::store::Location;
+
+/// A part written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenPart {
+    pub table: TableKind,
+    pub shard: u32,
+    /// Path relative to the directory the parts were written under.
+    pub rel: String,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// The file name of a part.
+pub fn part_name(table: TableKind, shard: u32, tag: &str) -> String {
+    format!("{}/part-{shard:05}-{tag}.parquet", table.name())
+}
+
+/// Parses `table/part-SSSSS-TAG.parquet` into (table, shard, tag).
+pub fn parse_part_name(rel: &str) -> Option<(TableKind, u32, String)> {
+    let (table, file) = rel.rsplit_once('/')?;
+    let table = TableKind::from_name(table.rsplit('/').next()?)?;
+    let rest = file.strip_prefix("part-")?.strip_suffix(".parquet")?;
+    let (shard, tag) = rest.split_once('-')?;
+    Some((table, shard.parse().ok()?, tag.to_string()))
+}
+
+fn writer_props() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
+        .set_max_row_group_row_count(Some(64 * 1024))
+        .set_created_by("distillery".to_string())
+        .build()
+}
+
+struct OpenPart {
+    writer: AsyncArrowWriter<BufWriter>,
+    rows: u64,
+}
+
+/// Writers of the parts of one tag under a directory (`base`), opened lazily per (table, shard).
+pub struct PartWriters {
+    loc: Location,
+    base: String,
+    tag: String,
+    open: BTreeMap<(TableKind, u32), OpenPart>,
+    /// Flush a row group when its encoded size passes this.
+    row_group_bytes: usize,
+}
+
+impl PartWriters {
+    pub fn new(loc: Location, base: &str, tag: &str) -> PartWriters {
+        PartWriters {
+            loc,
+            base: base.trim_end_matches('/').to_string(),
+            tag: tag.to_string(),
+            open: BTreeMap::new(),
+            row_group_bytes: 32 << 20,
+        }
+    }
+
+    fn rel(&self, table: TableKind, shard: u32) -> String {
+        format!("{}/{}", self.base, part_name(table, shard, &self.tag))
+    }
+
+    /// Appends a batch to the (table, shard) part.
+    pub async fn write(
+        &mut self,
+        table: TableKind,
+        shard: u32,
+        batch: &RecordBatch,
+    ) -> Result<(), ExecError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let key = (table, shard);
+        if !self.open.contains_key(&key) {
+            let rel = self.rel(table, shard);
+            let path = self.loc.path(&rel);
+            let buf = BufWriter::new(self.loc.store.clone(), path);
+            let writer = AsyncArrowWriter::try_new(buf, schema_of(table), Some(writer_props()))
+                .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
+            self.open.insert(key, OpenPart { writer, rows: 0 });
+            // Keep the total buffered across open parts bounded.
+            self.row_group_bytes = ((256usize << 20) / self.open.len()).clamp(4 << 20, 32 << 20);
+        }
+        let rel = self.rel(table, shard);
+        let part = self.open.get_mut(&key).expect("opened above");
+        part.writer
+            .write(batch)
+            .await
+            .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
+        part.rows += batch.num_rows() as u64;
+        if part.writer.in_progress_size() > self.row_group_bytes {
+            part.writer
+                .flush()
+                .await
+                .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
+        }
+        Ok(())
+    }
+
+    /// Closes every part and returns what was written (paths relative to `base`).
+    pub async fn finish(self) -> Result<Vec<WrittenPart>, ExecError> {
+        let mut out = Vec::new();
+        for ((table, shard), part) in self.open {
+            let rel = format!("{}/{}", self.base, part_name(table, shard, &self.tag));
+            part.writer
+                .close()
+                .await
+                .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
+            let bytes = self
+                .loc
+                .store
+                .head(&self.loc.path(&rel))
+                .await
+                .map_err(|e| ExecError::store(self.loc.show(&rel), e))?
+                .size;
+            out.push(WrittenPart {
+                table,
+                shard,
+                rel: part_name(table, shard, &self.tag),
+                rows: part.rows,
+                bytes,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Streams the batches of one Parquet object.
+pub async fn read_part(
+    loc: &Location,
+    rel: &str,
+) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
+    let reader = ParquetObjectReader::new(Arc::clone(&loc.store), loc.path(rel));
+    let show = loc.show(rel);
+    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| ExecError::parquet(&show, e))?
+        .with_batch_size(4096)
+        .build()
+        .map_err(|e| ExecError::parquet(&show, e))?;
+    Ok(stream.map_err(move |e| ExecError::parquet(&show, e)))
+}
+
+/// Reads all batches of one part (for small parts and tests).
+pub async fn read_part_all(loc: &Location, rel: &str) -> Result<Vec<RecordBatch>, ExecError> {
+    let s = read_part(loc, rel).await?;
+    s.try_collect().await
+}
+
+/// Reads all batches of one part with a stream adapter (keeps the API symmetrical).
+pub async fn count_rows(loc: &Location, rel: &str) -> Result<u64, ExecError> {
+    let mut s = Box::pin(read_part(loc, rel).await?);
+    let mut n = 0;
+    while let Some(b) = s.next().await {
+        n += b?.num_rows() as u64;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_names_round_trip() {
+        let n = part_name(TableKind::Documents, 3, "wiki-0001");
+        assert_eq!(n, "documents/part-00003-wiki-0001.parquet");
+        assert_eq!(
+            parse_part_name(&n),
+            Some((TableKind::Documents, 3, "wiki-0001".to_string()))
+        );
+        assert_eq!(
+            parse_part_name(&format!("_staging/x/{n}")),
+            Some((TableKind::Documents, 3, "wiki-0001".to_string()))
+        );
+        assert_eq!(parse_part_name("documents/readme.txt"), None);
+    }
+}

@@ -1,0 +1,163 @@
+//! Planning: resolving a pipeline's inputs into files and listing what a run will write.
+
+use std::fmt;
+
+use distillery_core::TableKind;
+use distillery_core::spec::{Format, Pipeline, StageKind};
+
+use crate::error::ExecError;
+use crate::store::{is_url, resolve_paths};
+
+/// One input file to read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedFile {
+    pub input: String,
+    pub format: Format,
+    /// Index of the file within its input.
+    pub index: usize,
+    pub location: String,
+    pub size: Option<u64>,
+    /// Part tag: `<input>-<index>`; every part this file produces carries it.
+    pub tag: String,
+}
+
+/// What a run will do.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub pipeline: Pipeline,
+    pub files: Vec<PlannedFile>,
+    /// Stages in execution order: one `ingest/<input>` per input, then the pipeline's stages.
+    pub stages: Vec<String>,
+    /// Tables the output will hold.
+    pub tables: Vec<TableKind>,
+}
+
+/// Tables a format's reader produces.
+pub fn tables_of(format: Format) -> &'static [TableKind] {
+    use TableKind::*;
+    match format {
+        Format::MediaWiki => &[Documents, Tables],
+        Format::Freebase | Format::Wikidata | Format::Fb15k => &[Triples, Entities],
+        Format::MetaQaKb => &[Triples],
+        _ => &[Questions, Documents, Tables],
+    }
+}
+
+/// A tag-safe version of an input name.
+pub fn tag_name(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .collect()
+}
+
+/// Resolves the inputs (globs, existence) and lists stages and tables. Reports every missing
+/// input at once.
+pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for input in &p.inputs {
+        match resolve_paths(&input.name, &input.paths) {
+            Ok(paths) => {
+                for (index, location) in paths.into_iter().enumerate() {
+                    let size = if is_url(&location) {
+                        None
+                    } else {
+                        std::fs::metadata(&location).ok().map(|m| m.len())
+                    };
+                    files.push(PlannedFile {
+                        input: input.name.clone(),
+                        format: input.format,
+                        index,
+                        tag: format!("{}-{index:04}", tag_name(&input.name)),
+                        location,
+                        size,
+                    });
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ExecError::Inputs(errors.join("\n")));
+    }
+    let mut stages: Vec<String> = p.inputs.iter().map(|i| format!("ingest/{}", i.name)).collect();
+    let mut tables: Vec<TableKind> = Vec::new();
+    for i in &p.inputs {
+        for t in tables_of(i.format) {
+            if !tables.contains(t) {
+                tables.push(*t);
+            }
+        }
+    }
+    for s in &p.stages {
+        stages.push(s.name.clone());
+        match s.kind {
+            StageKind::Hseq => tables.push(TableKind::Segments),
+        }
+    }
+    tables.push(TableKind::Quarantine);
+    tables.sort();
+    tables.dedup();
+    Ok(Plan {
+        pipeline: p.clone(),
+        files,
+        stages,
+        tables,
+    })
+}
+
+fn human(n: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i + 1 < U.len() {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.pipeline;
+        writeln!(f, "pipeline {} (hash {})", p.name, &p.hash[..12])?;
+        writeln!(f, "output   {}", p.output)?;
+        writeln!(
+            f,
+            "shards   {} per table (records assigned by stable id hash; triples by subject)",
+            p.run.shards
+        )?;
+        writeln!(f, "inputs")?;
+        for file in &self.files {
+            writeln!(
+                f,
+                "  {:<12} {:<10} {} ({})",
+                file.input,
+                file.format.name(),
+                file.location,
+                file.size.map(human).unwrap_or_else(|| "remote".into())
+            )?;
+        }
+        writeln!(f, "stages")?;
+        for s in &self.stages {
+            writeln!(f, "  {s}")?;
+        }
+        writeln!(f, "outputs")?;
+        for t in &self.tables {
+            writeln!(
+                f,
+                "  {}/{}/part-SSSSS-<input>-<file>.parquet  (up to {} shard(s) x {} file(s))",
+                p.output.trim_end_matches('/'),
+                t.name(),
+                p.run.shards,
+                self.files.len()
+            )?;
+        }
+        writeln!(f, "  {}/_summary.json", p.output.trim_end_matches('/'))?;
+        write!(f, "  {}/_manifest.json", p.output.trim_end_matches('/'))
+    }
+}

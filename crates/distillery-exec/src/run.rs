@@ -1,0 +1,359 @@
+//! Running a pipeline on this machine: read every input file in parallel (each file on a
+//! blocking thread, feeding an async Parquet writer through a bounded channel), check the
+//! bad-record ratio, run the stages, then publish. Nothing is visible at the output location
+//! until publishing; a failed run leaves the previous output as it was.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use distillery_core::TableKind;
+use distillery_core::spec::{InputSpec, Pipeline};
+use distillery_core::summary::{Manifest, RunSummary, StageSummary};
+use distillery_ingest::input::file_name;
+use distillery_ingest::{InputCtx, read_input};
+use futures::StreamExt;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tokio::sync::mpsc;
+use tracing::{info, warn};
+
+use crate::error::ExecError;
+use crate::parts::{PartWriters, WrittenPart};
+use crate::plan::{Plan, PlannedFile, plan};
+use crate::publish::{build_manifest, cleanup_staging, publish, staging_dir};
+use crate::sink::{BatchingSink, SinkCounts};
+use crate::store::{Location, StoreOpener, open_location};
+
+/// How a run reports progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// Progress bars when stderr is a terminal, plain log lines otherwise.
+    Auto,
+    /// Log lines only.
+    Log,
+    /// Nothing (tests).
+    Quiet,
+}
+
+/// What a finished run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    pub summary: RunSummary,
+    pub manifest: Manifest,
+    pub output: String,
+}
+
+/// What one input file produced.
+#[derive(Debug)]
+struct FileResult {
+    file: PlannedFile,
+    counts: SinkCounts,
+    parts: Vec<WrittenPart>,
+    bytes_in: u64,
+    seconds: f64,
+}
+
+/// Runs a checked pipeline end to end and publishes its output.
+pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome, ExecError> {
+    let started = Instant::now();
+    let plan = plan(p)?;
+    let out = open_location(&p.output, true)?;
+    let run_id = new_run_id(&p.hash);
+    let staging = staging_dir(&run_id);
+    info!(pipeline = %p.name, output = %p.output, run_id = %run_id, files = plan.files.len(), "run started");
+    // Staging dirs of earlier runs that died are garbage now.
+    cleanup_staging(&out).await?;
+
+    let progress = Progress::new(mode);
+    let parallelism = if p.run.parallelism == 0 {
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+    } else {
+        p.run.parallelism
+    };
+
+    // --- ingest ---
+    let mut results: Vec<FileResult> = futures::stream::iter(plan.files.clone())
+        .map(|file| {
+            let input = p.input(&file.input).expect("planned from the pipeline").clone();
+            ingest_file(file, input, p, out.clone(), staging.clone(), progress.clone())
+        })
+        .buffer_unordered(parallelism.max(1))
+        .collect::<Vec<_>>()
+        .await
+        .into_iter()
+        .collect::<Result<_, _>>()?;
+    results.sort_by(|a, b| a.file.tag.cmp(&b.file.tag));
+    progress.finish();
+
+    let mut stages: Vec<StageSummary> = Vec::new();
+    let mut parts: Vec<WrittenPart> = Vec::new();
+    let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
+    for input in &p.inputs {
+        let mut s = StageSummary::new(&format!("ingest/{}", input.name));
+        for r in results.iter().filter(|r| r.file.input == input.name) {
+            let good = r.counts.good();
+            let bad = r.counts.quarantined();
+            s.records_in += good + bad;
+            s.records_out += good;
+            s.quarantined += bad;
+            s.bytes_in += r.bytes_in;
+            s.bytes_out += r.parts.iter().map(|p| p.bytes).sum::<u64>();
+            s.seconds += r.seconds;
+            s.add("files", 1);
+            for (t, n) in &r.counts.rows {
+                if *t != TableKind::Quarantine {
+                    s.add(&format!("rows.{}", t.name()), *n);
+                }
+            }
+            for (reason, n) in &r.counts.quarantine_reasons {
+                s.add(&format!("quarantine.{reason}"), *n);
+                *by_reason.entry(reason.clone()).or_default() += n;
+            }
+        }
+        stages.push(s);
+    }
+    for r in &results {
+        parts.extend(r.parts.iter().cloned());
+    }
+
+    // --- bad-record threshold ---
+    let good: u64 = results.iter().map(|r| r.counts.good()).sum();
+    let bad: u64 = results.iter().map(|r| r.counts.quarantined()).sum();
+    let total = good + bad;
+    if total > 0 && bad as f64 / total as f64 > p.run.max_bad_ratio {
+        let reasons: Vec<String> = by_reason.iter().map(|(r, n)| format!("{r}: {n}")).collect();
+        return Err(ExecError::BadRatio(format!(
+            "{bad} of {total} records are bad ({:.2}%), above run.max_bad_ratio = {} ({}); \
+             nothing was published; the quarantined records are in {}",
+            100.0 * bad as f64 / total as f64,
+            p.run.max_bad_ratio,
+            reasons.join(", "),
+            out.show(&format!("{staging}/quarantine/"))
+        )));
+    }
+
+    // --- stages ---
+    for stage in &p.stages {
+        let (summary, new_parts) =
+            crate::hseq_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?;
+        parts.extend(new_parts);
+        stages.push(summary);
+    }
+
+    // --- publish ---
+    let manifest = build_manifest(&p.name, &p.hash, &run_id, p.run.shards, &plan.tables, &parts);
+    let summary = RunSummary {
+        pipeline: p.name.clone(),
+        pipeline_hash: p.hash.clone(),
+        run_id: run_id.clone(),
+        started_at: rfc3339(SystemTime::now() - started.elapsed()),
+        seconds: started.elapsed().as_secs_f64(),
+        stages,
+        quarantine_by_reason: by_reason,
+    };
+    publish(&out, &run_id, &manifest, &summary).await?;
+    info!(output = %p.output, seconds = summary.seconds, "run published");
+    Ok(RunOutcome {
+        summary,
+        manifest,
+        output: p.output.clone(),
+    })
+}
+
+async fn ingest_file(
+    file: PlannedFile,
+    input: InputSpec,
+    p: &Pipeline,
+    out: Location,
+    staging: String,
+    progress: Progress,
+) -> Result<FileResult, ExecError> {
+    let started = Instant::now();
+    let (tx, mut rx) = mpsc::channel(8);
+    let writer_out = out.clone();
+    let tag = file.tag.clone();
+    let writer = tokio::spawn(async move {
+        let mut w = PartWriters::new(writer_out, &staging, &tag);
+        while let Some(b) = rx.recv().await {
+            w.write(b.table, b.shard, &b.batch).await?;
+        }
+        w.finish().await
+    });
+    let counter = Arc::new(AtomicU64::new(0));
+    let bar = progress.file_bar(&file);
+    let ticker = progress.spawn_ticker(&file, counter.clone(), bar.clone());
+    let handle = tokio::runtime::Handle::current();
+    let (shards, batch_size) = (p.run.shards, p.run.batch_size);
+    let location = file.location.clone();
+    let (format, index) = (file.format, file.index);
+    let reader_counter = counter.clone();
+    let reader = tokio::task::spawn_blocking(move || {
+        let opener = StoreOpener::new(handle);
+        let ctx = InputCtx {
+            source: file_name(&location),
+            location,
+            file_index: index,
+            split: input.split.clone(),
+            options: &input.options,
+            opener: &opener,
+            bytes_read: reader_counter,
+        };
+        let mut sink = BatchingSink::new(shards, batch_size, tx);
+        let read = read_input(format, &ctx, &mut sink);
+        let flushed = sink.finish();
+        read?;
+        Ok::<_, ExecError>(flushed.map_err(distillery_ingest::IngestError::from)?)
+    });
+    let read = reader.await.map_err(|e| ExecError::Task(e.to_string()))?;
+    let written = writer.await.map_err(|e| ExecError::Task(e.to_string()))?;
+    if let Some(t) = ticker {
+        t.abort();
+    }
+    // A writer failure is the root cause of a reader's "sink closed": report it first.
+    let parts = written?;
+    let counts = read?;
+    let bytes_in = file.size.unwrap_or_else(|| counter.load(Ordering::Relaxed));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    info!(
+        input = %file.input,
+        file = %file.location,
+        records = counts.good(),
+        quarantined = counts.quarantined(),
+        seconds = started.elapsed().as_secs_f64(),
+        "input read"
+    );
+    if counts.quarantined() > 0 {
+        warn!(file = %file.location, quarantined = counts.quarantined(), "bad records quarantined");
+    }
+    Ok(FileResult {
+        file,
+        counts,
+        parts,
+        bytes_in,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// Progress reporting: bars on a terminal, periodic log lines otherwise.
+#[derive(Clone)]
+struct Progress {
+    mode: ProgressMode,
+    multi: Option<MultiProgress>,
+}
+
+impl Progress {
+    fn new(mode: ProgressMode) -> Progress {
+        let bars = mode == ProgressMode::Auto && std::io::stderr().is_terminal();
+        Progress {
+            mode,
+            multi: bars.then(MultiProgress::new),
+        }
+    }
+
+    fn file_bar(&self, file: &PlannedFile) -> Option<ProgressBar> {
+        let multi = self.multi.as_ref()?;
+        let bar = multi.add(ProgressBar::new(file.size.unwrap_or(0)));
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>14} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_prefix(file.tag.clone());
+        bar.set_message(file_name(&file.location));
+        Some(bar)
+    }
+
+    fn spawn_ticker(
+        &self,
+        file: &PlannedFile,
+        counter: Arc<AtomicU64>,
+        bar: Option<ProgressBar>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        if self.mode == ProgressMode::Quiet {
+            return None;
+        }
+        let file = file.clone();
+        Some(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(if bar.is_some() {
+                Duration::from_millis(200)
+            } else {
+                Duration::from_secs(10)
+            });
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let n = counter.load(Ordering::Relaxed);
+                match &bar {
+                    Some(b) => b.set_position(n),
+                    None => info!(input = %file.input, file = %file.location, bytes_read = n, "reading"),
+                }
+            }
+        }))
+    }
+
+    fn finish(&self) {
+        if let Some(m) = &self.multi {
+            let _ = m.clear();
+        }
+    }
+}
+
+/// A run id: UTC time plus a short hash of the pipeline and process, sortable by time.
+fn new_run_id(pipeline_hash: &str) -> String {
+    let now = SystemTime::now();
+    let stamp = rfc3339(now).replace(['-', ':'], "");
+    let nanos = now.duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let salt = distillery_core::id::stable_id(&[
+        pipeline_hash,
+        &std::process::id().to_string(),
+        &nanos.to_string(),
+    ]);
+    format!("{}-{}", stamp.trim_end_matches('Z'), &salt[..8])
+}
+
+/// Formats a time as RFC 3339 UTC with second precision.
+pub fn rfc3339(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (H. Hinnant), proleptic Gregorian.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+/// Plans a pipeline without running it (for `distillery plan`).
+pub fn plan_pipeline(p: &Pipeline) -> Result<Plan, ExecError> {
+    plan(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_formats_known_times() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(1_795_000_000)),
+            "2026-11-18T11:06:40Z"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! [`BatchingSink`]: the bridge from a reader (a blocking thread emitting records) to the
+//! Parquet writers (async tasks). Records are assigned a shard, buffered per (table, shard),
+//! turned into an Arrow `RecordBatch` when a buffer is full, and sent over a bounded channel:
+//! a slow writer blocks the reader, so memory stays bounded by
+//! `tables × shards × batch_size` records (and by a byte cap per buffer) whatever the input size.
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::record_batch::RecordBatch;
+use distillery_core::id::shard_of;
+use distillery_core::schema::records_to_batch;
+use distillery_core::{Record, RecordSink, SinkError, TableKind};
+use tokio::sync::mpsc;
+
+/// A batch for one (table, shard) part.
+#[derive(Debug)]
+pub struct PartBatch {
+    pub table: TableKind,
+    pub shard: u32,
+    pub batch: RecordBatch,
+}
+
+/// The key a record is sharded by: its id, except triples (by subject, so a subject's edges
+/// stay together for the KG adapter) and entities (by key).
+pub fn shard_key(r: &Record) -> &str {
+    match r {
+        Record::Triple(t) => &t.subject,
+        Record::Entity(e) => &e.key,
+        other => other.id(),
+    }
+}
+
+/// Per-table counts a sink saw.
+#[derive(Debug, Default, Clone)]
+pub struct SinkCounts {
+    pub rows: BTreeMap<TableKind, u64>,
+    pub quarantine_reasons: BTreeMap<String, u64>,
+}
+
+impl SinkCounts {
+    /// Records read from the input (everything but quarantine).
+    pub fn good(&self) -> u64 {
+        self.rows
+            .iter()
+            .filter(|(t, _)| **t != TableKind::Quarantine)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    pub fn quarantined(&self) -> u64 {
+        self.rows.get(&TableKind::Quarantine).copied().unwrap_or(0)
+    }
+}
+
+/// Flush a buffer at this many approximate bytes even before `batch_size` records.
+const BUFFER_BYTES: usize = 8 << 20;
+
+pub struct BatchingSink {
+    shards: u32,
+    batch_size: usize,
+    buffers: HashMap<(TableKind, u32), (Vec<Record>, usize)>,
+    tx: mpsc::Sender<PartBatch>,
+    pub counts: SinkCounts,
+}
+
+impl BatchingSink {
+    pub fn new(shards: u32, batch_size: usize, tx: mpsc::Sender<PartBatch>) -> BatchingSink {
+        BatchingSink {
+            shards: shards.max(1),
+            batch_size: batch_size.max(1),
+            buffers: HashMap::new(),
+            tx,
+            counts: SinkCounts::default(),
+        }
+    }
+
+    fn flush(&mut self, key: (TableKind, u32)) -> Result<(), SinkError> {
+        let Some((records, _)) = self.buffers.remove(&key) else {
+            return Ok(());
+        };
+        if records.is_empty() {
+            return Ok(());
+        }
+        let batch = records_to_batch(key.0, &records).map_err(|e| SinkError(e.to_string()))?;
+        self.tx
+            .blocking_send(PartBatch {
+                table: key.0,
+                shard: key.1,
+                batch,
+            })
+            .map_err(|_| SinkError("the writer stopped".into()))
+    }
+
+    /// Flushes every buffer, in a deterministic order.
+    pub fn finish(&mut self) -> Result<SinkCounts, SinkError> {
+        let mut keys: Vec<_> = self.buffers.keys().copied().collect();
+        keys.sort();
+        for k in keys {
+            self.flush(k)?;
+        }
+        Ok(std::mem::take(&mut self.counts))
+    }
+}
+
+fn approx_size(r: &Record) -> usize {
+    match r {
+        Record::Document(d) => d.text.len() + 64 * (d.sentences.len() + d.links.len()) + 256,
+        Record::Table(t) => t.rows.iter().flatten().map(|c| c.len() + 16).sum::<usize>() + 256,
+        Record::Question(q) => q.question.len() + q.meta.len() + 512,
+        Record::Segment(s) => s.content.len() + 256,
+        Record::Quarantine(q) => q.excerpt.len() + q.detail.len() + 128,
+        _ => 256,
+    }
+}
+
+impl RecordSink for BatchingSink {
+    fn emit(&mut self, record: Record) -> Result<(), SinkError> {
+        let table = record.kind();
+        *self.counts.rows.entry(table).or_default() += 1;
+        if let Record::Quarantine(q) = &record {
+            *self
+                .counts
+                .quarantine_reasons
+                .entry(q.reason.clone())
+                .or_default() += 1;
+        }
+        let shard = shard_of(shard_key(&record), self.shards);
+        let key = (table, shard);
+        let size = approx_size(&record);
+        let full = {
+            let buf = self.buffers.entry(key).or_default();
+            buf.0.push(record);
+            buf.1 += size;
+            buf.0.len() >= self.batch_size || buf.1 >= BUFFER_BYTES
+        };
+        if full {
+            self.flush(key)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,331 @@
+//! Locations: output roots and inputs as object_store stores, local disk by default.
+//!
+//! A location is a local path (relative to the working directory) or a URL: `file://`,
+//! `s3://bucket/prefix`, `gs://bucket/prefix`, `az://container/prefix` (credentials from the
+//! standard environment variables of each cloud, as object_store's `from_env` builders read
+//! them), or `memory://` (tests).
+
+use std::io::{self, Read};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use tokio::runtime::Handle;
+use tokio_util::io::{StreamReader, SyncIoBridge};
+
+use crate::error::ExecError;
+
+/// A store and the root path inside it.
+#[derive(Clone)]
+pub struct Location {
+    pub store: Arc<dyn ObjectStore>,
+    pub root: Path,
+    /// The location as the user wrote it (for messages).
+    pub display: String,
+    /// For local locations, the absolute directory.
+    pub local_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Location")
+            .field("display", &self.display)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl Location {
+    /// `root/rel` as an object path.
+    pub fn path(&self, rel: &str) -> Path {
+        let mut p = self.root.clone();
+        for part in rel.split('/').filter(|s| !s.is_empty()) {
+            p = p.child(part);
+        }
+        p
+    }
+
+    /// `display/rel`, for messages.
+    pub fn show(&self, rel: &str) -> String {
+        format!("{}/{}", self.display.trim_end_matches('/'), rel)
+    }
+
+    /// Lists every object under `root/rel` (recursively), as paths relative to the root.
+    pub async fn list(&self, rel: &str) -> Result<Vec<(String, u64)>, ExecError> {
+        let prefix = self.path(rel);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| ExecError::store(self.show(rel), e))?;
+        let root = self.root.as_ref().to_string();
+        let mut out: Vec<(String, u64)> = metas
+            .into_iter()
+            .map(|m| {
+                let full = m.location.as_ref().to_string();
+                let relp = full
+                    .strip_prefix(&root)
+                    .unwrap_or(&full)
+                    .trim_start_matches('/')
+                    .to_string();
+                (relp, m.size)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads a whole (small) object.
+    pub async fn read(&self, rel: &str) -> Result<bytes::Bytes, ExecError> {
+        let r = self
+            .store
+            .get(&self.path(rel))
+            .await
+            .map_err(|e| ExecError::store(self.show(rel), e))?;
+        r.bytes()
+            .await
+            .map_err(|e| ExecError::store(self.show(rel), e))
+    }
+
+    /// Writes a whole (small) object atomically.
+    pub async fn write(&self, rel: &str, data: Vec<u8>) -> Result<(), ExecError> {
+        self.store
+            .put(&self.path(rel), data.into())
+            .await
+            .map_err(|e| ExecError::store(self.show(rel), e))?;
+        Ok(())
+    }
+
+    /// Deletes an object; a missing object is not an error.
+    pub async fn delete(&self, rel: &str) -> Result<(), ExecError> {
+        match self.store.delete(&self.path(rel)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(ExecError::store(self.show(rel), e)),
+        }
+    }
+
+    pub async fn exists(&self, rel: &str) -> Result<bool, ExecError> {
+        match self.store.head(&self.path(rel)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(ExecError::store(self.show(rel), e)),
+        }
+    }
+}
+
+/// Whether a location is a URL (as opposed to a local path).
+pub fn is_url(s: &str) -> bool {
+    s.contains("://")
+}
+
+/// Opens a location as a store + root. Local directories are created if missing when
+/// `create` is set.
+pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError> {
+    let bad = |m: String| ExecError::output(location, m);
+    if let Some(rest) = location.strip_prefix("memory://") {
+        return Ok(Location {
+            store: memory_store(),
+            root: Path::from(rest),
+            display: location.to_string(),
+            local_dir: None,
+        });
+    }
+    let local = match location.strip_prefix("file://") {
+        Some(p) => Some(PathBuf::from(p)),
+        None if !is_url(location) => Some(PathBuf::from(location)),
+        None => None,
+    };
+    if let Some(p) = local {
+        if create {
+            std::fs::create_dir_all(&p).map_err(|e| bad(format!("cannot create directory: {e}")))?;
+        }
+        let abs = absolute(&p).map_err(|e| bad(e.to_string()))?;
+        let store = LocalFileSystem::new_with_prefix(&abs)
+            .map_err(|e| ExecError::store(location, e))?;
+        return Ok(Location {
+            store: Arc::new(store),
+            root: Path::default(),
+            display: location.to_string(),
+            local_dir: Some(abs),
+        });
+    }
+    let url = url::Url::parse(location).map_err(|e| bad(format!("not a URL: {e}")))?;
+    let bucket = url.host_str().unwrap_or_default().to_string();
+    let root = Path::from(url.path().trim_start_matches('/'));
+    let store: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(&bucket)
+                .build()
+                .map_err(|e| ExecError::store(location, e))?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_bucket_name(&bucket)
+                .build()
+                .map_err(|e| ExecError::store(location, e))?,
+        ),
+        "az" | "azure" | "abfs" | "abfss" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(location)
+                .build()
+                .map_err(|e| ExecError::store(location, e))?,
+        ),
+        other => return Err(bad(format!("unsupported scheme `{other}`"))),
+    };
+    Ok(Location {
+        store,
+        root,
+        display: location.to_string(),
+        local_dir: None,
+    })
+}
+
+/// One process-wide in-memory store, so `memory://` outputs outlive a single run in tests.
+fn memory_store() -> Arc<dyn ObjectStore> {
+    static M: std::sync::OnceLock<Arc<InMemory>> = std::sync::OnceLock::new();
+    M.get_or_init(|| Arc::new(InMemory::new())).clone()
+}
+
+fn absolute(p: &FsPath) -> io::Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(p))
+    }
+}
+
+/// Resolves the `paths` of an input into concrete files: local paths and globs are expanded
+/// (sorted, so file order is stable); URLs are taken as given. Every missing file or empty
+/// glob is reported, all at once.
+pub fn resolve_paths(input: &str, paths: &[String]) -> Result<Vec<String>, ExecError> {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for p in paths {
+        if is_url(p) && !p.starts_with("file://") {
+            out.push(p.clone());
+            continue;
+        }
+        let local = p.strip_prefix("file://").unwrap_or(p);
+        if local.contains(['*', '?', '[']) {
+            let mut matched: Vec<String> = match glob::glob(local) {
+                Ok(g) => g
+                    .filter_map(Result::ok)
+                    .filter(|f| f.is_file())
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .collect(),
+                Err(e) => {
+                    missing.push(format!("{p}: bad glob: {e}"));
+                    continue;
+                }
+            };
+            matched.sort();
+            if matched.is_empty() {
+                missing.push(format!("{p}: the pattern matches no file"));
+            }
+            out.extend(matched);
+        } else if FsPath::new(local).is_file() {
+            out.push(local.to_string());
+        } else {
+            missing.push(format!("{p}: no such file"));
+        }
+    }
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(ExecError::Inputs(format!(
+            "input `{input}`:\n  {}",
+            missing.join("\n  ")
+        )))
+    }
+}
+
+/// An [`distillery_ingest::Opener`] over object_store URLs, for readers running on blocking
+/// threads of a tokio runtime. Local paths go straight to the file system.
+pub struct StoreOpener {
+    handle: Handle,
+}
+
+impl StoreOpener {
+    pub fn new(handle: Handle) -> StoreOpener {
+        StoreOpener { handle }
+    }
+
+    fn split(&self, location: &str) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
+        let (dir, name) = location
+            .rsplit_once('/')
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a URL"))?;
+        let loc = open_location(dir, false).map_err(io::Error::other)?;
+        Ok((loc.store.clone(), loc.path(name)))
+    }
+}
+
+fn to_io(e: object_store::Error) -> io::Error {
+    match e {
+        object_store::Error::NotFound { .. } => io::Error::new(io::ErrorKind::NotFound, e),
+        other => io::Error::other(other),
+    }
+}
+
+impl distillery_ingest::Opener for StoreOpener {
+    fn open(&self, location: &str) -> io::Result<Box<dyn Read + Send>> {
+        if !is_url(location) || location.starts_with("file://") {
+            return distillery_ingest::LocalFs.open(location);
+        }
+        let (store, path) = self.split(location)?;
+        let get = self.handle.block_on(store.get(&path)).map_err(to_io)?;
+        let stream = get.into_stream().map_err(io::Error::other);
+        Ok(Box::new(SyncIoBridge::new_with_handle(
+            StreamReader::new(stream),
+            self.handle.clone(),
+        )))
+    }
+
+    fn size(&self, location: &str) -> io::Result<u64> {
+        if !is_url(location) || location.starts_with("file://") {
+            return distillery_ingest::LocalFs.size(location);
+        }
+        let (store, path) = self.split(location)?;
+        Ok(self.handle.block_on(store.head(&path)).map_err(to_io)?.size)
+    }
+
+    fn read_range(&self, location: &str, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        if !is_url(location) || location.starts_with("file://") {
+            return distillery_ingest::LocalFs.read_range(location, offset, len);
+        }
+        let (store, path) = self.split(location)?;
+        let b = self
+            .handle
+            .block_on(store.get_range(&path, offset..offset + len))
+            .map_err(to_io)?;
+        Ok(b.to_vec())
+    }
+
+    fn exists(&self, location: &str) -> bool {
+        if !is_url(location) || location.starts_with("file://") {
+            return distillery_ingest::LocalFs.exists(location);
+        }
+        self.size(location).is_ok()
+    }
+
+    fn list(&self, dir: &str) -> io::Result<Vec<String>> {
+        if !is_url(dir) || dir.starts_with("file://") {
+            return distillery_ingest::LocalFs.list(dir);
+        }
+        let loc = open_location(dir, false).map_err(io::Error::other)?;
+        let items = self
+            .handle
+            .block_on(loc.list(""))
+            .map_err(io::Error::other)?;
+        Ok(items
+            .into_iter()
+            .filter(|(p, _)| !p.contains('/'))
+            .map(|(p, _)| p)
+            .collect())
+    }
+}

@@ -1,0 +1,110 @@
+//! Level names, source types and the stream order ρ.
+//!
+//! ρ (paper 000, 2.4 and 9.1.1.4) lists containers first, then `paragraph ≺ table_row ≺
+//! sentence ≺ triplet`, each finer level after the coarser ones:
+//!
+//! | rank | level |
+//! |---|---|
+//! | 0 | `document` |
+//! | 1 | `table` |
+//! | 2 | `subgraph` |
+//! | 3 | `section` |
+//! | 4 | `paragraph` |
+//! | 5 | `table_row` |
+//! | 6 | `sentence` |
+//! | 7 | `table_cell` |
+//! | 8 | `triplet` |
+//!
+//! Unknown levels rank last (255). Ties are broken by `source_id`, then `ord` (the encoder's
+//! position of the segment within its source, which already orders nested sections and row
+//! indices), then `offsets`, then `id`, so the order is total and deterministic. Every parent
+//! ranks before its children, so a ρ-sorted stream is parent-before-child.
+
+use distillery_core::Segment;
+use std::cmp::Ordering;
+
+/// Level tags of segments.
+pub mod level {
+    pub const DOCUMENT: &str = "document";
+    pub const SECTION: &str = "section";
+    pub const PARAGRAPH: &str = "paragraph";
+    pub const SENTENCE: &str = "sentence";
+    pub const TABLE: &str = "table";
+    pub const TABLE_ROW: &str = "table_row";
+    pub const TABLE_CELL: &str = "table_cell";
+    pub const SUBGRAPH: &str = "subgraph";
+    pub const TRIPLET: &str = "triplet";
+    /// All levels, in ρ rank order.
+    pub const ALL: [&str; 9] = [
+        DOCUMENT, TABLE, SUBGRAPH, SECTION, PARAGRAPH, TABLE_ROW, SENTENCE, TABLE_CELL, TRIPLET,
+    ];
+}
+
+/// Values of the `source_type` metadata.
+pub mod source_type {
+    pub const TEXT: &str = "text";
+    pub const TABLE: &str = "table";
+    pub const KG: &str = "kg";
+}
+
+/// Rank of a level in ρ (smaller first); 255 for an unknown level.
+pub fn level_rank(level: &str) -> u8 {
+    level::ALL
+        .iter()
+        .position(|l| *l == level)
+        .map_or(u8::MAX, |p| p as u8)
+}
+
+/// Compares two segments in the stream order ρ.
+pub fn stream_cmp(a: &Segment, b: &Segment) -> Ordering {
+    level_rank(&a.level)
+        .cmp(&level_rank(&b.level))
+        .then_with(|| a.source_id.cmp(&b.source_id))
+        .then_with(|| a.ord.cmp(&b.ord))
+        .then_with(|| a.offsets.cmp(&b.offsets))
+        .then_with(|| a.id.cmp(&b.id))
+}
+
+/// Sorts segments into the stream order ρ (stable, deterministic).
+pub fn sort_stream(segs: &mut [Segment]) {
+    segs.sort_by(stream_cmp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_the_paper() {
+        assert!(level_rank("paragraph") < level_rank("table_row"));
+        assert!(level_rank("table_row") < level_rank("sentence"));
+        assert!(level_rank("sentence") < level_rank("triplet"));
+        assert!(level_rank("document") < level_rank("section"));
+        assert!(level_rank("table_row") < level_rank("table_cell"));
+        assert_eq!(level_rank("nope"), 255);
+    }
+
+    #[test]
+    fn sort_is_by_rank_then_source_then_ord() {
+        let seg = |level: &str, src: &str, ord: u32| Segment {
+            id: format!("{level}{src}{ord}"),
+            level: level.into(),
+            source_id: src.into(),
+            ord,
+            ..Default::default()
+        };
+        let mut v = vec![
+            seg("sentence", "a", 3),
+            seg("paragraph", "b", 1),
+            seg("paragraph", "a", 2),
+            seg("document", "b", 0),
+            seg("paragraph", "a", 1),
+        ];
+        sort_stream(&mut v);
+        let ids: Vec<_> = v.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["documentb0", "paragrapha1", "paragrapha2", "paragraphb1", "sentencea3"]
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the readers: one binary, one module per area. Tests that read the
+//! real upstream samples in `../shared/data` skip with a message when it is absent.
+
+mod common;
+mod kb;
+mod mediawiki;
+mod qa;

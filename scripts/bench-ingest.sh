@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Ingest benchmarks against named baselines on the same machine, in the same run, one core
+# each (taskset -c 0). Reports ratios; no thresholds.
+#
+#   scripts/bench-ingest.sh [WIKI_MB=200] [NT_LINES=2000000] [BIG_MB=1100]
+#
+# 1. MediaWiki ingest + HSEQ of the shared wiki sample repeated to WIKI_MB (bz2) vs
+#    `bzip2 -dc FILE > /dev/null`.
+# 2. N-Triples parse + English filter + Parquet write of NT_LINES lines (gz) vs
+#    `gzip -dc FILE | wc -l`; also triples per second.
+# 3. Peak RSS of ingest + HSEQ of a synthetic plain-XML dump of BIG_MB (>= 1 GB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WIKI_MB=${1:-200}
+NT_LINES=${2:-2000000}
+BIG_MB=${3:-1100}
+WORK=${BENCH_DIR:-$(mktemp -d)}
+[ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
+cargo build --release -p distillery-cli
+BIN=$PWD/target/release/distillery
+PIN="taskset -c 0"
+command -v taskset >/dev/null || PIN=""
+
+secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); print(f"{time.time()-t:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
+
+echo "== generating inputs in $WORK"
+[ -f "$WORK/wiki.xml.bz2" ] || python3 scripts/gen_bench_data.py wiki "$WORK/wiki.xml.bz2" "$WIKI_MB"
+[ -f "$WORK/fb.nt.gz" ] || python3 scripts/gen_bench_data.py nt "$WORK/fb.nt.gz" "$NT_LINES"
+
+echo "== 1. mediawiki ingest + hseq vs bzip2 -dc (one core each)"
+base=$(secs "$PIN bzip2 -dc $WORK/wiki.xml.bz2 > /dev/null")
+ours=$(secs "$PIN $BIN --quiet ingest mediawiki $WORK/wiki.xml.bz2 --out $WORK/out-wiki --hseq --shards 4 --option parallel_streams=false > /dev/null")
+pages=$($BIN --quiet inspect "$WORK/out-wiki" --sql "SELECT count(*) AS n FROM documents" --format csv | tail -1)
+python3 -c "print(f'bzip2 -dc: {$base:.2f} s   distillery ingest+hseq: {$ours:.2f} s   ratio {$ours/$base:.2f}x   ({$pages} pages)')"
+
+echo "== 2. freebase N-Triples parse+filter+parquet vs gzip -dc | wc -l (one core each)"
+base=$(secs "$PIN sh -c 'gzip -dc $WORK/fb.nt.gz | wc -l > /dev/null'")
+ours=$(secs "$PIN $BIN --quiet ingest freebase $WORK/fb.nt.gz --out $WORK/out-fb --shards 4 > /dev/null")
+triples=$($BIN --quiet inspect "$WORK/out-fb" --sql "SELECT count(*) AS n FROM triples" --format csv | tail -1)
+python3 -c "print(f'gzip -dc|wc -l: {$base:.2f} s   distillery: {$ours:.2f} s   ratio {$ours/$base:.2f}x   {$triples} triples, {$triples/$ours:,.0f} triples/s')"
+
+echo "== 3. peak RSS on a synthetic dump of ${BIG_MB} MB"
+[ -f "$WORK/big.xml" ] || python3 scripts/gen_bench_data.py wiki "$WORK/big.xml" "$BIG_MB"
+ls -l "$WORK/big.xml"
+/usr/bin/time -v $BIN --quiet ingest mediawiki "$WORK/big.xml" --out "$WORK/out-big" --hseq --shards 4 2> "$WORK/time.txt" > /dev/null
+grep -E "Maximum resident set size|Elapsed" "$WORK/time.txt"

@@ -1,0 +1,524 @@
+//! End-to-end tests of the `distillery` binary: the quick start, outputs read back by
+//! DataFusion (`inspect`), pyarrow and `hseq verify`, determinism, pipeline-file errors,
+//! corrupted inputs and the bad-record threshold, and every shared sample.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_distillery"));
+    c.current_dir(repo()).arg("--quiet");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = bin().args(args).output().expect("binary runs");
+    eprintln!(
+        "$ distillery {}\n{}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(out.status.success(), "distillery {args:?} failed");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn sql_json(out_dir: &Path, sql: &str) -> Vec<serde_json::Value> {
+    let s = ok(&[
+        "inspect",
+        out_dir.to_str().unwrap(),
+        "--sql",
+        sql,
+        "--format",
+        "json",
+    ]);
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("bad json {e}: {s}"))
+}
+
+fn count(out_dir: &Path, sql: &str) -> i64 {
+    let rows = sql_json(out_dir, sql);
+    rows[0].as_object().unwrap().values().next().unwrap().as_i64().unwrap()
+}
+
+fn manifest(out_dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out_dir.join("_manifest.json")).unwrap()).unwrap()
+}
+
+fn summary(out_dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(out_dir.join("_summary.json")).unwrap()).unwrap()
+}
+
+fn stage<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    s["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["stage"] == name)
+        .unwrap_or_else(|| panic!("no stage {name} in {s}"))
+}
+
+fn shared(rel: &str) -> Option<PathBuf> {
+    let p = repo().join("../shared/data").join(rel);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} not found (../shared/data is absent)", p.display());
+        None
+    }
+}
+
+/// pyarrow reads every file of the output with the manifest's row counts. In CI (`CI` set)
+/// pyarrow must be installed; elsewhere the check is skipped with a message when it is not.
+fn pyarrow_check(out_dir: &Path) {
+    let has = Command::new("python3")
+        .args(["-c", "import pyarrow"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "pyarrow is required in CI (.ci/run installs it)"
+        );
+        eprintln!("skipping pyarrow check: python3 with pyarrow not found");
+        return;
+    }
+    let out = Command::new("python3")
+        .arg(repo().join("tests/python/check_output.py"))
+        .arg(out_dir)
+        .output()
+        .unwrap();
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn quickstart_runs_and_answers_sql() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("qs");
+    let set = format!("output={}", out_dir.display());
+    let stdout = ok(&["run", "pipelines/quickstart.toml", "--set", &set]);
+    assert!(stdout.contains("published"), "{stdout}");
+
+    let m = manifest(&out_dir);
+    let rows = |t: &str| {
+        m["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == t)
+            .map(|x| x["rows"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    for t in ["documents", "tables", "triples", "questions", "segments", "entities"] {
+        assert!(rows(t) > 0, "table {t} is empty: {m}");
+    }
+    assert_eq!(rows("quarantine"), 0);
+    assert_eq!(m["pipeline"], "quickstart");
+    assert_eq!(m["pipeline_hash"].as_str().unwrap().len(), 40);
+
+    // DataFusion over the output.
+    let docs = count(&out_dir, "SELECT count(*) AS n FROM documents");
+    assert_eq!(docs as u64, rows("documents"));
+    let wiki = count(
+        &out_dir,
+        "SELECT count(*) AS n FROM documents WHERE dataset = 'mediawiki' AND redirect IS NULL",
+    );
+    assert!(wiki >= 2, "{wiki}");
+    let q = sql_json(
+        &out_dir,
+        "SELECT question, answers FROM questions ORDER BY question_id LIMIT 1",
+    );
+    assert!(q[0]["question"].as_str().unwrap().ends_with('?'));
+    // Segments reference existing sources, parents come first.
+    let orphans = count(
+        &out_dir,
+        "SELECT count(*) AS n FROM segments s LEFT JOIN segments p ON s.parent = p.id \
+         WHERE s.parent IS NOT NULL AND p.id IS NULL",
+    );
+    assert_eq!(orphans, 0);
+    let levels = sql_json(
+        &out_dir,
+        "SELECT level, count(*) AS n FROM segments GROUP BY level ORDER BY level",
+    );
+    let names: Vec<&str> = levels.iter().map(|r| r["level"].as_str().unwrap()).collect();
+    for l in ["document", "paragraph", "sentence", "table", "table_row", "subgraph", "triplet"] {
+        assert!(names.contains(&l), "no {l} segments: {names:?}");
+    }
+    // CSV and table renderings.
+    let csv = ok(&[
+        "inspect",
+        out_dir.to_str().unwrap(),
+        "--sql",
+        "SELECT title FROM documents WHERE dataset = 'mediawiki' ORDER BY title",
+        "--format",
+        "csv",
+    ]);
+    assert!(csv.starts_with("title\n"), "{csv}");
+    let table = ok(&[
+        "inspect",
+        out_dir.to_str().unwrap(),
+        "--sql",
+        "SELECT count(*) AS n FROM triples",
+    ]);
+    assert!(table.contains("| n "), "{table}");
+
+    // Summary: per-stage counts and round trips.
+    let s = summary(&out_dir);
+    let h = stage(&s, "hseq");
+    assert_eq!(h["counters"]["roundtrip.failed"].as_u64().unwrap_or(0), 0);
+    assert!(h["counters"]["roundtrip.documents_ok"].as_u64().unwrap() > 0);
+    assert!(h["counters"]["roundtrip.tables_ok"].as_u64().unwrap() > 0);
+    assert!(h["counters"]["roundtrip.kg_edges_ok"].as_u64().unwrap() > 0);
+    let wiki_stage = stage(&s, "ingest/wiki");
+    assert!(wiki_stage["records_out"].as_u64().unwrap() > 0);
+    assert!(wiki_stage["bytes_in"].as_u64().unwrap() > 0);
+
+    // hseq verify decodes everything back.
+    let v = ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
+    assert!(v.contains("documents   ok"), "{v}");
+
+    pyarrow_check(&out_dir);
+}
+
+fn parquet_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v = Vec::new();
+    for t in std::fs::read_dir(dir).unwrap() {
+        let t = t.unwrap().path();
+        if t.is_dir() {
+            for f in std::fs::read_dir(&t).unwrap() {
+                let f = f.unwrap().path();
+                let rel = f.strip_prefix(dir).unwrap().display().to_string();
+                v.push((rel, std::fs::read(&f).unwrap()));
+            }
+        }
+    }
+    v.sort();
+    v
+}
+
+#[test]
+fn reruns_write_identical_files_and_shards_are_deterministic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    for d in [&a, &b] {
+        ok(&[
+            "run",
+            "pipelines/quickstart.toml",
+            "--set",
+            &format!("output={}", d.display()),
+            "--set",
+            "run.shards=3",
+        ]);
+    }
+    let fa = parquet_files(&a);
+    let fb = parquet_files(&b);
+    assert!(!fa.is_empty());
+    assert_eq!(
+        fa.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        fb.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    for (x, y) in fa.iter().zip(&fb) {
+        assert!(x.1 == y.1, "{} differs between runs", x.0);
+    }
+    // A rerun into the same place replaces the output cleanly.
+    ok(&[
+        "run",
+        "pipelines/quickstart.toml",
+        "--set",
+        &format!("output={}", a.display()),
+        "--set",
+        "run.shards=1",
+    ]);
+    let one = parquet_files(&a);
+    assert!(one.iter().all(|(n, _)| n.contains("part-00000-")), "stale shards left behind");
+    assert_eq!(
+        count(&a, "SELECT count(*) FROM documents"),
+        count(&b, "SELECT count(*) FROM documents")
+    );
+    assert!(!a.join("_staging").exists());
+}
+
+#[test]
+fn validate_reports_every_problem_and_plan_lists_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "version = 1\noutput = \"out/x\"\nextra = 1\n\n[run]\nshards = 0\n\n[[inputs]]\nname = \"w\"\nformat = \"mediawikii\"\npaths = [\"nope.xml\"]\n\n[[stages]]\nkind = \"hseq\"\ninputs = [\"zzz\"]\n",
+    )
+    .unwrap();
+    let out = run(&["validate", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("4 problems"), "{err}");
+    assert!(err.contains(":3:1: extra"), "{err}");
+    assert!(err.contains(":6:1: run.shards"), "{err}");
+    assert!(err.contains(":10:1: inputs[0].format"), "{err}");
+    assert!(err.contains("`zzz` names no input"), "{err}");
+
+    // Missing input files are reported by validate too, all at once.
+    let missing = tmp.path().join("missing.toml");
+    std::fs::write(
+        &missing,
+        "version = 1\noutput = \"out/x\"\n[[inputs]]\nname = \"a\"\nformat = \"hotpotqa\"\npaths = [\"no/such.json\", \"no/*.json\"]\n",
+    )
+    .unwrap();
+    let out = run(&["validate", missing.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no/such.json: no such file"), "{err}");
+    assert!(err.contains("no/*.json: the pattern matches no file"), "{err}");
+
+    let v = ok(&["validate", "pipelines/quickstart.toml"]);
+    assert!(v.contains("ok"), "{v}");
+    let plan = ok(&["plan", "pipelines/quickstart.toml", "--set", "run.shards=7"]);
+    for needle in [
+        "shards   7",
+        "ingest/wiki",
+        "hseq",
+        "segments/part-SSSSS",
+        "_manifest.json",
+        "data/quickstart/wiki.xml",
+    ] {
+        assert!(plan.contains(needle), "{needle} missing from:\n{plan}");
+    }
+}
+
+#[test]
+fn ingest_command_runs_one_reader() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("kb");
+    ok(&[
+        "ingest",
+        "metaqa-kb",
+        "data/quickstart/kb.txt",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--hseq",
+        "--shards",
+        "2",
+    ]);
+    let lines = std::fs::read_to_string(repo().join("data/quickstart/kb.txt"))
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count() as i64;
+    assert_eq!(count(&out_dir, "SELECT count(*) FROM triples"), lines);
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM segments WHERE level = 'triplet'"),
+        lines
+    );
+    ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
+    // Reader options pass through.
+    let wiki = tmp.path().join("wiki");
+    ok(&[
+        "ingest",
+        "mediawiki",
+        "data/quickstart/wiki.xml",
+        "--out",
+        wiki.to_str().unwrap(),
+        "--option",
+        "namespaces=[]",
+    ]);
+    assert!(count(&wiki, "SELECT count(*) FROM documents WHERE namespace <> 0") >= 1);
+}
+
+/// Writes one corrupted file of each kind next to good records.
+fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
+    use std::io::Write;
+    let mut v = Vec::new();
+    // 1. A truncated bz2 wiki dump: the first page is complete, the cut falls in the second.
+    let page = |t: &str, body: &str| {
+        format!(
+            "<page><title>{t}</title><ns>0</ns><id>1</id><revision><id>2</id><text>{body}</text></revision></page>\n"
+        )
+    };
+    let mut xml = String::from(
+        "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.10/\" version=\"0.10\">\n",
+    );
+    xml.push_str(&page("Good page", "A good page.\n\nIt has two paragraphs."));
+    for i in 0..200 {
+        xml.push_str(&page(&format!("Filler {i}"), &"Filler text of many words. ".repeat(40)));
+    }
+    xml.push_str("</mediawiki>\n");
+    let mut enc = bzip2_write(xml.as_bytes());
+    let cut = enc.len() / 2;
+    enc.truncate(cut);
+    std::fs::write(dir.join("cut.xml.bz2"), &enc).unwrap();
+    v.push(("cut".into(), "mediawiki".into(), "cut.xml.bz2".into()));
+    // 2. Malformed XML.
+    std::fs::write(
+        dir.join("bad.xml"),
+        format!(
+            "<mediawiki>\n{}<page><title>Broken</title><ns>0</ns><revision><text>unclosed</revision></page>\n</mediawiki>\n",
+            page("Fine page", "Fine text.")
+        ),
+    )
+    .unwrap();
+    v.push(("badxml".into(), "mediawiki".into(), "bad.xml".into()));
+    // 3. N-Triples with a broken line and invalid UTF-8.
+    let mut nt = Vec::new();
+    writeln!(nt, "<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/type.object.name>\t\"One\"@en\t.").unwrap();
+    writeln!(nt, "<http://rdf.freebase.com/ns/m.02>\t<http://rdf.freebase.com/ns/x.y>\tnot a term\t.").unwrap();
+    nt.extend_from_slice(b"<http://rdf.freebase.com/ns/m.03>\t<http://rdf.freebase.com/ns/type.object.name>\t\"\xff\xfe\"@en\t.\n");
+    writeln!(nt, "<http://rdf.freebase.com/ns/m.04>\t<http://rdf.freebase.com/ns/x.y>\t<http://rdf.freebase.com/ns/m.01>\t.").unwrap();
+    std::fs::write(dir.join("bad.nt"), nt).unwrap();
+    v.push(("badnt".into(), "freebase".into(), "bad.nt".into()));
+    // 4. A JSON array with a syntax error in one record and one missing its question.
+    std::fs::write(
+        dir.join("bad_hotpot.json"),
+        r#"[{"_id":"a1","answer":"yes","question":"Is it good?","supporting_facts":[],"context":[["T",["It is good."]]],"type":"comparison","level":"easy"},
+{"_id":"a2","answer":"no", "question": oops},
+{"_id":"a3","answer":"no","supporting_facts":[],"context":[],"type":"bridge","level":"easy"},
+{"_id":"a4","answer":"x","question":"Is it fine?","supporting_facts":[],"context":[["U",["Fine."]]],"type":"bridge","level":"hard"}]"#,
+    )
+    .unwrap();
+    v.push(("badjson".into(), "hotpotqa".into(), "bad_hotpot.json".into()));
+    v
+}
+
+fn bzip2_write(data: &[u8]) -> Vec<u8> {
+    // The test crate has no bzip2 dependency; use the system tool, which every CI image has.
+    let mut child = Command::new("bzip2")
+        .arg("-c")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("bzip2 is installed");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    child.wait_with_output().unwrap().stdout
+}
+
+#[test]
+fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let inputs = corrupt_inputs(tmp.path());
+    let mut toml = String::from("version = 1\nname = \"corrupt\"\noutput = \"unused\"\n[run]\nshards = 2\nmax_bad_ratio = 1.0\n");
+    for (name, format, file) in &inputs {
+        toml.push_str(&format!(
+            "[[inputs]]\nname = \"{name}\"\nformat = \"{format}\"\npaths = [\"{}\"]\n",
+            tmp.path().join(file).display()
+        ));
+    }
+    toml.push_str("[[stages]]\nkind = \"hseq\"\n");
+    let file = tmp.path().join("corrupt.toml");
+    std::fs::write(&file, &toml).unwrap();
+    let out_dir = tmp.path().join("out");
+    ok(&[
+        "run",
+        file.to_str().unwrap(),
+        "--set",
+        &format!("output={}", out_dir.display()),
+    ]);
+    let reasons = sql_json(
+        &out_dir,
+        "SELECT dataset, reason, count(*) AS n FROM quarantine GROUP BY dataset, reason ORDER BY dataset, reason",
+    );
+    let has = |d: &str, r: &str| {
+        reasons
+            .iter()
+            .any(|x| x["dataset"] == d && x["reason"] == r)
+    };
+    assert!(has("mediawiki", "truncated_input"), "{reasons:?}");
+    assert!(has("mediawiki", "malformed_xml"), "{reasons:?}");
+    assert!(has("freebase", "bad_ntriples"), "{reasons:?}");
+    assert!(has("freebase", "invalid_utf8"), "{reasons:?}");
+    assert!(has("hotpotqa", "bad_json"), "{reasons:?}");
+    assert!(has("hotpotqa", "missing_field"), "{reasons:?}");
+    // Every quarantine record names its file and where in it.
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM quarantine WHERE source = '' OR (byte_offset IS NULL AND line IS NULL)"
+        ),
+        0
+    );
+    // The good records are all there.
+    for title in ["Good page", "Fine page"] {
+        assert_eq!(
+            count(
+                &out_dir,
+                &format!("SELECT count(*) FROM documents WHERE title = '{title}'")
+            ),
+            1,
+            "{title}"
+        );
+    }
+    assert!(count(&out_dir, "SELECT count(*) FROM documents WHERE title LIKE 'Filler%'") > 0);
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM triples WHERE subject IN ('m.01', 'm.04')"),
+        2
+    );
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM questions WHERE question_id IN ('a1', 'a4')"),
+        2
+    );
+    let s = summary(&out_dir);
+    assert!(s["quarantine_by_reason"]["bad_json"].as_u64().unwrap() >= 1);
+    assert!(stage(&s, "ingest/badnt")["quarantined"].as_u64().unwrap() >= 2);
+
+    // With a threshold of zero the same run fails, publishes nothing, and the previous
+    // output stays as it was.
+    let before = std::fs::read(out_dir.join("_manifest.json")).unwrap();
+    let out = run(&[
+        "run",
+        file.to_str().unwrap(),
+        "--set",
+        &format!("output={}", out_dir.display()),
+        "--set",
+        "run.max_bad_ratio=0.0",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_bad_ratio"), "{err}");
+    assert_eq!(std::fs::read(out_dir.join("_manifest.json")).unwrap(), before);
+    ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
+}
+
+#[test]
+fn every_shared_sample_is_ingested_and_round_trips() {
+    if shared("").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("shared");
+    ok(&[
+        "run",
+        "pipelines/shared-samples.toml",
+        "--set",
+        &format!("output={}", out_dir.display()),
+    ]);
+    let s = summary(&out_dir);
+    for input in [
+        "enwiki", "freebase", "wikidata", "fb15k", "metaqa_kb", "hotpotqa", "musique", "twowiki",
+        "hybridqa", "tatqa", "metaqa",
+    ] {
+        let st = stage(&s, &format!("ingest/{input}"));
+        assert!(st["records_out"].as_u64().unwrap() > 0, "{input}: {st}");
+    }
+    let h = stage(&s, "hseq");
+    eprintln!("hseq round trips on the shared samples: {}", h["counters"]);
+    assert_eq!(h["counters"]["roundtrip.failed"].as_u64().unwrap_or(0), 0);
+    let v = ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
+    eprintln!("{v}");
+    assert_eq!(count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'hotpotqa'"), 53);
+    assert_eq!(count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'musique'"), 70);
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'metaqa'"),
+        9_947 + 14_872
+    );
+    assert_eq!(count(&out_dir, "SELECT count(*) FROM triples WHERE dataset = 'fb15k'"), 20_466);
+    pyarrow_check(&out_dir);
+}
