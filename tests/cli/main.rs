@@ -46,7 +46,14 @@ fn sql_json(out_dir: &Path, sql: &str) -> Vec<serde_json::Value> {
 
 fn count(out_dir: &Path, sql: &str) -> i64 {
     let rows = sql_json(out_dir, sql);
-    rows[0].as_object().unwrap().values().next().unwrap().as_i64().unwrap()
+    rows[0]
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .as_i64()
+        .unwrap()
 }
 
 fn manifest(out_dir: &Path) -> serde_json::Value {
@@ -71,7 +78,10 @@ fn shared(rel: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("skipping: {} not found (../shared/data is absent)", p.display());
+        eprintln!(
+            "skipping: {} not found (../shared/data is absent)",
+            p.display()
+        );
         None
     }
 }
@@ -98,7 +108,11 @@ fn pyarrow_check(out_dir: &Path) {
         .output()
         .unwrap();
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -119,7 +133,14 @@ fn quickstart_runs_and_answers_sql() {
             .map(|x| x["rows"].as_u64().unwrap())
             .unwrap_or(0)
     };
-    for t in ["documents", "tables", "triples", "questions", "segments", "entities"] {
+    for t in [
+        "documents",
+        "tables",
+        "triples",
+        "questions",
+        "segments",
+        "entities",
+    ] {
         assert!(rows(t) > 0, "table {t} is empty: {m}");
     }
     assert_eq!(rows("quarantine"), 0);
@@ -150,8 +171,19 @@ fn quickstart_runs_and_answers_sql() {
         &out_dir,
         "SELECT level, count(*) AS n FROM segments GROUP BY level ORDER BY level",
     );
-    let names: Vec<&str> = levels.iter().map(|r| r["level"].as_str().unwrap()).collect();
-    for l in ["document", "paragraph", "sentence", "table", "table_row", "subgraph", "triplet"] {
+    let names: Vec<&str> = levels
+        .iter()
+        .map(|r| r["level"].as_str().unwrap())
+        .collect();
+    for l in [
+        "document",
+        "paragraph",
+        "sentence",
+        "table",
+        "table_row",
+        "subgraph",
+        "triplet",
+    ] {
         assert!(names.contains(&l), "no {l} segments: {names:?}");
     }
     // CSV and table renderings.
@@ -241,7 +273,10 @@ fn reruns_write_identical_files_and_shards_are_deterministic() {
         "run.shards=1",
     ]);
     let one = parquet_files(&a);
-    assert!(one.iter().all(|(n, _)| n.contains("part-00000-")), "stale shards left behind");
+    assert!(
+        one.iter().all(|(n, _)| n.contains("part-00000-")),
+        "stale shards left behind"
+    );
     assert_eq!(
         count(&a, "SELECT count(*) FROM documents"),
         count(&b, "SELECT count(*) FROM documents")
@@ -278,7 +313,10 @@ fn validate_reports_every_problem_and_plan_lists_outputs() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no/such.json: no such file"), "{err}");
-    assert!(err.contains("no/*.json: the pattern matches no file"), "{err}");
+    assert!(
+        err.contains("no/*.json: the pattern matches no file"),
+        "{err}"
+    );
 
     let v = ok(&["validate", "pipelines/quickstart.toml"]);
     assert!(v.contains("ok"), "{v}");
@@ -316,7 +354,10 @@ fn ingest_command_runs_one_reader() {
         .count() as i64;
     assert_eq!(count(&out_dir, "SELECT count(*) FROM triples"), lines);
     assert_eq!(
-        count(&out_dir, "SELECT count(*) FROM segments WHERE level = 'triplet'"),
+        count(
+            &out_dir,
+            "SELECT count(*) FROM segments WHERE level = 'triplet'"
+        ),
         lines
     );
     ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
@@ -338,7 +379,7 @@ fn ingest_command_runs_one_reader() {
 fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
     use std::io::Write;
     let mut v = Vec::new();
-    // 1. A truncated bz2 wiki dump: the first page is complete, the cut falls in the second.
+    // 1. A truncated bz2 wiki dump: the cut falls in the middle of the compressed bytes.
     let page = |t: &str, body: &str| {
         format!(
             "<page><title>{t}</title><ns>0</ns><id>1</id><revision><id>2</id><text>{body}</text></revision></page>\n"
@@ -349,7 +390,10 @@ fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
     );
     xml.push_str(&page("Good page", "A good page.\n\nIt has two paragraphs."));
     for i in 0..200 {
-        xml.push_str(&page(&format!("Filler {i}"), &"Filler text of many words. ".repeat(40)));
+        xml.push_str(&page(
+            &format!("Filler {i}"),
+            &"Filler text of many words. ".repeat(40),
+        ));
     }
     xml.push_str("</mediawiki>\n");
     let mut enc = bzip2_write(xml.as_bytes());
@@ -370,7 +414,11 @@ fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
     // 3. N-Triples with a broken line and invalid UTF-8.
     let mut nt = Vec::new();
     writeln!(nt, "<http://rdf.freebase.com/ns/m.01>\t<http://rdf.freebase.com/ns/type.object.name>\t\"One\"@en\t.").unwrap();
-    writeln!(nt, "<http://rdf.freebase.com/ns/m.02>\t<http://rdf.freebase.com/ns/x.y>\tnot a term\t.").unwrap();
+    writeln!(
+        nt,
+        "<http://rdf.freebase.com/ns/m.02>\t<http://rdf.freebase.com/ns/x.y>\tnot a term\t."
+    )
+    .unwrap();
     nt.extend_from_slice(b"<http://rdf.freebase.com/ns/m.03>\t<http://rdf.freebase.com/ns/type.object.name>\t\"\xff\xfe\"@en\t.\n");
     writeln!(nt, "<http://rdf.freebase.com/ns/m.04>\t<http://rdf.freebase.com/ns/x.y>\t<http://rdf.freebase.com/ns/m.01>\t.").unwrap();
     std::fs::write(dir.join("bad.nt"), nt).unwrap();
@@ -384,14 +432,20 @@ fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
 {"_id":"a4","answer":"x","question":"Is it fine?","supporting_facts":[],"context":[["U",["Fine."]]],"type":"bridge","level":"hard"}]"#,
     )
     .unwrap();
-    v.push(("badjson".into(), "hotpotqa".into(), "bad_hotpot.json".into()));
+    v.push((
+        "badjson".into(),
+        "hotpotqa".into(),
+        "bad_hotpot.json".into(),
+    ));
     v
 }
 
 fn bzip2_write(data: &[u8]) -> Vec<u8> {
     // The test crate has no bzip2 dependency; use the system tool, which every CI image has.
+    // 100 kB blocks: a cut in the middle still leaves complete blocks before it (bz2 can only
+    // give back whole blocks, so a file of one 900 kB block cut in half yields nothing).
     let mut child = Command::new("bzip2")
-        .arg("-c")
+        .args(["-1", "-c"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -405,7 +459,9 @@ fn bzip2_write(data: &[u8]) -> Vec<u8> {
 fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
     let tmp = tempfile::tempdir().unwrap();
     let inputs = corrupt_inputs(tmp.path());
-    let mut toml = String::from("version = 1\nname = \"corrupt\"\noutput = \"unused\"\n[run]\nshards = 2\nmax_bad_ratio = 1.0\n");
+    let mut toml = String::from(
+        "version = 1\nname = \"corrupt\"\noutput = \"unused\"\n[run]\nshards = 2\nmax_bad_ratio = 1.0\n",
+    );
     for (name, format, file) in &inputs {
         toml.push_str(&format!(
             "[[inputs]]\nname = \"{name}\"\nformat = \"{format}\"\npaths = [\"{}\"]\n",
@@ -456,13 +512,24 @@ fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
             "{title}"
         );
     }
-    assert!(count(&out_dir, "SELECT count(*) FROM documents WHERE title LIKE 'Filler%'") > 0);
+    assert!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM documents WHERE title LIKE 'Filler%'"
+        ) > 0
+    );
     assert_eq!(
-        count(&out_dir, "SELECT count(*) FROM triples WHERE subject IN ('m.01', 'm.04')"),
+        count(
+            &out_dir,
+            "SELECT count(*) FROM triples WHERE subject IN ('m.01', 'm.04')"
+        ),
         2
     );
     assert_eq!(
-        count(&out_dir, "SELECT count(*) FROM questions WHERE question_id IN ('a1', 'a4')"),
+        count(
+            &out_dir,
+            "SELECT count(*) FROM questions WHERE question_id IN ('a1', 'a4')"
+        ),
         2
     );
     let s = summary(&out_dir);
@@ -483,7 +550,10 @@ fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("max_bad_ratio"), "{err}");
-    assert_eq!(std::fs::read(out_dir.join("_manifest.json")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(out_dir.join("_manifest.json")).unwrap(),
+        before
+    );
     ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
 }
 
@@ -502,8 +572,17 @@ fn every_shared_sample_is_ingested_and_round_trips() {
     ]);
     let s = summary(&out_dir);
     for input in [
-        "enwiki", "freebase", "wikidata", "fb15k", "metaqa_kb", "hotpotqa", "musique", "twowiki",
-        "hybridqa", "tatqa", "metaqa",
+        "enwiki",
+        "freebase",
+        "wikidata",
+        "fb15k",
+        "metaqa_kb",
+        "hotpotqa",
+        "musique",
+        "twowiki",
+        "hybridqa",
+        "tatqa",
+        "metaqa",
     ] {
         let st = stage(&s, &format!("ingest/{input}"));
         assert!(st["records_out"].as_u64().unwrap() > 0, "{input}: {st}");
@@ -513,12 +592,33 @@ fn every_shared_sample_is_ingested_and_round_trips() {
     assert_eq!(h["counters"]["roundtrip.failed"].as_u64().unwrap_or(0), 0);
     let v = ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
     eprintln!("{v}");
-    assert_eq!(count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'hotpotqa'"), 53);
-    assert_eq!(count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'musique'"), 70);
     assert_eq!(
-        count(&out_dir, "SELECT count(*) FROM questions WHERE dataset = 'metaqa'"),
+        count(
+            &out_dir,
+            "SELECT count(*) FROM questions WHERE dataset = 'hotpotqa'"
+        ),
+        53
+    );
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM questions WHERE dataset = 'musique'"
+        ),
+        70
+    );
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM questions WHERE dataset = 'metaqa'"
+        ),
         9_947 + 14_872
     );
-    assert_eq!(count(&out_dir, "SELECT count(*) FROM triples WHERE dataset = 'fb15k'"), 20_466);
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM triples WHERE dataset = 'fb15k'"
+        ),
+        20_466
+    );
     pyarrow_check(&out_dir);
 }

@@ -57,8 +57,8 @@ pub async fn session_for(url: &str) -> Result<SessionContext> {
             .iter()
             .map(|f| ListingTableUrl::parse(format!("{base_url}/{}", f.path)))
             .collect::<Result<Vec<_>, _>>()?;
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default()))
-            .with_file_extension(".parquet");
+        let options =
+            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(schema);
@@ -94,7 +94,12 @@ async fn overview(url: &str) -> Result<()> {
         manifest.run_id
     );
     for t in &manifest.tables {
-        println!("  {:<12} {:>10} rows  {:>3} file(s)", t.name, t.rows, t.files.len());
+        println!(
+            "  {:<12} {:>10} rows  {:>3} file(s)",
+            t.name,
+            t.rows,
+            t.files.len()
+        );
     }
     if let Ok(s) = read_summary(&loc).await {
         println!("stages:");
@@ -145,8 +150,10 @@ pub fn render(batches: &[RecordBatch], format: OutFormat) -> Result<String> {
                     .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
                     .collect::<Result<Vec<_>, _>>()?;
                 for row in 0..b.num_rows() {
-                    let cells: Vec<String> =
-                        fmts.iter().map(|f| csv_field(&f.value(row).to_string())).collect();
+                    let cells: Vec<String> = fmts
+                        .iter()
+                        .map(|f| csv_field(&f.value(row).to_string()))
+                        .collect();
                     out.push_str(&cells.join(","));
                     out.push('\n');
                 }

@@ -139,7 +139,10 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -331,7 +334,12 @@ fn print_outcome(o: &RunOutcome) {
     }
     println!("tables:");
     for t in &o.manifest.tables {
-        println!("  {:<12} {:>10} rows in {} file(s)", t.name, t.rows, t.files.len());
+        println!(
+            "  {:<12} {:>10} rows in {} file(s)",
+            t.name,
+            t.rows,
+            t.files.len()
+        );
     }
     println!("published {} ({:.2} s)", o.output, o.summary.seconds);
 }

@@ -464,7 +464,10 @@ pub fn char_slice(text: &str, start: u32, end: u32) -> Option<&str> {
     if start > end {
         return None;
     }
-    let mut it = text.char_indices().map(|(i, _)| i).chain(std::iter::once(text.len()));
+    let mut it = text
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain(std::iter::once(text.len()));
     let a = it.nth(start as usize)?;
     let b = if end == start {
         a

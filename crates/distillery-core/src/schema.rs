@@ -184,7 +184,7 @@ mod tests {
             redirect: Some("Other".into()),
             ..Default::default()
         };
-        let b = to_batch(TableKind::Documents, &[d.clone()]).unwrap();
+        let b = to_batch(TableKind::Documents, std::slice::from_ref(&d)).unwrap();
         assert_eq!(b.num_rows(), 1);
         let back: Vec<Document> = from_batch(TableKind::Documents, &b).unwrap();
         assert_eq!(back, vec![d]);

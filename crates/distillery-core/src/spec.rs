@@ -466,7 +466,15 @@ pub struct Pipeline {
     pub hash: String,
 }
 
-const TOP_KEYS: &[&str] = &["version", "name", "description", "output", "run", "inputs", "stages"];
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "name",
+    "description",
+    "output",
+    "run",
+    "inputs",
+    "stages",
+];
 
 /// Error of an override argument (`--set key.path=value`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -529,14 +537,18 @@ fn set_path(node: &mut toml::Value, parts: &[&str], value: toml::Value) -> Resul
                 set_path(slot, rest, value)
             }
         }
-        _ => Err(format!("cannot set `{part}` inside a value that is not a table")),
+        _ => Err(format!(
+            "cannot set `{part}` inside a value that is not a table"
+        )),
     }
 }
 
 fn parse_override_value(raw: &str) -> toml::Value {
     let doc = format!("v = {raw}");
     match doc.parse::<toml::Table>() {
-        Ok(mut t) => t.remove("v").unwrap_or(toml::Value::String(raw.to_string())),
+        Ok(mut t) => t
+            .remove("v")
+            .unwrap_or(toml::Value::String(raw.to_string())),
         Err(_) => toml::Value::String(raw.to_string()),
     }
 }
@@ -735,7 +747,10 @@ impl Pipeline {
         }
         let version = match root.get("version") {
             None => {
-                c.push(vec![], format!("missing `version` (this build reads version = {SPEC_VERSION})"));
+                c.push(
+                    vec![],
+                    format!("missing `version` (this build reads version = {SPEC_VERSION})"),
+                );
                 None
             }
             Some(toml::Value::Integer(v)) if *v == SPEC_VERSION => Some(*v),
@@ -767,7 +782,10 @@ impl Pipeline {
                 s.clone()
             }
             Some(_) => {
-                c.push(vec![key("output")], "`output` must be a string (path or URL)");
+                c.push(
+                    vec![key("output")],
+                    "`output` must be a string (path or URL)",
+                );
                 String::new()
             }
             None => {
@@ -776,14 +794,22 @@ impl Pipeline {
             }
         };
         let run = match root.get("run") {
-            Some(v) => c.de::<RunSpec>(&[key("run")], v.clone()).unwrap_or_default(),
+            Some(v) => c
+                .de::<RunSpec>(&[key("run")], v.clone())
+                .unwrap_or_default(),
             None => RunSpec::default(),
         };
         if run.shards == 0 || run.shards > 65_536 {
-            c.push(vec![key("run"), key("shards")], "`shards` must be between 1 and 65536");
+            c.push(
+                vec![key("run"), key("shards")],
+                "`shards` must be between 1 and 65536",
+            );
         }
         if run.batch_size == 0 {
-            c.push(vec![key("run"), key("batch_size")], "`batch_size` must be at least 1");
+            c.push(
+                vec![key("run"), key("batch_size")],
+                "`batch_size` must be at least 1",
+            );
         }
         if !(0.0..=1.0).contains(&run.max_bad_ratio) {
             c.push(
@@ -794,7 +820,10 @@ impl Pipeline {
 
         let mut inputs = Vec::new();
         match root.get("inputs") {
-            None => c.push(vec![], "no `[[inputs]]`: a pipeline needs at least one input"),
+            None => c.push(
+                vec![],
+                "no `[[inputs]]`: a pipeline needs at least one input",
+            ),
             Some(toml::Value::Array(a)) => {
                 if a.is_empty() {
                     c.push(vec![key("inputs")], "`inputs` is empty");
@@ -806,7 +835,10 @@ impl Pipeline {
                     }
                 }
             }
-            Some(_) => c.push(vec![key("inputs")], "`inputs` must be an array of tables `[[inputs]]`"),
+            Some(_) => c.push(
+                vec![key("inputs")],
+                "`inputs` must be an array of tables `[[inputs]]`",
+            ),
         }
         let mut names = BTreeSet::new();
         for (i, inp) in inputs.iter().enumerate() {
@@ -829,13 +861,19 @@ impl Pipeline {
                     }
                 }
             }
-            Some(_) => c.push(vec![key("stages")], "`stages` must be an array of tables `[[stages]]`"),
+            Some(_) => c.push(
+                vec![key("stages")],
+                "`stages` must be an array of tables `[[stages]]`",
+            ),
         }
         for (i, st) in stages.iter().enumerate() {
             if !names.insert(st.name.clone()) {
                 c.push(
                     vec![key("stages"), PathSeg::Index(i), key("name")],
-                    format!("duplicate name `{}` (names are shared by inputs and stages)", st.name),
+                    format!(
+                        "duplicate name `{}` (names are shared by inputs and stages)",
+                        st.name
+                    ),
                 );
             }
         }
@@ -844,7 +882,12 @@ impl Pipeline {
             for (j, r) in st.inputs.iter().enumerate() {
                 if !known.contains(r.as_str()) || r == &st.name {
                     c.push(
-                        vec![key("stages"), PathSeg::Index(i), key("inputs"), PathSeg::Index(j)],
+                        vec![
+                            key("stages"),
+                            PathSeg::Index(i),
+                            key("inputs"),
+                            PathSeg::Index(j),
+                        ],
                         format!("`{r}` names no input or other stage"),
                     );
                 }
@@ -869,9 +912,13 @@ impl Pipeline {
 
     /// The hseq stage, if the pipeline has one.
     pub fn hseq_stage(&self) -> Option<(&StageSpec, &HseqOptions)> {
-        self.stages.iter().find_map(|s| match &s.options {
-            StageOptions::Hseq(o) => Some((s, o)),
-        })
+        self.stages
+            .iter()
+            .find(|s| s.kind == StageKind::Hseq)
+            .map(|s| {
+                let StageOptions::Hseq(o) = &s.options;
+                (s, o)
+            })
     }
 }
 
@@ -912,7 +959,11 @@ fn check_input(c: &mut Collector<'_>, base: &[PathSeg], v: &toml::Value) -> Opti
         let all: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         c.push(
             with("format"),
-            format!("unknown format `{}`, expected one of {}", raw.format, all.join(", ")),
+            format!(
+                "unknown format `{}`, expected one of {}",
+                raw.format,
+                all.join(", ")
+            ),
         );
         ok = false;
     }
@@ -943,7 +994,10 @@ fn check_input(c: &mut Collector<'_>, base: &[PathSeg], v: &toml::Value) -> Opti
             .map(|_| FormatOptions::None(NoOptions {})),
     };
     if raw.split.is_some() && !format.is_qa() {
-        c.push(with("split"), format!("`split` applies to QA datasets, not `{format}`"));
+        c.push(
+            with("split"),
+            format!("`split` applies to QA datasets, not `{format}`"),
+        );
         ok = false;
     }
     let options = options?;
@@ -971,7 +1025,10 @@ fn check_stage(
     let kind = match raw.kind.as_str() {
         "hseq" => StageKind::Hseq,
         other => {
-            c.push(with("kind"), format!("unknown stage kind `{other}`, expected one of hseq"));
+            c.push(
+                with("kind"),
+                format!("unknown stage kind `{other}`, expected one of hseq"),
+            );
             return None;
         }
     };
@@ -995,11 +1052,16 @@ pub fn check_location(s: &str) -> Result<(), String> {
         return Err("empty path".into());
     }
     if let Some((scheme, rest)) = s.split_once("://") {
-        const OK: &[&str] = &["file", "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "memory", "http", "https"];
+        const OK: &[&str] = &[
+            "file", "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "memory", "http", "https",
+        ];
         if !OK.contains(&scheme) {
             return Err(format!(
                 "unsupported URL scheme `{scheme}://`, expected a local path or one of {}",
-                OK.iter().map(|s| format!("{s}://")).collect::<Vec<_>>().join(", ")
+                OK.iter()
+                    .map(|s| format!("{s}://"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ));
         }
         if rest.is_empty() && scheme != "memory" {
@@ -1100,7 +1162,11 @@ inputs = ["nope"]
             .unwrap();
         assert_eq!(eng.path, "inputs[1].options.english");
         assert_eq!(eng.line.map(|l| l.0), Some(19), "{eng:?}");
-        let fmt = e.errors.iter().find(|x| x.path.ends_with("format")).unwrap();
+        let fmt = e
+            .errors
+            .iter()
+            .find(|x| x.path.ends_with("format"))
+            .unwrap();
         assert_eq!(fmt.line.map(|l| l.0), Some(12), "{fmt:?}");
     }
 
@@ -1130,8 +1196,12 @@ inputs = ["nope"]
 
     #[test]
     fn bad_overrides_are_reported() {
-        let e = Pipeline::parse("t.toml", GOOD, &["inputs.nope.paths=[]".into(), "novalue".into()])
-            .unwrap_err();
+        let e = Pipeline::parse(
+            "t.toml",
+            GOOD,
+            &["inputs.nope.paths=[]".into(), "novalue".into()],
+        )
+        .unwrap_err();
         assert_eq!(e.errors.len(), 2, "{e}");
         let e = Pipeline::parse("t.toml", GOOD, &["run.shards=\"many\"".into()]).unwrap_err();
         assert!(e.to_string().contains("run.shards"), "{e}");

@@ -40,7 +40,10 @@ impl ExecError {
         }
     }
 
-    pub fn parquet(location: impl Into<String>, source: parquet::errors::ParquetError) -> ExecError {
+    pub fn parquet(
+        location: impl Into<String>,
+        source: parquet::errors::ParquetError,
+    ) -> ExecError {
         ExecError::Parquet {
             location: location.into(),
             source,

@@ -65,7 +65,7 @@ pub async fn run_stage(
         v.sort_by_key(|p| p.table);
     }
     let results: Vec<Result<(Vec<WrittenPart>, StageSummary), ExecError>> =
-        futures::stream::iter(groups.into_iter())
+        futures::stream::iter(groups)
             .map(|((shard, tag), sources)| {
                 let out = out.clone();
                 let staging = staging.to_string();
@@ -85,7 +85,11 @@ pub async fn run_stage(
     summary.stage = stage.name.clone();
     summary.seconds = started.elapsed().as_secs_f64();
     written.sort_by(|a, b| a.rel.cmp(&b.rel));
-    let failed = summary.counters.get("roundtrip.failed").copied().unwrap_or(0);
+    let failed = summary
+        .counters
+        .get("roundtrip.failed")
+        .copied()
+        .unwrap_or(0);
     if failed > 0 {
         warn!(stage = %stage.name, failed, "sources that do not round-trip through hseq");
     }
@@ -113,13 +117,14 @@ struct GroupState {
 
 impl GroupState {
     fn verify_run(&mut self) {
-        if self.opts.verify && !self.run_triples.is_empty() {
-            let refs: Vec<&Triple> = self.run_triples.iter().collect();
-            if let Err(m) = self.verifier.verify_kg(&refs, &self.run_segments)
-                && self.failures.len() < 5
-            {
-                self.failures.push(m.to_string());
-            }
+        if self.opts.verify
+            && !self.run_triples.is_empty()
+            && let Err(m) = self
+                .verifier
+                .verify_kg(&self.run_triples, &self.run_segments)
+            && self.failures.len() < 5
+        {
+            self.failures.push(m.to_string());
         }
         self.run_triples.clear();
         self.run_segments.clear();
@@ -228,8 +233,8 @@ async fn hseq_group(
         let c = st.verifier.counts();
         summary.add("roundtrip.documents_ok", c.documents_ok);
         summary.add("roundtrip.tables_ok", c.tables_ok);
-        summary.add("roundtrip.kg_edges_ok", c.kg.edges_ok);
-        summary.add("roundtrip.subgraphs_ok", c.kg.subgraphs_ok);
+        summary.add("roundtrip.kg_edges_ok", c.edges_ok);
+        summary.add("roundtrip.subgraphs_ok", c.subgraphs_ok);
         summary.add("roundtrip.failed", c.failed());
     }
     for f in &st.failures {

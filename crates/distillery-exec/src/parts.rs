@@ -9,14 +9,23 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
+use bytes::Bytes;
 use distillery_core::TableKind;
 use distillery_core::schema::schema_of;
+use futures::FutureExt;
+use futures::future::BoxFuture;
 use futures::{Stream, StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use object_store::buffered::BufWriter;
+use object_store::path::Path;
+use object_store::{GetOptions, GetRange, ObjectStore};
 use parquet::arrow::AsyncArrowWriter;
-use parquet::arrow::async_reader::{ParquetObjectReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::{AsyncFileReader, MetadataSuffixFetch};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::WriterProperties;
 
 use crate::error::ExecError;
@@ -49,7 +58,9 @@ pub fn parse_part_name(rel: &str) -> Option<(TableKind, u32, String)> {
 
 fn writer_props() -> WriterProperties {
     WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).expect("valid zstd level")))
+        .set_compression(Compression::ZSTD(
+            ZstdLevel::try_new(3).expect("valid zstd level"),
+        ))
         .set_max_row_group_row_count(Some(64 * 1024))
         .set_created_by("distillery".to_string())
         .build()
@@ -150,12 +161,88 @@ impl PartWriters {
     }
 }
 
+/// Reads a Parquet object through object_store: ranged gets for pages, a suffix get for the
+/// footer (the pattern of parquet's `object_store` example, which replaced the deprecated
+/// `ParquetObjectReader`).
+#[derive(Clone)]
+struct StoreReader {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+}
+
+fn pq_err(e: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for StoreReader {
+    fn get_bytes(
+        &mut self,
+        range: std::ops::Range<u64>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(pq_err)
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<std::ops::Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(pq_err)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let metadata = ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .load_via_suffix_and_finish(self)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+impl MetadataSuffixFetch for &mut StoreReader {
+    fn fetch_suffix(&mut self, suffix: usize) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(suffix as u64)),
+            ..Default::default()
+        };
+        async move {
+            let resp = self
+                .store
+                .get_opts(&self.path, options)
+                .await
+                .map_err(pq_err)?;
+            resp.bytes().await.map_err(pq_err)
+        }
+        .boxed()
+    }
+}
+
 /// Streams the batches of one Parquet object.
 pub async fn read_part(
     loc: &Location,
     rel: &str,
 ) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
-    let reader = ParquetObjectReader::new(Arc::clone(&loc.store), loc.path(rel));
+    let reader = StoreReader {
+        store: Arc::clone(&loc.store),
+        path: loc.path(rel),
+    };
     let show = loc.show(rel);
     let stream = ParquetRecordBatchStreamBuilder::new(reader)
         .await

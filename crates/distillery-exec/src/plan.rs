@@ -46,7 +46,13 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
 /// A tag-safe version of an input name.
 pub fn tag_name(name: &str) -> String {
     name.chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect()
 }
 
@@ -80,7 +86,11 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
     if !errors.is_empty() {
         return Err(ExecError::Inputs(errors.join("\n")));
     }
-    let mut stages: Vec<String> = p.inputs.iter().map(|i| format!("ingest/{}", i.name)).collect();
+    let mut stages: Vec<String> = p
+        .inputs
+        .iter()
+        .map(|i| format!("ingest/{}", i.name))
+        .collect();
     let mut tables: Vec<TableKind> = Vec::new();
     for i in &p.inputs {
         for t in tables_of(i.format) {

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use distillery_core::TableKind;
 use distillery_core::schema::schema_hash;
 use distillery_core::summary::{Manifest, ManifestFile, ManifestTable, RunSummary};
+use object_store::ObjectStoreExt;
 
 use crate::error::ExecError;
 use crate::parts::WrittenPart;

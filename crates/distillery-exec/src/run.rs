@@ -68,7 +68,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
 
     let progress = Progress::new(mode);
     let parallelism = if p.run.parallelism == 0 {
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2)
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
     } else {
         p.run.parallelism
     };
@@ -76,8 +78,18 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     // --- ingest ---
     let mut results: Vec<FileResult> = futures::stream::iter(plan.files.clone())
         .map(|file| {
-            let input = p.input(&file.input).expect("planned from the pipeline").clone();
-            ingest_file(file, input, p, out.clone(), staging.clone(), progress.clone())
+            let input = p
+                .input(&file.input)
+                .expect("planned from the pipeline")
+                .clone();
+            ingest_file(
+                file,
+                input,
+                p,
+                out.clone(),
+                staging.clone(),
+                progress.clone(),
+            )
         })
         .buffer_unordered(parallelism.max(1))
         .collect::<Vec<_>>()
@@ -143,7 +155,14 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     }
 
     // --- publish ---
-    let manifest = build_manifest(&p.name, &p.hash, &run_id, p.run.shards, &plan.tables, &parts);
+    let manifest = build_manifest(
+        &p.name,
+        &p.hash,
+        &run_id,
+        p.run.shards,
+        &plan.tables,
+        &parts,
+    );
     let summary = RunSummary {
         pipeline: p.name.clone(),
         pipeline_hash: p.hash.clone(),
@@ -171,7 +190,7 @@ async fn ingest_file(
     progress: Progress,
 ) -> Result<FileResult, ExecError> {
     let started = Instant::now();
-    let (tx, mut rx) = mpsc::channel(8);
+    let (tx, mut rx) = mpsc::channel::<crate::sink::PartBatch>(8);
     let writer_out = out.clone();
     let tag = file.tag.clone();
     let writer = tokio::spawn(async move {
@@ -291,7 +310,9 @@ impl Progress {
                 let n = counter.load(Ordering::Relaxed);
                 match &bar {
                     Some(b) => b.set_position(n),
-                    None => info!(input = %file.input, file = %file.location, bytes_read = n, "reading"),
+                    None => {
+                        info!(input = %file.input, file = %file.location, bytes_read = n, "reading")
+                    }
                 }
             }
         }))
@@ -308,7 +329,10 @@ impl Progress {
 fn new_run_id(pipeline_hash: &str) -> String {
     let now = SystemTime::now();
     let stamp = rfc3339(now).replace(['-', ':'], "");
-    let nanos = now.duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = now
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     let salt = distillery_core::id::stable_id(&[
         pipeline_hash,
         &std::process::id().to_string(),
@@ -319,7 +343,10 @@ fn new_run_id(pipeline_hash: &str) -> String {
 
 /// Formats a time as RFC 3339 UTC with second precision.
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil-from-days (H. Hinnant), proleptic Gregorian.
     let z = days + 719_468;

@@ -44,7 +44,7 @@ impl Location {
     pub fn path(&self, rel: &str) -> Path {
         let mut p = self.root.clone();
         for part in rel.split('/').filter(|s| !s.is_empty()) {
-            p = p.child(part);
+            p = p.join(part);
         }
         p
     }
@@ -142,11 +142,12 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
     };
     if let Some(p) = local {
         if create {
-            std::fs::create_dir_all(&p).map_err(|e| bad(format!("cannot create directory: {e}")))?;
+            std::fs::create_dir_all(&p)
+                .map_err(|e| bad(format!("cannot create directory: {e}")))?;
         }
         let abs = absolute(&p).map_err(|e| bad(e.to_string()))?;
-        let store = LocalFileSystem::new_with_prefix(&abs)
-            .map_err(|e| ExecError::store(location, e))?;
+        let store =
+            LocalFileSystem::new_with_prefix(&abs).map_err(|e| ExecError::store(location, e))?;
         return Ok(Location {
             store: Arc::new(store),
             root: Path::default(),

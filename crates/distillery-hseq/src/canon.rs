@@ -21,7 +21,9 @@
 //! With an unlimited budget κ is content-preserving (Definition 1 of the paper) for every
 //! selection in which no two segments with *different* `(content, metadata)` share `(uri,
 //! offsets)`; [`content_preserving`] checks it. Our encoders give every distinct place its own
-//! `(uri, offsets)` except the document root versus a span over the whole text.
+//! `(uri, offsets)`, with two exceptions where dedupe keeps one segment: the document root
+//! versus a span over the whole text (the root's content is the title), and the same subject
+//! or edge in two separate KG runs (same content, different `source_id`).
 //!
 //! [`level_rank`]: crate::level_rank
 

@@ -68,7 +68,9 @@ pub enum DecodeError {
         len: i64,
     },
     /// A text span not inside its parent's span.
-    #[error("segment {id}: span [{start}, {end}) is not inside its parent's [{parent_start}, {parent_end})")]
+    #[error(
+        "segment {id}: span [{start}, {end}) is not inside its parent's [{parent_start}, {parent_end})"
+    )]
     NotContained {
         id: String,
         start: i64,
@@ -78,7 +80,11 @@ pub enum DecodeError {
     },
     /// A text segment whose content is not as long as its span.
     #[error("segment {id}: content has {found} chars, its span {expected}")]
-    ContentLength { id: String, expected: u64, found: u64 },
+    ContentLength {
+        id: String,
+        expected: u64,
+        found: u64,
+    },
     /// Two overlapping text segments disagree on a char.
     #[error("segment {id}: content disagrees with an overlapping segment at char {at}")]
     ContentConflict { id: String, at: u64 },

@@ -396,6 +396,9 @@ mod tests {
             ..Default::default()
         };
         let raw = serde_json::to_string(&RawEdge::of(&e)).unwrap();
-        assert_eq!(raw, r#"{"s":"a","p":"b","o":"c","k":"literal","lang":"en"}"#);
+        assert_eq!(
+            raw,
+            r#"{"s":"a","p":"b","o":"c","k":"literal","lang":"en"}"#
+        );
     }
 }

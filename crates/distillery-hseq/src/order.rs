@@ -19,6 +19,10 @@
 //! position of the segment within its source, which already orders nested sections and row
 //! indices), then `offsets`, then `id`, so the order is total and deterministic. Every parent
 //! ranks before its children, so a ρ-sorted stream is parent-before-child.
+//!
+//! The encoders emit each source's segments in ρ order with `ord` = 0, 1, 2, ...; a KG shard
+//! (one source per subject run) and a concatenation of documents therefore come out grouped
+//! by source, parents still before children. [`sort_stream`] gives the global ρ stream.
 
 use distillery_core::Segment;
 use std::cmp::Ordering;
@@ -104,7 +108,13 @@ mod tests {
         let ids: Vec<_> = v.iter().map(|s| s.id.as_str()).collect();
         assert_eq!(
             ids,
-            ["documentb0", "paragrapha1", "paragrapha2", "paragraphb1", "sentencea3"]
+            [
+                "documentb0",
+                "paragrapha1",
+                "paragrapha2",
+                "paragraphb1",
+                "sentencea3"
+            ]
         );
     }
 }

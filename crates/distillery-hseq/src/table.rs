@@ -76,7 +76,11 @@ fn summary(t: &Table) -> String {
     if !t.title.is_empty() {
         lines.push(t.title.clone());
     }
-    if let Some(c) = t.caption.as_deref().filter(|c| !c.is_empty() && *c != t.title) {
+    if let Some(c) = t
+        .caption
+        .as_deref()
+        .filter(|c| !c.is_empty() && *c != t.title)
+    {
         lines.push(c.to_string());
     }
     if !t.header.is_empty() {
@@ -192,7 +196,10 @@ fn parse_row(s: &Segment, header: &[String]) -> Result<Vec<String>, DecodeError>
     let mut cells: Vec<Option<String>> = vec![None; obj.len()];
     for (k, v) in obj {
         let Some(&j) = pos.get(k.as_str()) else {
-            return Err(DecodeError::RowKey { id: s.id.clone(), key: k });
+            return Err(DecodeError::RowKey {
+                id: s.id.clone(),
+                key: k,
+            });
         };
         let Value::String(c) = v else {
             return Err(DecodeError::RowShape {
@@ -236,7 +243,11 @@ pub fn decode_table(segs: &[Segment]) -> Result<DecodedTable, DecodeError> {
         .filter(|&i| segs[i].level == level::TABLE)
         .collect();
     let ri = match roots[..] {
-        [] => return Err(DecodeError::NoRoot { level: level::TABLE }),
+        [] => {
+            return Err(DecodeError::NoRoot {
+                level: level::TABLE,
+            });
+        }
         [r] => r,
         _ => {
             return Err(DecodeError::ManyRoots {

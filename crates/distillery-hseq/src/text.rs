@@ -269,8 +269,8 @@ pub fn encode_document(doc: &Document, opts: &HseqOptions) -> Vec<Segment> {
     let mut para_ids: Vec<String> = Vec::with_capacity(paras.len());
     let mut para_pos: Vec<Option<usize>> = vec![None; doc.paragraphs.len()];
     for (pos, p) in paras.iter().enumerate() {
-        let parent = section_of(p.span, p.section)
-            .map_or_else(|| root_id.clone(), |q| sec_ids[q].clone());
+        let parent =
+            section_of(p.span, p.section).map_or_else(|| root_id.clone(), |q| sec_ids[q].clone());
         let id = ids.next(level::PARAGRAPH, p.span);
         let schema = if p.gap {
             vec![GAP.to_string()]

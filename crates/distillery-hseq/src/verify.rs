@@ -15,12 +15,12 @@
 //! and [`table_uri`], and header plus rows are ≡ (global column permutation). A KG shard
 //! passes when its triplets decode to the same edge multiset as its triples.
 
+use crate::Mismatch;
 use crate::equiv::{edge_difference, first_text_difference, table_equivalent};
 use crate::kg::{KgEdge, decode_kg};
 use crate::order::level;
 use crate::table::{decode_table, table_uri};
 use crate::text::{CharIndex, decode_document};
-use crate::Mismatch;
 use distillery_core::{Document, Segment, Table, Triple};
 use serde::{Deserialize, Serialize};
 
@@ -266,14 +266,9 @@ impl Verifier {
         r
     }
 
-    /// Checks a shard of triples ([`check_kg`]) and counts the outcome; `label` names the
-    /// shard in failure messages.
-    pub fn verify_kg(
-        &mut self,
-        label: &str,
-        triples: &[Triple],
-        segs: &[Segment],
-    ) -> Result<KgStats, Mismatch> {
+    /// Checks a shard of triples ([`check_kg`]) and counts the outcome. Failure messages name
+    /// the shard by its first triple's `dataset:source`.
+    pub fn verify_kg(&mut self, triples: &[Triple], segs: &[Segment]) -> Result<KgStats, Mismatch> {
         let r = check_kg(triples, segs);
         match &r {
             Ok(st) => {
@@ -284,7 +279,10 @@ impl Verifier {
             Err(e) => {
                 self.counts.kg_failed += 1;
                 self.counts.edges_failed += triples.len() as u64;
-                self.note("kg", label, e);
+                let label = triples
+                    .first()
+                    .map_or_else(String::new, |t| format!("{}:{}", t.dataset, t.source));
+                self.note("kg", &label, e);
             }
         }
         r

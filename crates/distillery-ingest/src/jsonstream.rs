@@ -26,7 +26,11 @@ pub struct RawItem {
 pub enum SplitError {
     Io(io::Error),
     /// The input ended inside an element (unbalanced brackets or an open string).
-    Truncated { offset: u64, line: u64, excerpt: Vec<u8> },
+    Truncated {
+        offset: u64,
+        line: u64,
+        excerpt: Vec<u8>,
+    },
 }
 
 /// Iterator over the top-level elements of a JSON array or a JSON-lines stream.
@@ -132,7 +136,7 @@ impl<R: BufRead> JsonItems<R> {
         }
         let offset = self.offset;
         let line = self.line;
-        let mut bytes = Vec::with_capacity(256);
+        let mut bytes: Vec<u8> = Vec::with_capacity(256);
         let mut depth: i64 = 0;
         let mut in_str = false;
         let mut esc = false;
@@ -264,7 +268,10 @@ mod tests {
 
     #[test]
     fn splits_lines_and_wikidata_dumps() {
-        assert_eq!(items("{\"a\":1}\n{\"b\":2}\n"), vec!["{\"a\":1}", "{\"b\":2}"]);
+        assert_eq!(
+            items("{\"a\":1}\n{\"b\":2}\n"),
+            vec!["{\"a\":1}", "{\"b\":2}"]
+        );
         assert_eq!(
             items("[\n{\"id\":\"Q1\"},\n{\"id\":\"Q2\"},\n]\n"),
             vec!["{\"id\":\"Q1\"}", "{\"id\":\"Q2\"}"]

@@ -45,7 +45,11 @@ const ABBREVIATIONS: &[&str] = &[
 fn ends_with_abbreviation(s: &str) -> bool {
     let last = s.rsplit(char::is_whitespace).next().unwrap_or(s);
     let lower = last.to_lowercase();
-    if ABBREVIATIONS.iter().any(|a| lower.ends_with(a) && (lower.len() == a.len() || !lower.as_bytes()[lower.len() - a.len() - 1].is_ascii_alphabetic())) {
+    if ABBREVIATIONS.iter().any(|a| {
+        lower.ends_with(a)
+            && (lower.len() == a.len()
+                || !lower.as_bytes()[lower.len() - a.len() - 1].is_ascii_alphabetic())
+    }) {
         return true;
     }
     // A single capital initial such as "J." in "J. R. R. Tolkien".
@@ -68,7 +72,11 @@ mod tests {
     fn splits_and_keeps_abbreviations() {
         assert_eq!(
             sents("Dr. Smith went to Washington. He met J. R. Tolkien there!  Then éclair."),
-            vec!["Dr. Smith went to Washington.", "He met J. R. Tolkien there!", "Then éclair."]
+            vec![
+                "Dr. Smith went to Washington.",
+                "He met J. R. Tolkien there!",
+                "Then éclair."
+            ]
         );
         assert_eq!(sents("   "), Vec::<String>::new());
         assert_eq!(sents("No end"), vec!["No end"]);

@@ -52,12 +52,8 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
                 break;
             }
         };
-        let text = match utf8_line(DATASET, ctx, &line) {
-            Ok(t) => t,
-            Err(q) => {
-                sink.emit(q)?;
-                continue;
-            }
+        let Some(text) = utf8_line(DATASET, ctx, &line, sink)? else {
+            continue;
         };
         if text.trim().is_empty() {
             continue;

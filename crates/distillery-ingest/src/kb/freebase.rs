@@ -14,12 +14,13 @@
 //! also becomes an [`Entity`] of its subject.
 //!
 //! The line parser is hand-written rather than `oxttl`: the dump is a strict one-statement-a-
-//! line format of ~3 billion lines, and the reader needs, per bad line, a quarantine record with
-//! its line number and byte offset and then to go on. `oxttl`'s N-Triples parser reports errors
-//! by position in its own stream, stops on some (invalid UTF-8 aborts the stream), and builds
-//! owned terms for every statement, dropped or not. Here each line is read as bytes into one
-//! reused buffer, validated as UTF-8 once, and split with `memchr` into borrowed slices; nothing
-//! is allocated for a dropped line, and strings are unescaped only for kept triples. The parser
+//! line format of ~3 billion lines, and each bad line must become one quarantine record with
+//! its line number, byte offset and raw bytes, after which reading goes on. `oxttl` reports
+//! errors by position in its own token stream (giving the raw line back means tracking line
+//! boundaries beside it anyway), and it builds owned terms for every statement, including the
+//! ones the English filter drops. Here each line is read as bytes into one reused buffer,
+//! validated as UTF-8 once, and split with `memchr` into borrowed slices; nothing is allocated
+//! for a dropped line, and strings are unescaped only for kept triples. The parser
 //! follows the N-Triples grammar (W3C Recommendation 2014): absolute IRIREFs without the
 //! excluded characters and with only `\u`/`\U` escapes, blank node labels, literals with
 //! ECHAR/UCHAR escapes, language tags `[a-zA-Z]+(-[a-zA-Z0-9]+)*`, datatype IRIs, the final
@@ -72,13 +73,9 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
                 break;
             }
         };
-        let text = match utf8_line(DATASET, ctx, &line) {
-            Ok(t) => t,
-            Err(q) => {
-                sink.emit(q)?;
-                n.quarantined += 1;
-                continue;
-            }
+        let Some(text) = utf8_line(DATASET, ctx, &line, sink)? else {
+            n.quarantined += 1;
+            continue;
         };
         let st = match parse_line(text) {
             Ok(Some(st)) => st,

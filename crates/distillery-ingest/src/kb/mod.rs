@@ -1,10 +1,10 @@
 //! Knowledge-base readers: Freebase RDF, Wikidata JSON, FB15k-237 TSV, MetaQA KB.
 //!
-//! All four are line-oriented: [`ByteLines`] reads the decompressed input one line at a time
+//! All four are line-oriented: `ByteLines` reads the decompressed input one line at a time
 //! as raw bytes (so invalid UTF-8 is a per-line quarantine, never a failure of the whole file),
 //! into one reused buffer, tracking the byte offset and the 1-based number of each line. An I/O
 //! error mid-stream (a truncated gzip or bzip2 file) ends the read: everything before it has
-//! been emitted, and [`truncated`] turns the error into a `truncated_input` quarantine record.
+//! been emitted, and `truncated` turns the error into a `truncated_input` quarantine record.
 
 pub mod fb15k;
 pub mod freebase;
@@ -13,7 +13,7 @@ pub mod wikidata;
 
 use std::io::{self, BufRead};
 
-use distillery_core::{QuarantineRecord, Record};
+use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
 
 use crate::InputCtx;
 
@@ -115,21 +115,22 @@ pub(crate) fn bad_line(
     )
 }
 
-/// The line as UTF-8, or the `invalid_utf8` quarantine record for it.
+/// The line as UTF-8; `None` when it is not, after emitting its `invalid_utf8` quarantine
+/// record.
 pub(crate) fn utf8_line<'a>(
     dataset: &str,
     ctx: &InputCtx<'_>,
     line: &LineRef<'a>,
-) -> Result<&'a str, Record> {
-    std::str::from_utf8(line.bytes).map_err(|e| {
-        bad_line(
-            dataset,
-            ctx,
-            "invalid_utf8",
-            format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
-            line,
-        )
-    })
+    sink: &mut dyn RecordSink,
+) -> Result<Option<&'a str>, SinkError> {
+    match std::str::from_utf8(line.bytes) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) => {
+            let detail = format!("invalid UTF-8 at byte {} of the line", e.valid_up_to());
+            sink.emit(bad_line(dataset, ctx, "invalid_utf8", detail, line))?;
+            Ok(None)
+        }
+    }
 }
 
 #[cfg(test)]

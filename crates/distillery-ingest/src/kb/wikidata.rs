@@ -87,23 +87,30 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     }
 }
 
-/// Whether the input starts like a dump (`[` alone on its line) or a JSON-lines file (an
-/// entity starting on the first line), rather than a pretty-printed or one-line array.
+/// Whether the input starts like a dump (`[` alone on its line, then an entity on one line) or
+/// a JSON-lines file, rather than a pretty-printed or one-line array or entity.
 fn is_line_layout(head: &[u8]) -> bool {
-    let head = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
-    let Some(first) = head.iter().position(|b| !b.is_ascii_whitespace()) else {
-        return true;
-    };
-    let rest = &head[first + 1..];
-    let line_rest = match memchr::memchr(b'\n', rest) {
-        Some(i) => &rest[..i],
-        None => rest,
-    };
-    let rest_blank = line_rest.iter().all(u8::is_ascii_whitespace);
-    match head[first] {
-        b'[' => rest_blank,
-        b'{' => !rest_blank,
-        _ => true,
+    let mut rest = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
+    let mut seen_bracket = false;
+    loop {
+        let Some(first) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
+            return true;
+        };
+        let after = &rest[first + 1..];
+        let newline = memchr::memchr(b'\n', after);
+        let line_end = newline.unwrap_or(after.len());
+        let rest_blank = after[..line_end].iter().all(u8::is_ascii_whitespace);
+        match rest[first] {
+            b'[' if !seen_bracket && rest_blank => {
+                seen_bracket = true;
+                rest = &after[line_end..];
+            }
+            b'[' => return false,
+            // An entity that opens and goes on on the same line; `{` alone on its line starts
+            // a pretty-printed one.
+            b'{' => return !(rest_blank && newline.is_some()),
+            _ => return true,
+        }
     }
 }
 
@@ -526,6 +533,8 @@ mod tests {
         assert!(!is_line_layout(b"[{\"id\":\"Q1\"},{\"id\":\"Q2\"}]"));
         assert!(!is_line_layout(b"[\n  {\n    \"id\": \"Q1\"\n  }\n]"));
         assert!(!is_line_layout(b"{\n  \"id\": \"Q1\"\n}\n"));
+        assert!(is_line_layout(b"[\n"));
+        assert!(is_line_layout(b"[\n{\"id\":\"Q1\""));
     }
 
     fn read_str(content: &str, languages: &[&str]) -> VecSink {

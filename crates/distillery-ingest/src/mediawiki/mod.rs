@@ -1,10 +1,467 @@
-//! Reader under construction (placeholder replaced by its owner).
+//! MediaWiki XML export reader (`format = "mediawiki"`): Wikipedia dumps into documents and
+//! tables.
+//!
+//! Reads the export schema 0.10 and later (`pages-articles.xml`, plain, bz2 or gzip, with or
+//! without `<siteinfo>`), one page at a time:
+//!
+//! 1. `xml::PageSplitter` cuts the decompressed bytes into `<page>` elements, and
+//!    `xml::parse_page` reads each with quick-xml (title, namespace, ids, redirect, the last
+//!    revision's timestamp and text).
+//! 2. Pages outside [`MediaWikiOptions::namespaces`] are skipped, as are redirects when
+//!    [`MediaWikiOptions::redirects`] is false (kept, they carry `Document::redirect`).
+//! 3. `wikitext::parse` turns the wikitext into clean text with sections, paragraphs,
+//!    sentences, links and infobox fields, and cuts out the tables, which
+//!    `table::parse_table` lays out as header + rows. The text is the heading lines and
+//!    paragraphs joined by blank lines; templates, references, comments, files, categories
+//!    and interlanguage links are dropped (a few inline templates such as `{{lang}}`,
+//!    `{{convert}}`, `{{nowrap}}` keep their text); every span is a char offset range into
+//!    it. A lead section (level 1, the page title) covers the text before the first heading.
+//! 4. Each page becomes one [`Document`] followed by its [`Table`]s.
+//!
+//! Ids: a document is `stable_id("mediawiki", source, title, revision)`, a table
+//! `stable_id("mediawiki", source, title, index, sha1(header + rows))`. URIs are
+//! `<wiki>:<Title>` and `<wiki>:<Title>#table<n>` (`wiki` from the options, else `enwiki`).
+//!
+//! Bad input never stops the reader: a page with invalid UTF-8 (`invalid_utf8`), broken XML
+//! (`malformed_xml`, resynchronised at the next `<page>`), no title or text (`missing_field`)
+//! or over 256 MiB (`too_large`) is quarantined with its byte offset in the decompressed input
+//! and its page index, and reading goes on. A cut input keeps every complete page and
+//! quarantines the cut (`truncated_input`; `corrupt_input` when the compressed data is damaged
+//! rather than short).
+//!
+//! Multistream bz2 dumps (`pages-articles-multistream.xml.bz2`) are decoded in parallel, one
+//! bz2 stream per job, with records emitted in stream order: see the `multistream` module.
 
-use distillery_core::RecordSink;
+mod multistream;
+mod table;
+mod wikitext;
+mod xml;
+
+use std::io::{self, BufRead};
+
+use distillery_core::id::{sha1_hex, stable_id};
+use distillery_core::spec::{FormatOptions, MediaWikiOptions};
+use distillery_core::{Document, QuarantineRecord, Record, RecordSink, Table};
 
 use crate::{IngestError, InputCtx};
+use xml::{PageBytes, PageError, PageSplitter, Split, SplitEnd};
 
-/// Reads the input.
-pub fn read(ctx: &InputCtx<'_>, _sink: &mut dyn RecordSink) -> Result<(), IngestError> {
-    Err(IngestError::invalid(&ctx.location, "reader under construction"))
+const DATASET: &str = "mediawiki";
+
+/// Reads one MediaWiki XML export into documents and tables.
+pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
+    let default = MediaWikiOptions::default();
+    let opts = match ctx.options {
+        FormatOptions::MediaWiki(o) => o,
+        _ => &default,
+    };
+    let pctx = PageCtx::new(ctx, opts);
+    if opts.parallel_streams && multistream::read(ctx, &pctx, sink)? {
+        return Ok(());
+    }
+    let mut reader = ctx.open()?;
+    read_sequential(
+        &mut *reader,
+        Base::default(),
+        RootState::default(),
+        &pctx,
+        sink,
+    )
+}
+
+/// What page processing needs to know about the input, shareable across threads.
+#[derive(Debug, Clone)]
+pub(crate) struct PageCtx {
+    pub location: String,
+    pub source: String,
+    pub wiki: String,
+    pub namespaces: Vec<i32>,
+    pub redirects: bool,
+}
+
+impl PageCtx {
+    fn new(ctx: &InputCtx<'_>, opts: &MediaWikiOptions) -> PageCtx {
+        PageCtx {
+            location: ctx.location.clone(),
+            source: ctx.source.clone(),
+            wiki: opts
+                .wiki
+                .clone()
+                .filter(|w| !w.is_empty())
+                .unwrap_or_else(|| "enwiki".to_string()),
+            namespaces: opts.namespaces.clone(),
+            redirects: opts.redirects,
+        }
+    }
+}
+
+/// A quarantine record waiting for its absolute position (offsets and page indexes of a
+/// multistream fragment are only known once the streams before it are done).
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    reason: &'static str,
+    detail: String,
+    excerpt: Vec<u8>,
+    offset: u64,
+    page: Option<u64>,
+}
+
+/// The output of a page, or of a problem, in input order.
+#[derive(Debug, Clone)]
+pub(crate) enum Item {
+    Records(Vec<Record>),
+    Quarantine(Pending),
+}
+
+/// Where a stretch of input starts: decompressed byte offset and pages before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Base {
+    pub offset: u64,
+    pub page: u64,
+}
+
+/// Whether the `<mediawiki>` root's start and end tags were seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RootState {
+    pub start: bool,
+    pub end: bool,
+}
+
+impl RootState {
+    fn merge(&mut self, end: &SplitEnd) {
+        self.start |= end.saw_root_start;
+        self.end |= end.saw_root_end;
+    }
+}
+
+pub(crate) fn emit_items(
+    items: Vec<Item>,
+    base: Base,
+    pctx: &PageCtx,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    for item in items {
+        match item {
+            Item::Records(records) => {
+                for r in records {
+                    sink.emit(r)?;
+                }
+            }
+            Item::Quarantine(p) => {
+                let mut q =
+                    QuarantineRecord::new(DATASET, &pctx.location, p.reason, p.detail, &p.excerpt)
+                        .at_byte(base.offset + p.offset);
+                if let Some(page) = p.page {
+                    q = q.at_record(base.page + page);
+                }
+                sink.emit(Record::Quarantine(q))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn pending(reason: &'static str, detail: impl Into<String>, page: &PageBytes) -> Item {
+    Item::Quarantine(Pending {
+        reason,
+        detail: detail.into(),
+        excerpt: page.bytes[..page.bytes.len().min(512)].to_vec(),
+        offset: page.offset,
+        page: Some(page.index),
+    })
+}
+
+/// Turns one split-off piece of input into items.
+pub(crate) fn process_split(split: Split, pctx: &PageCtx) -> Vec<Item> {
+    match split {
+        Split::Page(page) => match xml::parse_page(&page.bytes) {
+            Ok(raw) => build_page(raw, &page, pctx),
+            Err(PageError::InvalidUtf8 { at, detail }) => vec![pending(
+                "invalid_utf8",
+                format!("invalid UTF-8 at byte {at} of the page: {detail}"),
+                &page,
+            )],
+            Err(PageError::Malformed { at, detail }) => vec![pending(
+                "malformed_xml",
+                format!("malformed XML at byte {at} of the page: {detail}"),
+                &page,
+            )],
+        },
+        Split::Unterminated(page) => vec![pending(
+            "malformed_xml",
+            "<page> not closed before the next <page>",
+            &page,
+        )],
+        Split::Oversized(page) => vec![pending(
+            "too_large",
+            format!("page larger than {} bytes", xml::MAX_PAGE_BYTES),
+            &page,
+        )],
+    }
+}
+
+fn table_fingerprint(header: &[String], rows: &[Vec<String>]) -> String {
+    let mut s = header.join("\u{1f}");
+    for r in rows {
+        s.push('\u{1e}');
+        s.push_str(&r.join("\u{1f}"));
+    }
+    sha1_hex(&s)
+}
+
+fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> {
+    let ns = raw.ns.unwrap_or(0);
+    if !pctx.namespaces.is_empty() && !pctx.namespaces.contains(&ns) {
+        return Vec::new();
+    }
+    let title = match raw.title.as_deref().map(str::trim) {
+        Some(t) if !t.is_empty() => t.to_string(),
+        _ => return vec![pending("missing_field", "page has no <title>", page)],
+    };
+    let Some(wikitext) = raw.text else {
+        return vec![pending(
+            "missing_field",
+            format!("page {title:?} has no revision <text>"),
+            page,
+        )];
+    };
+    let parsed = wikitext::parse(&wikitext, &title);
+    let redirect = raw
+        .redirect
+        .filter(|r| !r.trim().is_empty())
+        .or(parsed.redirect);
+    if redirect.is_some() && !pctx.redirects {
+        return Vec::new();
+    }
+    let revision = raw.revision_id.map(|r| r.to_string()).unwrap_or_default();
+    let id = stable_id(&[DATASET, &pctx.source, &title, &revision]);
+    let mut records = Vec::with_capacity(1 + parsed.tables.len());
+    for (index, t) in parsed.tables.into_iter().enumerate() {
+        let fingerprint = table_fingerprint(&t.header, &t.rows);
+        records.push(Record::Table(Table {
+            id: stable_id(&[
+                DATASET,
+                &pctx.source,
+                &title,
+                &index.to_string(),
+                &fingerprint,
+            ]),
+            dataset: DATASET.to_string(),
+            source: pctx.source.clone(),
+            uri: format!("{}:{}#table{}", pctx.wiki, title, index),
+            document_id: Some(id.clone()),
+            table_index: index as u32,
+            title: title.clone(),
+            caption: t.caption,
+            section: t.section,
+            header: t.header,
+            rows: t.rows,
+            links: t.links,
+        }));
+    }
+    let doc = Document {
+        id,
+        dataset: DATASET.to_string(),
+        source: pctx.source.clone(),
+        uri: format!("{}:{}", pctx.wiki, title),
+        title,
+        page_id: raw.id,
+        namespace: Some(ns),
+        redirect,
+        revision_id: raw.revision_id,
+        timestamp: raw.timestamp,
+        text: parsed.text,
+        sections: parsed.sections,
+        paragraphs: parsed.paragraphs,
+        sentences: parsed.sentences,
+        infobox: parsed.infobox,
+        links: parsed.links,
+    };
+    records.insert(0, Record::Document(doc));
+    vec![Item::Records(records)]
+}
+
+/// Whether an IO error is bad data (quarantined) rather than a failing device (an error).
+fn is_data_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData
+    )
+}
+
+/// Reads pages sequentially from a decompressed reader whose first byte is at `base`.
+pub(crate) fn read_sequential(
+    reader: &mut dyn BufRead,
+    base: Base,
+    roots: RootState,
+    pctx: &PageCtx,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    let mut splitter = PageSplitter::new();
+    let mut failure: Option<io::Error> = None;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok([]) => break,
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        };
+        let n = chunk.len();
+        splitter.feed(chunk, &mut |split| {
+            emit_items(process_split(split, pctx), base, pctx, sink)
+        })?;
+        reader.consume(n);
+    }
+    finish(splitter.finish(), failure, base, roots, pctx, sink)
+}
+
+/// Quarantines what the end of the input says: a decompression failure, a page cut short, a
+/// missing `</mediawiki>`, or no MediaWiki content at all.
+pub(crate) fn finish(
+    end: SplitEnd,
+    failure: Option<io::Error>,
+    base: Base,
+    mut roots: RootState,
+    pctx: &PageCtx,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    roots.merge(&end);
+    let at_end = |reason: &'static str, detail: String| {
+        let (offset, page, excerpt) = match &end.open_page {
+            Some(p) => (
+                p.offset,
+                Some(p.index),
+                p.bytes[..p.bytes.len().min(512)].to_vec(),
+            ),
+            None => (end.bytes, None, Vec::new()),
+        };
+        Item::Quarantine(Pending {
+            reason,
+            detail,
+            excerpt,
+            offset,
+            page,
+        })
+    };
+    let item = if let Some(e) = failure {
+        if !is_data_error(&e) {
+            return Err(IngestError::io(&pctx.location, e));
+        }
+        let reason = if e.kind() == io::ErrorKind::UnexpectedEof {
+            "truncated_input"
+        } else {
+            "corrupt_input"
+        };
+        tracing::warn!(location = %pctx.location, reason, error = %e, "mediawiki input cut short");
+        Some(at_end(
+            reason,
+            format!("input cannot be read past this point: {e}"),
+        ))
+    } else if end.open_page.is_some() {
+        Some(at_end(
+            "truncated_input",
+            "input ended inside a <page>".to_string(),
+        ))
+    } else if base.page + end.pages == 0 && !roots.start {
+        Some(at_end(
+            "malformed_xml",
+            "no <mediawiki> root element and no <page> found".to_string(),
+        ))
+    } else if roots.start && !roots.end {
+        Some(at_end(
+            "truncated_input",
+            "input ended before </mediawiki>".to_string(),
+        ))
+    } else {
+        None
+    };
+    if let Some(item) = item {
+        emit_items(vec![item], base, pctx, sink)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distillery_core::VecSink;
+
+    fn pctx() -> PageCtx {
+        PageCtx {
+            location: "/x/test.xml".into(),
+            source: "test.xml".into(),
+            wiki: "testwiki".into(),
+            namespaces: vec![0],
+            redirects: true,
+        }
+    }
+
+    fn run(xml: &[u8]) -> VecSink {
+        let mut sink = VecSink::default();
+        let mut r = xml;
+        read_sequential(
+            &mut r,
+            Base::default(),
+            RootState::default(),
+            &pctx(),
+            &mut sink,
+        )
+        .unwrap();
+        sink
+    }
+
+    #[test]
+    fn pages_to_documents_and_tables() {
+        let sink = run(br#"<mediawiki><page><title>Alpha</title><ns>0</ns><id>1</id>
+<revision><id>5</id><timestamp>2001-01-01T00:00:00Z</timestamp>
+<text>Alpha is [[beta]].
+{|
+! h
+|-
+| [[c|d]]
+|}</text></revision></page>
+<page><title>Category:Stuff</title><ns>14</ns><revision><text>x</text></revision></page>
+<page><title>Gamma</title><ns>0</ns><redirect title="Alpha"/><revision><text>#REDIRECT [[Alpha]]</text></revision></page>
+</mediawiki>"#);
+        assert_eq!(sink.records.len(), 3, "{:?}", sink.records);
+        let docs = sink.documents();
+        assert_eq!(docs[0].title, "Alpha");
+        assert_eq!(docs[0].text, "Alpha is beta.");
+        assert_eq!(docs[0].uri, "testwiki:Alpha");
+        assert_eq!(
+            docs[0].id,
+            stable_id(&["mediawiki", "test.xml", "Alpha", "5"])
+        );
+        assert_eq!(docs[0].revision_id, Some(5));
+        assert_eq!(docs[1].redirect.as_deref(), Some("Alpha"));
+        let t = sink.tables()[0];
+        assert_eq!(t.uri, "testwiki:Alpha#table0");
+        assert_eq!(t.document_id.as_deref(), Some(docs[0].id.as_str()));
+        assert_eq!(t.rows, vec![vec!["d"]]);
+        assert!(matches!(sink.records[1], Record::Table(_)));
+    }
+
+    #[test]
+    fn end_of_input_problems() {
+        let s = run(b"<mediawiki><page><title>A</title><revision><text>a</text></revision></page>");
+        assert_eq!(s.documents().len(), 1);
+        assert_eq!(s.quarantine()[0].reason, "truncated_input");
+        let input = b"<mediawiki><page><title>A</title><revision><text>a</text></revision></page><page><title>B";
+        let s = run(input);
+        let q = s.quarantine();
+        assert_eq!(q.len(), 1);
+        let second = input.len() as u64 - b"<page><title>B".len() as u64;
+        assert_eq!(
+            (q[0].reason.as_str(), q[0].record, q[0].byte_offset),
+            ("truncated_input", Some(1), Some(second))
+        );
+        assert_eq!(q[0].excerpt, "<page><title>B");
+        let s = run(b"just text");
+        assert_eq!(s.quarantine()[0].reason, "malformed_xml");
+        let s = run(b"<mediawiki><page><revision><text>a</text></revision></page></mediawiki>");
+        assert_eq!(s.quarantine()[0].reason, "missing_field");
+    }
 }

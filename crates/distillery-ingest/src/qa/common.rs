@@ -34,7 +34,10 @@ use crate::{IngestError, InputCtx};
 #[derive(Debug)]
 pub(crate) enum ItemError {
     /// The element is bad: quarantine it with this reason and go on.
-    Bad { reason: &'static str, detail: String },
+    Bad {
+        reason: &'static str,
+        detail: String,
+    },
     /// The input cannot be read any further or the sink is gone: stop.
     Fatal(IngestError),
 }
@@ -55,14 +58,6 @@ impl From<distillery_core::SinkError> for ItemError {
 pub(crate) fn bad_value(detail: impl Into<String>) -> ItemError {
     ItemError::Bad {
         reason: "bad_value",
-        detail: detail.into(),
-    }
-}
-
-/// A `missing_field` item error.
-pub(crate) fn missing_field(detail: impl Into<String>) -> ItemError {
-    ItemError::Bad {
-        reason: "missing_field",
         detail: detail.into(),
     }
 }
@@ -147,11 +142,6 @@ impl<'c, 's> Qa<'c, 's> {
         }
         self.emit(r)?;
         Ok(true)
-    }
-
-    /// Whether a record id was already written from this file.
-    pub fn was_written(&self, id: &str) -> bool {
-        self.written.contains(&id_key(id))
     }
 
     /// A quarantine record of this dataset about this input.
@@ -252,7 +242,12 @@ impl<'c, 's> Qa<'c, 's> {
 
     /// A context document from the dataset's own sentence segmentation: one sentence per given
     /// sentence (even an empty one), offsets exact.
-    pub fn document_from_sentences(&self, title: &str, sentences: &[String], join: Join) -> Document {
+    pub fn document_from_sentences(
+        &self,
+        title: &str,
+        sentences: &[String],
+        join: Join,
+    ) -> Document {
         let (text, spans) = join_sentences(sentences, join);
         self.document(title, text, &spans)
     }
@@ -306,10 +301,7 @@ impl<'c, 's> Qa<'c, 's> {
                 let q = self.quarantine_at(
                     &raw,
                     "invalid_utf8",
-                    format!(
-                        "invalid UTF-8 at byte {} of the element",
-                        e.valid_up_to()
-                    ),
+                    format!("invalid UTF-8 at byte {} of the element", e.valid_up_to()),
                 );
                 self.quarantine(q)?;
                 continue;
@@ -351,6 +343,7 @@ pub(crate) fn join_sentences(sentences: &[String], join: Join) -> (String, Vec<(
     let mut pos = 0u32;
     for s in sentences {
         if join == Join::SpaceIfNeeded
+            && !s.is_empty()
             && !text.is_empty()
             && !text.ends_with(char::is_whitespace)
             && !s.starts_with(char::is_whitespace)
@@ -441,12 +434,13 @@ pub(crate) fn excerpt_of(v: &Value) -> String {
     format!("{}...", &s[..cut])
 }
 
+/// Topic entity mids, and their names when the record gives them.
+pub(crate) type TopicEntities = (Vec<String>, Option<Map<String, Value>>);
+
 /// Topic entities of a KBQA record (CWQ, SimpleQuestions in the Think-on-Graph form): an object
 /// `{mid: name}` gives the mids, in order, and the names; a list of mids or a single mid gives
 /// the mids alone.
-pub(crate) fn topic_entities(
-    v: Option<&Value>,
-) -> Result<(Vec<String>, Option<Map<String, Value>>), ItemError> {
+pub(crate) fn topic_entities(v: Option<&Value>) -> Result<TopicEntities, ItemError> {
     match v {
         None | Some(Value::Null) => Ok((Vec::new(), None)),
         Some(Value::Object(m)) => Ok((m.keys().cloned().collect(), Some(m.clone()))),
@@ -510,7 +504,12 @@ mod tests {
 
     #[test]
     fn joins_exactly_or_with_spaces() {
-        let s = vec!["A b.".to_string(), " C é.".to_string(), "".to_string(), "D".to_string()];
+        let s = vec![
+            "A b.".to_string(),
+            " C é.".to_string(),
+            "".to_string(),
+            "D".to_string(),
+        ];
         let (t, spans) = join_sentences(&s, Join::Exact);
         assert_eq!(t, "A b. C é.D");
         assert_eq!(spans, vec![(0, 4), (4, 9), (9, 9), (9, 10)]);
@@ -528,8 +527,14 @@ mod tests {
     #[test]
     fn answers_normalise_scalars_and_lists() {
         let v: Value = serde_json::json!([1.5, "x", 7, "x", true]);
-        assert_eq!(answers_from(Some(&v), "answer").unwrap(), vec!["1.5", "x", "7", "true"]);
-        assert_eq!(answers_from(Some(&serde_json::json!(2.1)), "a").unwrap(), vec!["2.1"]);
+        assert_eq!(
+            answers_from(Some(&v), "answer").unwrap(),
+            vec!["1.5", "x", "7", "true"]
+        );
+        assert_eq!(
+            answers_from(Some(&serde_json::json!(2.1)), "a").unwrap(),
+            vec!["2.1"]
+        );
         assert!(answers_from(None, "a").unwrap().is_empty());
         assert!(answers_from(Some(&Value::Null), "a").unwrap().is_empty());
         assert!(answers_from(Some(&serde_json::json!({"a": 1})), "a").is_err());

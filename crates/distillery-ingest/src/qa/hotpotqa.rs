@@ -94,7 +94,9 @@ fn fact_evidence(docs: &[Document], facts: &[(String, i32)]) -> Vec<Evidence> {
         let pos = position(title);
         let doc = pos.map(|p| &docs[p]);
         let text = doc.and_then(|d| {
-            let s = usize::try_from(*idx).ok().and_then(|i| d.sentences.get(i))?;
+            let s = usize::try_from(*idx)
+                .ok()
+                .and_then(|i| d.sentences.get(i))?;
             char_slice(&d.text, s.start, s.end).map(str::to_string)
         });
         out.push(Evidence {
@@ -160,7 +162,10 @@ mod tests {
         assert_eq!(ev.len(), 4 + 3);
         assert_eq!(ev[0].text.as_deref(), Some(" "));
         assert_eq!(ev[1].text.as_deref(), Some("First."));
-        assert_eq!(ev[2].text, None, "index out of range keeps the fact, no text");
+        assert_eq!(
+            ev[2].text, None,
+            "index out of range keeps the fact, no text"
+        );
         assert_eq!(ev[3].record_id, None, "title absent from the context");
         assert_eq!(ev[4].kind, "paragraph");
         assert_eq!(ev[4].index, Some(0));

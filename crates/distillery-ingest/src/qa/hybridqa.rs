@@ -45,8 +45,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{
-    IdString, ItemError, Qa, answers_from, bad_value, from_value, is_data_error,
-    json_error_reason, meta_string,
+    IdString, ItemError, Qa, answers_from, bad_value, from_value, is_data_error, json_error_reason,
+    meta_string,
 };
 use crate::input::open_decompressed;
 use crate::{IngestError, InputCtx};
@@ -161,7 +161,10 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
                     title: link.as_deref().map(link_title),
                     record_id: loaded.and_then(|t| {
                         let l = link.as_deref()?;
-                        t.passages.iter().find(|(k, _)| k == l).map(|(_, id)| id.clone())
+                        t.passages
+                            .iter()
+                            .find(|(k, _)| k == l)
+                            .map(|(_, id)| id.clone())
                     }),
                     ..Default::default()
                 },
@@ -268,8 +271,12 @@ fn read_side<T: serde::de::DeserializeOwned>(
         QuarantineRecord::new(DATASET, loc, reason, detail, excerpt)
     };
     let mut bytes = Vec::new();
-    let read = open_decompressed(qa.ctx.opener, loc, Arc::new(AtomicU64::new(0)))
-        .and_then(|(mut r, _)| r.read_to_end(&mut bytes).map_err(|e| IngestError::io(loc, e)));
+    let read = open_decompressed(qa.ctx.opener, loc, Arc::new(AtomicU64::new(0))).and_then(
+        |(mut r, _)| {
+            r.read_to_end(&mut bytes)
+                .map_err(|e| IngestError::io(loc, e))
+        },
+    );
     match read {
         Ok(_) => {}
         Err(IngestError::Io { source, .. }) if is_data_error(&source) => {
@@ -332,7 +339,12 @@ fn build_table(qa: &Qa<'_, '_>, table_id: &str, t: RawTable) -> (Table, Vec<Stri
         }
         rows.push(cells);
     }
-    let width = rows.iter().map(Vec::len).chain([header.len()]).max().unwrap_or(0);
+    let width = rows
+        .iter()
+        .map(Vec::len)
+        .chain([header.len()])
+        .max()
+        .unwrap_or(0);
     header.resize(width, String::new());
     for row in &mut rows {
         row.resize(width, String::new());
@@ -361,7 +373,9 @@ fn build_table(qa: &Qa<'_, '_>, table_id: &str, t: RawTable) -> (Table, Vec<Stri
 /// they decode to UTF-8), underscores as spaces.
 fn link_title(link: &str) -> String {
     let path = link.strip_prefix("/wiki/").unwrap_or(link);
-    percent_decode(path).unwrap_or_else(|| path.to_string()).replace('_', " ")
+    percent_decode(path)
+        .unwrap_or_else(|| path.to_string())
+        .replace('_', " ")
 }
 
 fn percent_decode(s: &str) -> Option<String> {

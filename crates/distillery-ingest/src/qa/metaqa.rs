@@ -111,7 +111,10 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             continue;
         }
         let Some((question, answers)) = line.split_once('\t') else {
-            let q = bad("bad_line", "no tab between the question and its answers".into());
+            let q = bad(
+                "bad_line",
+                "no tab between the question and its answers".into(),
+            );
             qa.quarantine(q)?;
             continue;
         };
@@ -167,7 +170,10 @@ mod tests {
             Some("Grégoire Colin")
         );
         assert_eq!(topic_entity("no entity"), None);
-        assert_eq!(hops_from_path("/d/MetaQA/3-hop/vanilla/qa_dev.txt"), Some(3));
+        assert_eq!(
+            hops_from_path("/d/MetaQA/3-hop/vanilla/qa_dev.txt"),
+            Some(3)
+        );
         assert_eq!(hops_from_path("/d/qa_dev.txt"), None);
     }
 
@@ -197,7 +203,11 @@ mod tests {
         assert_eq!(q[0].question_type.as_deref(), Some("t1"));
         assert_eq!(q[1].question_type.as_deref(), Some("t6"), "aligned by line");
         assert_eq!(q[1].split, "dev");
-        let bad: Vec<_> = s.quarantine().iter().map(|r| (r.reason.clone(), r.line)).collect();
+        let bad: Vec<_> = s
+            .quarantine()
+            .iter()
+            .map(|r| (r.reason.clone(), r.line))
+            .collect();
         assert_eq!(
             bad,
             vec![

@@ -162,7 +162,9 @@ fn question(
                 excerpt_of(v)
             ))
         })?;
-        let pos = orders.iter().position(|o| o.as_deref() == Some(order.as_str()));
+        let pos = orders
+            .iter()
+            .position(|o| o.as_deref() == Some(order.as_str()));
         q.evidence.push(Evidence {
             kind: "paragraph".to_string(),
             record_id: pos.map(|p| doc_ids[p].clone()),
@@ -252,7 +254,10 @@ mod tests {
         let q = s.questions();
         assert_eq!(q.len(), 2);
         assert_eq!(q[0].evidence.len(), 1);
-        assert_eq!((q[0].evidence[0].row, q[0].evidence[0].col), (Some(0), Some(1)));
+        assert_eq!(
+            (q[0].evidence[0].row, q[0].evidence[0].col),
+            (Some(0), Some(1))
+        );
         assert_eq!(q[1].answers, vec!["1.5"]);
         assert_eq!(q[1].question_type.as_deref(), Some("arithmetic"));
         assert_eq!(q[1].evidence.len(), 2);

@@ -14,14 +14,19 @@ pub fn shared(rel: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("skipping: shared sample {} not found (../shared/data is absent)", p.display());
+        eprintln!(
+            "skipping: shared sample {} not found (../shared/data is absent)",
+            p.display()
+        );
         None
     }
 }
 
 /// A file under the repository's bundled data (`data/`).
 pub fn bundled(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../data")
+        .join(rel)
 }
 
 /// Reads one file with the given format and options into memory.
