@@ -17,18 +17,22 @@ pub enum TableKind {
     Entities,
     Questions,
     Segments,
+    Labels,
+    Sft,
     Quarantine,
 }
 
 impl TableKind {
     /// All tables, in the order outputs list them.
-    pub const ALL: [TableKind; 7] = [
+    pub const ALL: [TableKind; 9] = [
         TableKind::Documents,
         TableKind::Tables,
         TableKind::Triples,
         TableKind::Entities,
         TableKind::Questions,
         TableKind::Segments,
+        TableKind::Labels,
+        TableKind::Sft,
         TableKind::Quarantine,
     ];
 
@@ -41,6 +45,8 @@ impl TableKind {
             TableKind::Entities => "entities",
             TableKind::Questions => "questions",
             TableKind::Segments => "segments",
+            TableKind::Labels => "labels",
+            TableKind::Sft => "sft",
             TableKind::Quarantine => "quarantine",
         }
     }
@@ -285,6 +291,86 @@ pub struct Segment {
     pub ord: u32,
 }
 
+/// One weak-positive segment chosen by a labelling method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LabeledSegment {
+    pub segment_id: String,
+    pub level: String,
+    /// Id of the source record (document or table) the segment belongs to.
+    pub source_id: String,
+    /// Sentence index within the document (sentence segments), paragraph index (paragraph
+    /// segments), row index (table rows); -1 when not applicable.
+    pub index: i32,
+    /// Why it was chosen: `exact`, `substring`, `lexical` (Jaccard fallback, low confidence),
+    /// or a method-specific reason (`bm25`, `bridge`, `title`, ...).
+    pub reason: String,
+    pub score: f64,
+}
+
+/// The weak-positive labels and synthesized trajectory of one question by one method.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct LabelRecord {
+    /// Stable id of (question id, method).
+    pub id: String,
+    pub question_id: String,
+    pub dataset: String,
+    pub question_type: Option<String>,
+    pub method: String,
+    /// Size of S_h and of the capped candidate set.
+    pub segments: u32,
+    pub candidates: u32,
+    pub positives: Vec<LabeledSegment>,
+    /// True when fewer positives than wanted were found by answer matching.
+    pub low_confidence: bool,
+    /// Steps of the synthesized trajectory and whether it reached sufficiency.
+    pub steps: u32,
+    pub sufficient: bool,
+    /// Step (1-based) at which sufficiency was reached, 0 when never.
+    pub sufficient_at: u32,
+    /// Segment ids selected by the trajectory, in selection order.
+    pub selected: Vec<String>,
+}
+
+/// One chat message of an SFT sample.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Message {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+}
+
+/// One supervised fine-tuning sample: chat messages where only the assistant turn is trained,
+/// with its lineage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SftSample {
+    /// Stable id of the sample's content and lineage.
+    pub id: String,
+    /// `hseq_iteration`, `hanrag_refiner`, `hanrag_ending`, `hanrag_router`, ...
+    pub task: String,
+    pub messages: Vec<Message>,
+    /// Loss weight of the sample (lower for low-confidence picks).
+    pub weight: f64,
+    /// `train` or `validation` (deterministic by id hash).
+    pub split: String,
+    pub dataset: String,
+    pub question_id: String,
+    /// Segments shown in or selected by the sample.
+    pub segment_ids: Vec<String>,
+    pub method: String,
+    /// The method's parameters, as a JSON object.
+    pub params: String,
+    pub template_id: String,
+    pub template_version: String,
+    pub pipeline_hash: String,
+    /// Trajectory step (1-based) and length, for iteration samples.
+    pub step: Option<u32>,
+    pub steps: Option<u32>,
+    pub sufficient: Option<bool>,
+    /// Token counts (with the configured tokenizer, else the character estimate).
+    pub prompt_tokens: u32,
+    pub target_tokens: u32,
+}
+
 /// A record that could not be read, kept with enough context to find and fix it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct QuarantineRecord {
@@ -375,6 +461,8 @@ pub enum Record {
     Entity(Entity),
     Question(Question),
     Segment(Segment),
+    Label(LabelRecord),
+    Sft(SftSample),
     Quarantine(QuarantineRecord),
 }
 
@@ -387,6 +475,8 @@ impl Record {
             Record::Entity(_) => TableKind::Entities,
             Record::Question(_) => TableKind::Questions,
             Record::Segment(_) => TableKind::Segments,
+            Record::Label(_) => TableKind::Labels,
+            Record::Sft(_) => TableKind::Sft,
             Record::Quarantine(_) => TableKind::Quarantine,
         }
     }
@@ -400,6 +490,8 @@ impl Record {
             Record::Entity(r) => &r.id,
             Record::Question(r) => &r.id,
             Record::Segment(r) => &r.id,
+            Record::Label(r) => &r.id,
+            Record::Sft(r) => &r.id,
             Record::Quarantine(r) => &r.id,
         }
     }
@@ -451,6 +543,8 @@ impl VecSink {
     vec_sink_accessor!(entities, Entity, Entity);
     vec_sink_accessor!(questions, Question, Question);
     vec_sink_accessor!(segments, Segment, Segment);
+    vec_sink_accessor!(labels, Label, LabelRecord);
+    vec_sink_accessor!(sft, Sft, SftSample);
     vec_sink_accessor!(quarantine, Quarantine, QuarantineRecord);
 }
 

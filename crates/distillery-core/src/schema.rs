@@ -50,6 +50,8 @@ fn schemas() -> &'static Schemas {
                 TableKind::Entities => trace::<Entity>("entities"),
                 TableKind::Questions => trace::<Question>("questions"),
                 TableKind::Segments => trace::<Segment>("segments"),
+                TableKind::Labels => trace::<LabelRecord>("labels"),
+                TableKind::Sft => trace::<SftSample>("sft"),
                 TableKind::Quarantine => trace::<QuarantineRecord>("quarantine"),
             };
             let schema = Arc::new(Schema::new(f.clone()));
@@ -126,6 +128,8 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
         TableKind::Entities => conv!(Entity),
         TableKind::Questions => conv!(Question),
         TableKind::Segments => conv!(Segment),
+        TableKind::Labels => conv!(Label),
+        TableKind::Sft => conv!(Sft),
         TableKind::Quarantine => conv!(Quarantine),
     }
 }
@@ -156,6 +160,14 @@ pub fn batch_to_records(t: TableKind, batch: &RecordBatch) -> Result<Vec<Record>
         TableKind::Segments => from_batch::<Segment>(t, batch)?
             .into_iter()
             .map(Record::Segment)
+            .collect(),
+        TableKind::Labels => from_batch::<LabelRecord>(t, batch)?
+            .into_iter()
+            .map(Record::Label)
+            .collect(),
+        TableKind::Sft => from_batch::<SftSample>(t, batch)?
+            .into_iter()
+            .map(Record::Sft)
             .collect(),
         TableKind::Quarantine => from_batch::<QuarantineRecord>(t, batch)?
             .into_iter()

@@ -345,12 +345,17 @@ struct RawInput {
 pub enum StageKind {
     /// HSEQ linearization of documents, tables and triples into segments.
     Hseq,
+    /// Teacher-free training data: weak positives, HSEQ trajectories, SFT samples.
+    Label,
 }
 
 impl StageKind {
+    pub const ALL: [StageKind; 2] = [StageKind::Hseq, StageKind::Label];
+
     pub fn name(self) -> &'static str {
         match self {
             StageKind::Hseq => "hseq",
+            StageKind::Label => "label",
         }
     }
 }
@@ -382,11 +387,131 @@ impl Default for HseqOptions {
     }
 }
 
+fn default_methods() -> Vec<String> {
+    vec!["hseq-paper".to_string()]
+}
+fn default_preset() -> String {
+    "small".to_string()
+}
+fn default_window() -> u32 {
+    8
+}
+fn default_u() -> f64 {
+    1.0
+}
+fn default_steps() -> u32 {
+    4
+}
+fn default_one() -> u32 {
+    1
+}
+fn default_lexical_weight() -> f64 {
+    0.5
+}
+fn default_cpt() -> f64 {
+    4.0
+}
+fn default_snippet() -> u32 {
+    240
+}
+fn default_validation() -> f64 {
+    0.05
+}
+fn default_hops() -> u32 {
+    3
+}
+
+/// Labelling methods this build knows.
+pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
+
+/// `label` stage options (HSEQ appendix 9.2 and 9.3; HANRAG teacher-free tasks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelOptions {
+    /// Weak-positive methods to run (`hseq-paper`, `answer-aware`); all are reported.
+    #[serde(default = "default_methods")]
+    pub methods: Vec<String>,
+    /// The method whose trajectories become SFT samples (default: the first of `methods`).
+    #[serde(default)]
+    pub sft_method: Option<String>,
+    /// Size group: `small` (k=2, 48 segments, 3072 tokens), `medium` (k=4, 48, 3072),
+    /// `large` (k=5, 32, 2048).
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    /// Overrides of the preset.
+    #[serde(default)]
+    pub top_k: Option<u32>,
+    #[serde(default)]
+    pub max_segments: Option<u32>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Candidate window W over the ordered stream.
+    #[serde(default = "default_window")]
+    pub window: u32,
+    /// Sufficiency threshold u: share of the positive pool that must be selected.
+    #[serde(default = "default_u")]
+    pub sufficiency: f64,
+    /// Step cap T_max.
+    #[serde(default = "default_steps")]
+    pub max_steps: u32,
+    /// Positives wanted from answer matching before the Jaccard fallback adds more.
+    #[serde(default = "default_one")]
+    pub min_positives: u32,
+    /// Per-step weight of a step whose picks came from lexical overlap only.
+    #[serde(default = "default_lexical_weight")]
+    pub lexical_weight: f64,
+    /// A Hugging Face `tokenizer.json` to count tokens; without it, `chars_per_token`.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+    #[serde(default = "default_cpt")]
+    pub chars_per_token: f64,
+    /// Characters of segment text shown per candidate line (truncated for display).
+    #[serde(default = "default_snippet")]
+    pub snippet_chars: u32,
+    /// Directory (or URL) of cached planner guidance, keyed by (dataset, question hash,
+    /// planner model); the heuristic template is used when it has no entry.
+    #[serde(default)]
+    pub guidance_cache: Option<String>,
+    #[serde(default)]
+    pub planner_model: Option<String>,
+    /// Directory of prompt template files replacing the built-in ones (see the docs).
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Also write the HANRAG refiner, ending-discriminator and router samples.
+    #[serde(default = "yes")]
+    pub hanrag: bool,
+    /// Share of samples (by id hash) in the validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format, detected from `decontaminate_format`
+    /// or the file) whose questions must not appear in any training sample.
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: hotpotqa).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
+    /// Name of a KB input (`metaqa-kb`, `freebase`, ...) for MetaQA-style k-hop subgraphs.
+    #[serde(default)]
+    pub kb: Option<String>,
+    /// Cap on the hop count of KB subgraphs.
+    #[serde(default = "default_hops")]
+    pub max_hops: u32,
+}
+
+impl Default for LabelOptions {
+    fn default() -> Self {
+        toml::Value::Table(toml::Table::new())
+            .try_into()
+            .expect("all label options have defaults")
+    }
+}
+
 /// Typed options of a stage.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum StageOptions {
     Hseq(HseqOptions),
+    Label(LabelOptions),
 }
 
 /// One stage of the pipeline.
@@ -489,6 +614,11 @@ pub struct OverrideError {
 /// Array elements are addressed by index (`inputs.0.paths`) or, for arrays of tables with a
 /// `name` key, by name (`inputs.wiki.paths`). Missing tables are created.
 pub fn apply_override(root: &mut toml::Table, arg: &str) -> Result<(), OverrideError> {
+    apply_override_at(root, arg).map(|_| ())
+}
+
+/// [`apply_override`], returning the resolved key path (array elements by index).
+fn apply_override_at(root: &mut toml::Table, arg: &str) -> Result<Vec<PathSeg>, OverrideError> {
     let err = |m: String| OverrideError {
         arg: arg.to_string(),
         message: m,
@@ -501,40 +631,64 @@ pub fn apply_override(root: &mut toml::Table, arg: &str) -> Result<(), OverrideE
         return Err(err("empty key segment".into()));
     }
     let mut tree = toml::Value::Table(std::mem::take(root));
-    let result = set_path(&mut tree, &parts, parse_override_value(raw.trim())).map_err(err);
+    let mut resolved = Vec::new();
+    let result = set_path(&mut tree, &parts, raw.trim(), &mut resolved).map_err(err);
     if let toml::Value::Table(t) = tree {
         *root = t;
     }
-    result
+    result.map(|_| resolved)
 }
 
-fn set_path(node: &mut toml::Value, parts: &[&str], value: toml::Value) -> Result<(), String> {
+/// The value an override writes: the raw text when it replaces a string (so `name=2024-06-01`
+/// stays a string rather than becoming a TOML date), else the text parsed as TOML.
+fn override_value(existing: Option<&toml::Value>, raw: &str) -> toml::Value {
+    match existing {
+        Some(toml::Value::String(_)) if !(raw.starts_with('"') || raw.starts_with('\'')) => {
+            toml::Value::String(raw.to_string())
+        }
+        _ => parse_override_value(raw),
+    }
+}
+
+fn set_path(
+    node: &mut toml::Value,
+    parts: &[&str],
+    raw: &str,
+    resolved: &mut Vec<PathSeg>,
+) -> Result<(), String> {
     let (part, rest) = (parts[0], &parts[1..]);
     match node {
         toml::Value::Table(t) => {
+            resolved.push(PathSeg::Key(part.to_string()));
             if rest.is_empty() {
+                let value = override_value(t.get(part), raw);
                 t.insert(part.to_string(), value);
                 return Ok(());
             }
             let child = t
                 .entry(part.to_string())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            set_path(child, rest, value)
+            set_path(child, rest, raw, resolved)
         }
         toml::Value::Array(a) => {
+            // By index, by `name`, or (for unnamed stages) by `kind`.
             let idx = part.parse::<usize>().ok().or_else(|| {
-                a.iter()
-                    .position(|v| v.get("name").and_then(|n| n.as_str()) == Some(part))
+                a.iter().position(|v| {
+                    let name = v.get("name").and_then(|n| n.as_str());
+                    name == Some(part)
+                        || (name.is_none() && v.get("kind").and_then(|k| k.as_str()) == Some(part))
+                })
             });
             let len = a.len();
-            let slot = idx
-                .and_then(|i| a.get_mut(i))
+            let i = idx
+                .filter(|i| *i < len)
                 .ok_or_else(|| format!("no element `{part}` in an array of {len}"))?;
+            resolved.push(PathSeg::Index(i));
             if rest.is_empty() {
-                *slot = value;
+                a[i] = override_value(Some(&a[i]), raw);
                 Ok(())
             } else {
-                set_path(slot, rest, value)
+                set_path(&mut a[i], rest, raw, resolved)
             }
         }
         _ => Err(format!(
@@ -639,11 +793,20 @@ fn render_path(path: &[PathSeg]) -> String {
 struct Collector<'a> {
     loc: &'a Locator,
     errors: Vec<SpecError>,
+    /// Key paths set from the command line: errors below them point at `--set`, not the file.
+    overridden: Vec<(Vec<PathSeg>, String)>,
 }
 
 impl Collector<'_> {
     fn push(&mut self, path: Vec<PathSeg>, message: impl Into<String>) {
-        let line = self.loc.locate(&path);
+        let mut message = message.into();
+        let line = match self.overridden.iter().find(|(p, _)| path.starts_with(p)) {
+            Some((_, arg)) => {
+                message = format!("{message} (from --set {arg})");
+                None
+            }
+            None => self.loc.locate(&path),
+        };
         self.errors.push(SpecError {
             path: if path.is_empty() {
                 "(top level)".to_string()
@@ -651,41 +814,67 @@ impl Collector<'_> {
                 render_path(&path)
             },
             line,
-            message: message.into(),
+            message,
         });
     }
 
-    /// Deserializes `value` as `T`, reporting the error at the precise inner key.
+    /// Deserializes `value` as `T`, reporting errors at the precise inner keys. serde stops
+    /// at the first error; to report every bad key of a table, each key is then checked on
+    /// its own (ignoring the "missing field" errors that checking one key alone produces).
     fn de<T: DeserializeOwned>(&mut self, base: &[PathSeg], value: toml::Value) -> Option<T> {
-        match serde_path_to_error::deserialize::<_, T>(value) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                let mut path = base.to_vec();
-                for seg in e.path().iter() {
-                    match seg {
-                        serde_path_to_error::Segment::Map { key } => {
-                            path.push(PathSeg::Key(key.clone()))
-                        }
-                        serde_path_to_error::Segment::Seq { index } => {
-                            path.push(PathSeg::Index(*index))
-                        }
-                        _ => {}
+        let first = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(v) => return Some(v),
+            Err(e) => error_at(base, e),
+        };
+        let mut found: Vec<(Vec<PathSeg>, String)> = Vec::new();
+        if let toml::Value::Table(t) = &value
+            && t.len() > 1
+        {
+            for (k, v) in t {
+                let mut single = toml::Table::new();
+                single.insert(k.clone(), v.clone());
+                if let Err(e) = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(single))
+                {
+                    let (p, m) = error_at(base, e);
+                    if !m.starts_with("missing field") && !found.contains(&(p.clone(), m.clone())) {
+                        found.push((p, m));
                     }
                 }
-                let msg = e.into_inner().to_string();
-                // serde's unknown-field message names the field; point at it.
-                if let Some(field) = msg
-                    .strip_prefix("unknown field `")
-                    .and_then(|r| r.split('`').next())
-                    && path.last() != Some(&PathSeg::Key(field.to_string()))
-                {
-                    path.push(PathSeg::Key(field.to_string()));
-                }
-                self.push(path, msg.trim().to_string());
-                None
             }
         }
+        if found.is_empty() {
+            found.push(first);
+        }
+        for (p, m) in found {
+            self.push(p, m);
+        }
+        None
     }
+}
+
+/// The key path and message of a deserialization error below `base`.
+fn error_at(
+    base: &[PathSeg],
+    e: serde_path_to_error::Error<toml::de::Error>,
+) -> (Vec<PathSeg>, String) {
+    let mut path = base.to_vec();
+    for seg in e.path().iter() {
+        match seg {
+            serde_path_to_error::Segment::Map { key } => path.push(PathSeg::Key(key.clone())),
+            serde_path_to_error::Segment::Seq { index } => path.push(PathSeg::Index(*index)),
+            _ => {}
+        }
+    }
+    let msg = e.into_inner().message().trim().to_string();
+    // serde's unknown-field message names the field; point at it.
+    if let Some(field) = msg
+        .strip_prefix("unknown field `")
+        .and_then(|r| r.split('`').next())
+        && path.last() != Some(&PathSeg::Key(field.to_string()))
+    {
+        path.push(PathSeg::Key(field.to_string()));
+    }
+    (path, msg)
 }
 
 fn key(k: &str) -> PathSeg {
@@ -711,19 +900,22 @@ impl Pipeline {
             }
         };
         let mut override_errors = Vec::new();
+        let mut overridden = Vec::new();
         for o in overrides {
-            if let Err(e) = apply_override(&mut root, o) {
-                override_errors.push(SpecError {
+            match apply_override_at(&mut root, o) {
+                Ok(path) => overridden.push((path, o.clone())),
+                Err(e) => override_errors.push(SpecError {
                     path: "--set".into(),
                     line: None,
                     message: e.to_string(),
-                });
+                }),
             }
         }
         let loc = Locator::new(text);
         let mut c = Collector {
             loc: &loc,
             errors: override_errors,
+            overridden,
         };
         let p = Self::check(&mut c, &root);
         match p {
@@ -849,6 +1041,16 @@ impl Pipeline {
                 );
             }
         }
+        // Names of inputs that failed to parse still count, so references to them are not
+        // reported as dangling on top of the real error.
+        let mut input_names: BTreeSet<String> = names.clone();
+        if let Some(toml::Value::Array(a)) = root.get("inputs") {
+            for v in a {
+                if let Some(n) = v.get("name").and_then(|n| n.as_str()) {
+                    input_names.insert(n.to_string());
+                }
+            }
+        }
 
         let mut stages = Vec::new();
         match root.get("stages") {
@@ -877,10 +1079,18 @@ impl Pipeline {
                 );
             }
         }
-        let known: BTreeSet<&str> = names.iter().map(String::as_str).collect();
         for (i, st) in stages.iter().enumerate() {
+            if stages[..i].iter().any(|o| o.kind == st.kind) {
+                c.push(
+                    vec![key("stages"), PathSeg::Index(i), key("kind")],
+                    format!(
+                        "a second `{}` stage: a pipeline runs each stage kind once",
+                        st.kind.name()
+                    ),
+                );
+            }
             for (j, r) in st.inputs.iter().enumerate() {
-                if !known.contains(r.as_str()) || r == &st.name {
+                if !input_names.contains(r) {
                     c.push(
                         vec![
                             key("stages"),
@@ -888,7 +1098,7 @@ impl Pipeline {
                             key("inputs"),
                             PathSeg::Index(j),
                         ],
-                        format!("`{r}` names no input or other stage"),
+                        format!("`{r}` names no input (stages read the pipeline's inputs)"),
                     );
                 }
             }
@@ -912,13 +1122,18 @@ impl Pipeline {
 
     /// The hseq stage, if the pipeline has one.
     pub fn hseq_stage(&self) -> Option<(&StageSpec, &HseqOptions)> {
-        self.stages
-            .iter()
-            .find(|s| s.kind == StageKind::Hseq)
-            .map(|s| {
-                let StageOptions::Hseq(o) = &s.options;
-                (s, o)
-            })
+        self.stages.iter().find_map(|s| match &s.options {
+            StageOptions::Hseq(o) => Some((s, o)),
+            _ => None,
+        })
+    }
+
+    /// The label stage, if the pipeline has one.
+    pub fn label_stage(&self) -> Option<(&StageSpec, &LabelOptions)> {
+        self.stages.iter().find_map(|s| match &s.options {
+            StageOptions::Label(o) => Some((s, o)),
+            _ => None,
+        })
     }
 }
 
@@ -950,8 +1165,14 @@ fn check_input(c: &mut Collector<'_>, base: &[PathSeg], v: &toml::Value) -> Opti
         p.push(key(k));
         p
     };
-    if raw.name.trim().is_empty() {
-        c.push(with("name"), "`name` must not be empty");
+    if !valid_name(&raw.name) {
+        c.push(
+            with("name"),
+            format!(
+                "bad name `{}`: use letters, digits, `_`, `.` and `-` (it names output files)",
+                raw.name
+            ),
+        );
         ok = false;
     }
     let format = Format::from_name(&raw.format);
@@ -1022,19 +1243,34 @@ fn check_stage(
         p.push(key(k));
         p
     };
-    let kind = match raw.kind.as_str() {
-        "hseq" => StageKind::Hseq,
-        other => {
-            c.push(
-                with("kind"),
-                format!("unknown stage kind `{other}`, expected one of hseq"),
-            );
-            return None;
-        }
+    let Some(kind) = StageKind::ALL.into_iter().find(|k| k.name() == raw.kind) else {
+        let all: Vec<&str> = StageKind::ALL.iter().map(|k| k.name()).collect();
+        c.push(
+            with("kind"),
+            format!(
+                "unknown stage kind `{}`, expected one of {}",
+                raw.kind,
+                all.join(", ")
+            ),
+        );
+        return None;
     };
+    if let Some(n) = &raw.name
+        && !valid_name(n)
+    {
+        c.push(
+            with("name"),
+            format!("bad name `{n}`: use letters, digits, `_`, `.` and `-`"),
+        );
+    }
     let opts_val = toml::Value::Table(raw.options.unwrap_or_default());
     let options = match kind {
         StageKind::Hseq => StageOptions::Hseq(c.de(&with("options"), opts_val)?),
+        StageKind::Label => {
+            let o: LabelOptions = c.de(&with("options"), opts_val)?;
+            check_label_options(c, &with("options"), &o, inputs);
+            StageOptions::Label(o)
+        }
     };
     Some(StageSpec {
         name: raw.name.unwrap_or_else(|| kind.name().to_string()),
@@ -1046,6 +1282,97 @@ fn check_stage(
     })
 }
 
+fn check_label_options(
+    c: &mut Collector<'_>,
+    base: &[PathSeg],
+    o: &LabelOptions,
+    inputs: &[InputSpec],
+) {
+    let at = |k: &str| {
+        let mut p = base.to_vec();
+        p.push(key(k));
+        p
+    };
+    for m in &o.methods {
+        if !LABEL_METHODS.contains(&m.as_str()) {
+            c.push(
+                at("methods"),
+                format!(
+                    "unknown method `{m}`, expected one of {}",
+                    LABEL_METHODS.join(", ")
+                ),
+            );
+        }
+    }
+    if o.methods.is_empty() {
+        c.push(at("methods"), "`methods` names no method");
+    }
+    if let Some(m) = &o.sft_method
+        && !o.methods.contains(m)
+    {
+        c.push(at("sft_method"), format!("`{m}` is not one of `methods`"));
+    }
+    if !["small", "medium", "large"].contains(&o.preset.as_str()) {
+        c.push(
+            at("preset"),
+            format!(
+                "unknown preset `{}`, expected small, medium or large",
+                o.preset
+            ),
+        );
+    }
+    if !(o.sufficiency > 0.0 && o.sufficiency <= 1.0) {
+        c.push(at("sufficiency"), "`sufficiency` must be in (0, 1]");
+    }
+    if !(0.0..1.0).contains(&o.validation_share) {
+        c.push(
+            at("validation_share"),
+            "`validation_share` must be in [0, 1)",
+        );
+    }
+    if o.window == 0 || o.max_steps == 0 {
+        c.push(at("window"), "`window` and `max_steps` must be at least 1");
+    }
+    if o.chars_per_token <= 0.0 {
+        c.push(at("chars_per_token"), "`chars_per_token` must be positive");
+    }
+    if !o.decontaminate_formats.is_empty() && o.decontaminate_formats.len() != o.decontaminate.len()
+    {
+        c.push(
+            at("decontaminate_formats"),
+            "give one format per `decontaminate` file, or none (all hotpotqa)",
+        );
+    }
+    for f in &o.decontaminate_formats {
+        if Format::from_name(f).is_none_or(|f| !f.is_qa()) {
+            c.push(
+                at("decontaminate_formats"),
+                format!("`{f}` is not a QA format"),
+            );
+        }
+    }
+    if let Some(kb) = &o.kb {
+        match inputs.iter().find(|i| &i.name == kb) {
+            None => c.push(at("kb"), format!("`{kb}` names no input")),
+            Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => c.push(
+                at("kb"),
+                format!("`{kb}` is a {} input, not a knowledge base", i.format),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Input and stage names become part of output file names: ASCII letters, digits, `_`, `.`
+/// and `-`, not starting with `.` or `-`.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with(['.', '-'])
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
 /// Checks that a location is a local path or a URL with a scheme object_store serves.
 pub fn check_location(s: &str) -> Result<(), String> {
     if s.trim().is_empty() {
@@ -1053,7 +1380,7 @@ pub fn check_location(s: &str) -> Result<(), String> {
     }
     if let Some((scheme, rest)) = s.split_once("://") {
         const OK: &[&str] = &[
-            "file", "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "memory", "http", "https",
+            "file", "s3", "s3a", "gs", "az", "azure", "abfs", "abfss", "memory",
         ];
         if !OK.contains(&scheme) {
             return Err(format!(
@@ -1205,6 +1532,80 @@ inputs = ["nope"]
         assert_eq!(e.errors.len(), 2, "{e}");
         let e = Pipeline::parse("t.toml", GOOD, &["run.shards=\"many\"".into()]).unwrap_err();
         assert!(e.to_string().contains("run.shards"), "{e}");
+    }
+
+    #[test]
+    fn every_bad_key_of_a_table_is_reported() {
+        let text = GOOD.replace(
+            "shards = 2",
+            "shards = \"x\"\nbatch_size = \"y\"\nspeed = 1",
+        );
+        let e = Pipeline::parse("t.toml", &text, &[]).unwrap_err();
+        let paths: Vec<&str> = e.errors.iter().map(|x| x.path.as_str()).collect();
+        assert!(paths.contains(&"run.shards"), "{e}");
+        assert!(paths.contains(&"run.batch_size"), "{e}");
+        assert!(paths.contains(&"run.speed"), "{e}");
+        // A broken input still counts as a name: no dangling-reference error on top.
+        let text = GOOD.replace("format = \"hotpotqa\"", "format = \"hotpotqa\"\npathz = 1");
+        let text = text.replace("kind = \"hseq\"", "kind = \"hseq\"\ninputs = [\"hp\"]");
+        let e = Pipeline::parse("t.toml", &text, &[]).unwrap_err();
+        assert_eq!(e.errors.len(), 1, "{e}");
+        assert_eq!(e.errors[0].path, "inputs[1].pathz");
+    }
+
+    #[test]
+    fn override_errors_point_at_the_override() {
+        let e = Pipeline::parse("t.toml", GOOD, &["run.shards=0".into()]).unwrap_err();
+        assert_eq!(e.errors.len(), 1);
+        assert_eq!(e.errors[0].line, None);
+        assert!(e.errors[0].message.contains("--set run.shards=0"), "{e}");
+    }
+
+    #[test]
+    fn overrides_keep_strings_and_address_stages_by_kind() {
+        let p = Pipeline::parse(
+            "t.toml",
+            GOOD,
+            &[
+                "name=2024-06-01".into(),
+                "inputs.hp.split=2019".into(),
+                "stages.hseq.options.cells=true".into(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(p.name, "2024-06-01");
+        assert_eq!(p.inputs[1].split.as_deref(), Some("2019"));
+        assert!(p.hseq_stage().unwrap().1.cells);
+    }
+
+    #[test]
+    fn names_and_stage_kinds_are_checked() {
+        let text = GOOD.replace("name = \"wiki\"", "name = \"wiki en\"")
+            + "\n[[stages]]\nkind = \"hseq\"\nname = \"again\"\n";
+        let e = Pipeline::parse("t.toml", &text, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad name `wiki en`"), "{e}");
+        assert!(e.contains("second `hseq` stage"), "{e}");
+        assert!(valid_name("metaqa-kb.v2_1") && !valid_name("-x") && !valid_name("a/b"));
+        assert!(check_location("https://x/y").is_err());
+    }
+
+    #[test]
+    fn label_options_are_checked() {
+        let text = GOOD.to_string()
+            + "\n[[stages]]\nkind = \"label\"\noptions = { methods = [\"magic\"], preset = \"huge\", kb = \"hp\" }\n";
+        let e = Pipeline::parse("t.toml", &text, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown method `magic`"), "{e}");
+        assert!(e.contains("unknown preset `huge`"), "{e}");
+        assert!(e.contains("not a knowledge base"), "{e}");
+        let ok = GOOD.to_string() + "\n[[stages]]\nkind = \"label\"\n";
+        let p = Pipeline::parse("t.toml", &ok, &[]).unwrap();
+        let (_, o) = p.label_stage().unwrap();
+        assert_eq!(o.methods, vec!["hseq-paper"]);
+        assert_eq!(o.preset, "small");
     }
 
     #[test]

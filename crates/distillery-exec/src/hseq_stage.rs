@@ -19,11 +19,36 @@ use tracing::{info, warn};
 
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
-use crate::plan::tag_name;
+use crate::plan::tag_input;
 use crate::store::Location;
 
-/// Rows per segments batch written.
+/// Rows per segments batch written, at most.
 const SEGMENT_BATCH: usize = 8192;
+/// Content bytes per segments batch, at most (keeps batches far from Utf8's 2 GiB offsets and
+/// memory bounded whatever the page sizes).
+const SEGMENT_BATCH_BYTES: usize = 16 << 20;
+
+/// Splits segments into runs of at most `SEGMENT_BATCH` rows and about `SEGMENT_BATCH_BYTES`.
+fn chunk_by_size(segs: &[Segment]) -> impl Iterator<Item = &[Segment]> {
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        if start >= segs.len() {
+            return None;
+        }
+        let mut bytes = 0;
+        let mut end = start;
+        while end < segs.len() && end - start < SEGMENT_BATCH {
+            bytes += segs[end].content.len() + 128;
+            end += 1;
+            if bytes >= SEGMENT_BATCH_BYTES {
+                break;
+            }
+        }
+        let chunk = &segs[start..end];
+        start = end;
+        Some(chunk)
+    })
+}
 
 /// Runs one stage over the parts written so far.
 pub async fn run_stage(
@@ -34,13 +59,14 @@ pub async fn run_stage(
     parts: &[WrittenPart],
     parallelism: usize,
 ) -> Result<(StageSummary, Vec<WrittenPart>), ExecError> {
-    let StageOptions::Hseq(opts) = &stage.options;
+    let StageOptions::Hseq(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not an hseq stage",
+            stage.name
+        )));
+    };
     let started = Instant::now();
-    let prefixes: Vec<String> = stage
-        .inputs
-        .iter()
-        .map(|n| format!("{}-", tag_name(n)))
-        .collect();
+
     // (shard, tag) → source parts, in table order documents, tables, triples.
     let mut groups: BTreeMap<(u32, String), Vec<WrittenPart>> = BTreeMap::new();
     for part in parts {
@@ -53,10 +79,7 @@ pub async fn run_stage(
         let Some((_, shard, tag)) = parse_part_name(&part.rel) else {
             continue;
         };
-        let selected = prefixes.iter().any(|pre| {
-            tag.strip_prefix(pre.as_str())
-                .is_some_and(|rest| rest.len() == 4 && rest.bytes().all(|b| b.is_ascii_digit()))
-        });
+        let selected = tag_input(&tag).is_some_and(|name| stage.inputs.iter().any(|i| i == name));
         if selected {
             groups.entry((shard, tag)).or_default().push(part.clone());
         }
@@ -206,8 +229,7 @@ async fn hseq_group(
             let mut st = state.take().expect("state is returned after each batch");
             let (st, batches) = tokio::task::spawn_blocking(move || {
                 let segs = st.encode(table, &batch)?;
-                let batches = segs
-                    .chunks(SEGMENT_BATCH)
+                let batches = chunk_by_size(&segs)
                     .map(|c| to_batch(TableKind::Segments, c))
                     .collect::<Result<Vec<_>, _>>()?;
                 Ok::<_, ExecError>((st, batches))

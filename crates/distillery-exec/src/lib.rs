@@ -22,6 +22,7 @@
 
 pub mod error;
 pub mod hseq_stage;
+pub mod label_stage;
 pub mod parts;
 pub mod plan;
 pub mod publish;

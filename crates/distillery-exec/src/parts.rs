@@ -110,12 +110,13 @@ impl PartWriters {
         if !self.open.contains_key(&key) {
             let rel = self.rel(table, shard);
             let path = self.loc.path(&rel);
-            let buf = BufWriter::new(self.loc.store.clone(), path);
+            // 5 MiB: the smallest multipart part S3 accepts, and the buffer each open part holds.
+            let buf = BufWriter::with_capacity(self.loc.store.clone(), path, 5 << 20);
             let writer = AsyncArrowWriter::try_new(buf, schema_of(table), Some(writer_props()))
                 .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
             self.open.insert(key, OpenPart { writer, rows: 0 });
             // Keep the total buffered across open parts bounded.
-            self.row_group_bytes = ((256usize << 20) / self.open.len()).clamp(4 << 20, 32 << 20);
+            self.row_group_bytes = ((256usize << 20) / self.open.len()).clamp(1 << 20, 32 << 20);
         }
         let rel = self.rel(table, shard);
         let part = self.open.get_mut(&key).expect("opened above");

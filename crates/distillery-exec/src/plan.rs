@@ -43,17 +43,28 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
     }
 }
 
-/// A tag-safe version of an input name.
-pub fn tag_name(name: &str) -> String {
-    name.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+/// The part tag of a file of an input: `<input name>-<index>`. Input names are restricted to
+/// file-name-safe characters by the pipeline checks, so tags of different inputs never collide.
+pub fn file_tag(input: &str, index: usize) -> String {
+    format!("{input}-{index:04}")
+}
+
+/// The input name of a part tag (the inverse of [`file_tag`]).
+pub fn tag_input(tag: &str) -> Option<&str> {
+    let (name, index) = tag.rsplit_once('-')?;
+    (index.len() >= 4 && index.bytes().all(|b| b.is_ascii_digit())).then_some(name)
+}
+
+/// The table whose rows count as the "records" of a format for the bad-record ratio: one per
+/// page, question or edge, not the documents and tables a question's context also yields.
+pub fn primary_table(format: Format) -> TableKind {
+    match format {
+        Format::MediaWiki => TableKind::Documents,
+        Format::Freebase | Format::Wikidata | Format::Fb15k | Format::MetaQaKb => {
+            TableKind::Triples
+        }
+        _ => TableKind::Questions,
+    }
 }
 
 /// Resolves the inputs (globs, existence) and lists stages and tables. Reports every missing
@@ -74,7 +85,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                         input: input.name.clone(),
                         format: input.format,
                         index,
-                        tag: format!("{}-{index:04}", tag_name(&input.name)),
+                        tag: file_tag(&input.name, index),
                         location,
                         size,
                     });
@@ -103,6 +114,10 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
         stages.push(s.name.clone());
         match s.kind {
             StageKind::Hseq => tables.push(TableKind::Segments),
+            StageKind::Label => {
+                tables.push(TableKind::Labels);
+                tables.push(TableKind::Sft);
+            }
         }
     }
     tables.push(TableKind::Quarantine);
@@ -169,5 +184,18 @@ impl fmt::Display for Plan {
         }
         writeln!(f, "  {}/_summary.json", p.output.trim_end_matches('/'))?;
         write!(f, "  {}/_manifest.json", p.output.trim_end_matches('/'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_never_collide() {
+        assert_eq!(tag_input(&file_tag("wiki-en", 3)), Some("wiki-en"));
+        assert_eq!(tag_input(&file_tag("wiki.en", 12_345)), Some("wiki.en"));
+        assert_ne!(file_tag("wiki-en", 0), file_tag("wiki.en", 0));
+        assert_eq!(tag_input("nodigits"), None);
     }
 }

@@ -67,6 +67,25 @@ pub async fn publish(
     summary: &RunSummary,
 ) -> Result<(), ExecError> {
     let staging = staging_dir(run_id);
+    // 0. Check before touching anything: every listed file is staged, and no path is listed
+    //    twice (two writers of one path would mean lost rows).
+    let mut seen = BTreeSet::new();
+    for t in &manifest.tables {
+        for f in &t.files {
+            if !seen.insert(f.path.as_str()) {
+                return Err(ExecError::output(
+                    &out.display,
+                    format!("two parts would be published as {}", f.path),
+                ));
+            }
+            if !out.exists(&format!("{staging}/{}", f.path)).await? {
+                return Err(ExecError::output(
+                    out.show(&format!("{staging}/{}", f.path)),
+                    "staged part is missing",
+                ));
+            }
+        }
+    }
     // 1. The output is about to change: withdraw the old commit point first.
     out.delete(Manifest::FILE).await?;
     // 2. Move every part into place.
@@ -91,33 +110,62 @@ pub async fn publish(
         serde_json::to_vec_pretty(manifest).expect("manifest serializes"),
     )
     .await?;
-    // 4. Remove files of earlier runs that this output no longer lists, and all staging.
-    let keep: BTreeSet<&str> = manifest
-        .tables
-        .iter()
-        .flat_map(|t| t.files.iter().map(|f| f.path.as_str()))
-        .collect();
+    // 4. Remove parts of earlier runs that this output no longer lists (only files named as
+    //    Distillery parts: anything else in the directory is not ours), and this run's staging.
     for t in TableKind::ALL {
         for (rel, _) in out.list(t.name()).await? {
-            if !keep.contains(rel.as_str()) {
+            if !seen.contains(rel.as_str()) && crate::parts::parse_part_name(&rel).is_some() {
                 out.delete(&rel).await?;
             }
         }
     }
-    cleanup_staging(out).await?;
+    remove_staging(out, run_id).await?;
     Ok(())
 }
 
-/// Deletes everything under `_staging/`.
-pub async fn cleanup_staging(out: &Location) -> Result<(), ExecError> {
-    for (rel, _) in out.list("_staging").await? {
+/// Deletes one run's staging directory.
+pub async fn remove_staging(out: &Location, run_id: &str) -> Result<(), ExecError> {
+    let dir = staging_dir(run_id);
+    for (rel, _) in out.list(&dir).await? {
         out.delete(&rel).await?;
     }
-    if let Some(dir) = &out.local_dir {
+    if let Some(local) = &out.local_dir {
         // Local stores leave empty directories behind; remove them (best effort).
-        let _ = std::fs::remove_dir_all(dir.join("_staging"));
+        let _ = std::fs::remove_dir_all(local.join(&dir));
+        let _ = std::fs::remove_dir(local.join("_staging"));
     }
     Ok(())
+}
+
+/// Deletes the staging directories of runs that started more than a day before `run_id`
+/// (run ids begin with their UTC start time, so they sort by age). Younger ones may belong to
+/// a run still going and are left alone.
+pub async fn cleanup_stale_staging(out: &Location, run_id: &str) -> Result<(), ExecError> {
+    let cutoff = stale_cutoff(run_id);
+    let mut stale = BTreeSet::new();
+    for (rel, _) in out.list("_staging").await? {
+        if let Some(id) = rel
+            .strip_prefix("_staging/")
+            .and_then(|r| r.split('/').next())
+            && id < cutoff.as_str()
+        {
+            stale.insert(id.to_string());
+        }
+    }
+    for id in stale {
+        remove_staging(out, &id).await?;
+    }
+    Ok(())
+}
+
+/// The run-id prefix one day before `run_id` (`YYYYMMDDTHHMMSS...`).
+fn stale_cutoff(run_id: &str) -> String {
+    let date = &run_id[..run_id.len().min(8)];
+    let Ok(n) = date.parse::<u32>() else {
+        return String::new();
+    };
+    // Subtracting one from the day is enough for a cutoff; day 0 sorts before day 1.
+    format!("{:08}", n.saturating_sub(1))
 }
 
 /// Reads an output's manifest; an output without one is incomplete.

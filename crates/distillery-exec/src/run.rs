@@ -10,19 +10,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use distillery_core::TableKind;
-use distillery_core::spec::{InputSpec, Pipeline};
+use distillery_core::spec::{InputSpec, Pipeline, StageOptions};
 use distillery_core::summary::{Manifest, RunSummary, StageSummary};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart};
-use crate::plan::{Plan, PlannedFile, plan};
-use crate::publish::{build_manifest, cleanup_staging, publish, staging_dir};
+use crate::plan::{Plan, PlannedFile, plan, primary_table};
+use crate::publish::{build_manifest, cleanup_stale_staging, publish, staging_dir};
 use crate::sink::{BatchingSink, SinkCounts};
 use crate::store::{Location, StoreOpener, open_location};
 
@@ -63,8 +63,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     let run_id = new_run_id(&p.hash);
     let staging = staging_dir(&run_id);
     info!(pipeline = %p.name, output = %p.output, run_id = %run_id, files = plan.files.len(), "run started");
-    // Staging dirs of earlier runs that died are garbage now.
-    cleanup_staging(&out).await?;
+    // Staging dirs of runs that died more than a day ago are garbage now (a concurrent run's
+    // staging is younger and left alone).
+    cleanup_stale_staging(&out, &run_id).await?;
 
     let progress = Progress::new(mode);
     let parallelism = if p.run.parallelism == 0 {
@@ -76,6 +77,8 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     };
 
     // --- ingest ---
+    // The first failing file stops the run: the other files' tasks are dropped, which aborts
+    // their writers and so their readers (see `AbortOnDrop`).
     let mut results: Vec<FileResult> = futures::stream::iter(plan.files.clone())
         .map(|file| {
             let input = p
@@ -92,10 +95,8 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
             )
         })
         .buffer_unordered(parallelism.max(1))
-        .collect::<Vec<_>>()
-        .await
-        .into_iter()
-        .collect::<Result<_, _>>()?;
+        .try_collect()
+        .await?;
     results.sort_by(|a, b| a.file.tag.cmp(&b.file.tag));
     progress.finish();
 
@@ -130,8 +131,18 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
         parts.extend(r.parts.iter().cloned());
     }
 
-    // --- bad-record threshold ---
-    let good: u64 = results.iter().map(|r| r.counts.good()).sum();
+    // --- bad-record threshold: quarantined records against the primary records (pages,
+    // questions, edges) of the inputs, not the context documents they also yield ---
+    let good: u64 = results
+        .iter()
+        .map(|r| {
+            r.counts
+                .rows
+                .get(&primary_table(r.file.format))
+                .copied()
+                .unwrap_or(0)
+        })
+        .sum();
     let bad: u64 = results.iter().map(|r| r.counts.quarantined()).sum();
     let total = good + bad;
     if total > 0 && bad as f64 / total as f64 > p.run.max_bad_ratio {
@@ -148,8 +159,14 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
 
     // --- stages ---
     for stage in &p.stages {
-        let (summary, new_parts) =
-            crate::hseq_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?;
+        let (summary, new_parts) = match &stage.options {
+            StageOptions::Hseq(_) => {
+                crate::hseq_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
+            }
+            StageOptions::Label(_) => {
+                crate::label_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
+            }
+        };
         parts.extend(new_parts);
         stages.push(summary);
     }
@@ -193,16 +210,18 @@ async fn ingest_file(
     let (tx, mut rx) = mpsc::channel::<crate::sink::PartBatch>(8);
     let writer_out = out.clone();
     let tag = file.tag.clone();
-    let writer = tokio::spawn(async move {
+    let mut writer = AbortOnDrop(tokio::spawn(async move {
         let mut w = PartWriters::new(writer_out, &staging, &tag);
         while let Some(b) = rx.recv().await {
             w.write(b.table, b.shard, &b.batch).await?;
         }
         w.finish().await
-    });
+    }));
     let counter = Arc::new(AtomicU64::new(0));
     let bar = progress.file_bar(&file);
-    let ticker = progress.spawn_ticker(&file, counter.clone(), bar.clone());
+    let _ticker = progress
+        .spawn_ticker(&file, counter.clone(), bar.clone())
+        .map(AbortOnDrop);
     let handle = tokio::runtime::Handle::current();
     let (shards, batch_size) = (p.run.shards, p.run.batch_size);
     let location = file.location.clone();
@@ -226,10 +245,9 @@ async fn ingest_file(
         Ok::<_, ExecError>(flushed.map_err(distillery_ingest::IngestError::from)?)
     });
     let read = reader.await.map_err(|e| ExecError::Task(e.to_string()))?;
-    let written = writer.await.map_err(|e| ExecError::Task(e.to_string()))?;
-    if let Some(t) = ticker {
-        t.abort();
-    }
+    let written = (&mut writer.0)
+        .await
+        .map_err(|e| ExecError::Task(e.to_string()))?;
     // A writer failure is the root cause of a reader's "sink closed": report it first.
     let parts = written?;
     let counts = read?;
@@ -255,6 +273,17 @@ async fn ingest_file(
         bytes_in,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// Aborts a task when dropped: a file task dropped because another file failed takes its
+/// writer down with it (its reader then stops at the closed channel), and tickers never
+/// outlive their file.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Progress reporting: bars on a terminal, periodic log lines otherwise.

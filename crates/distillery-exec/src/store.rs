@@ -157,7 +157,8 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
     }
     let url = url::Url::parse(location).map_err(|e| bad(format!("not a URL: {e}")))?;
     let bucket = url.host_str().unwrap_or_default().to_string();
-    let root = Path::from(url.path().trim_start_matches('/'));
+    let root = Path::from_url_path(url.path().trim_start_matches('/'))
+        .map_err(|e| ExecError::store(location, e.into()))?;
     let store: Arc<dyn ObjectStore> = match url.scheme() {
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
@@ -250,19 +251,37 @@ pub fn resolve_paths(input: &str, paths: &[String]) -> Result<Vec<String>, ExecE
 /// threads of a tokio runtime. Local paths go straight to the file system.
 pub struct StoreOpener {
     handle: Handle,
+    /// One client per `scheme://bucket`, so credentials and connections are reused across
+    /// the many range reads of a multistream dump.
+    stores: std::sync::Mutex<std::collections::HashMap<String, Arc<dyn ObjectStore>>>,
 }
 
 impl StoreOpener {
     pub fn new(handle: Handle) -> StoreOpener {
-        StoreOpener { handle }
+        StoreOpener {
+            handle,
+            stores: Default::default(),
+        }
     }
 
     fn split(&self, location: &str) -> io::Result<(Arc<dyn ObjectStore>, Path)> {
-        let (dir, name) = location
-            .rsplit_once('/')
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a URL"))?;
-        let loc = open_location(dir, false).map_err(io::Error::other)?;
-        Ok((loc.store.clone(), loc.path(name)))
+        let url = url::Url::parse(location)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let bucket = format!("{}://{}", url.scheme(), url.host_str().unwrap_or_default());
+        let path = Path::from_url_path(url.path().trim_start_matches('/'))
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let mut stores = self.stores.lock().expect("store cache lock");
+        let store = match stores.get(&bucket) {
+            Some(s) => s.clone(),
+            None => {
+                let s = open_location(&bucket, false)
+                    .map_err(io::Error::other)?
+                    .store;
+                stores.insert(bucket, s.clone());
+                s
+            }
+        };
+        Ok((store, path))
     }
 }
 

@@ -157,6 +157,17 @@ pub fn open_decompressed(
     Ok((reader, c))
 }
 
+/// Whether an IO error from a (decompressing) reader means bad *data* (a cut or corrupt
+/// stream: quarantine it and keep what was read) rather than a failure to read (a network or
+/// disk error: the input must fail, or a retry could succeed). Decoders report cut streams as
+/// `UnexpectedEof` and corrupt ones as `InvalidData`/`InvalidInput`.
+pub fn is_data_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
+    )
+}
+
 /// Everything a reader needs to know about the input it reads.
 pub struct InputCtx<'a> {
     /// The location as given (path or URL), used in quarantine records and errors.

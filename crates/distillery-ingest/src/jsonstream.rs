@@ -31,6 +31,27 @@ pub enum SplitError {
         line: u64,
         excerpt: Vec<u8>,
     },
+    /// An element grew past [`JsonItems::max_item`]: the structure is broken (an unbalanced
+    /// bracket swallowing the following elements) or the input is not what the reader expects.
+    /// Reading cannot resynchronise reliably, so the input fails as a whole.
+    TooLarge { offset: u64, line: u64, limit: usize },
+}
+
+impl std::fmt::Display for SplitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SplitError::Io(e) => write!(f, "{e}"),
+            SplitError::Truncated { offset, line, .. } => {
+                write!(f, "input ends inside the element at byte {offset} (line {line})")
+            }
+            SplitError::TooLarge { offset, line, limit } => write!(
+                f,
+                "the element at byte {offset} (line {line}) grows past {limit} bytes: an \
+                 unbalanced bracket or quote makes it swallow what follows; the input cannot be \
+                 split reliably"
+            ),
+        }
+    }
 }
 
 /// Iterator over the top-level elements of a JSON array or a JSON-lines stream.
@@ -43,8 +64,10 @@ pub struct JsonItems<R> {
     /// Whether the input is an array (`[`...`]`) or a sequence of values.
     in_array: bool,
     done: bool,
-    /// Max element size; larger elements are read fully anyway but this bounds the excerpt.
+    /// Bytes of a broken element kept as its excerpt.
     pub max_excerpt: usize,
+    /// Largest element accepted (default 256 MiB); see [`SplitError::TooLarge`].
+    pub max_item: usize,
 }
 
 impl<R: BufRead> JsonItems<R> {
@@ -58,6 +81,7 @@ impl<R: BufRead> JsonItems<R> {
             in_array: false,
             done: false,
             max_excerpt: 512,
+            max_item: 256 << 20,
         }
     }
 
@@ -131,8 +155,14 @@ impl<R: BufRead> JsonItems<R> {
         }
         if first == b']' && self.in_array {
             self.bump().map_err(SplitError::Io)?;
-            self.done = true;
-            return Ok(None);
+            if self.skip_separators().map_err(SplitError::Io)?.is_none() {
+                self.done = true;
+                return Ok(None);
+            }
+            // Content after the array's closing bracket (a stray `]` inside it, or trailing
+            // data): read on as a sequence of values, so nothing is dropped without a count.
+            self.in_array = false;
+            return self.next_item();
         }
         let offset = self.offset;
         let line = self.line;
@@ -187,7 +217,14 @@ impl<R: BufRead> JsonItems<R> {
                     b'}' | b']' => {
                         depth -= 1;
                         if depth < 0 {
-                            // The closing bracket of the enclosing array.
+                            if self.in_array && b == b']' {
+                                // The array closes right after this element.
+                                end = true;
+                                break;
+                            }
+                            // A stray closing bracket: it belongs to this (bad) element, so
+                            // the splitter always moves forward.
+                            n += 1;
                             end = true;
                             break;
                         }
@@ -214,9 +251,23 @@ impl<R: BufRead> JsonItems<R> {
             self.reader.consume(n);
             self.offset += n as u64;
             self.line += lines;
+            if bytes.len() > self.max_item {
+                self.done = true;
+                return Err(SplitError::TooLarge {
+                    offset,
+                    line,
+                    limit: self.max_item,
+                });
+            }
             if end {
                 break;
             }
+        }
+        if bytes.is_empty()
+            && !(self.in_array && self.peek_byte().map_err(SplitError::Io)? == Some(b']'))
+        {
+            // Never return an empty element at the same offset twice.
+            self.bump().map_err(SplitError::Io)?;
         }
         while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
             bytes.pop();
@@ -292,6 +343,43 @@ mod tests {
         assert_eq!(v[1].offset as usize, s.find("{\"b\"").unwrap());
         assert_eq!(v[1].line, 3);
         assert_eq!(v[1].index, 1);
+    }
+
+    #[test]
+    fn stray_closing_brackets_never_stall() {
+        // A pretty-printed object read as lines, and a stray `}` inside an array: each bad piece
+        // becomes its own element and the splitter reaches the end.
+        let v = items("{\n\"a\": 1\n}\n");
+        assert_eq!(v.len(), 3, "{v:?}");
+        let v = items(r#"[{"a":1}}, {"b":2}]"#);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0], r#"{"a":1}}"#);
+        assert_eq!(v[1], r#"{"b":2}"#);
+        let v = items("}\n}\n{\"c\":3}\n");
+        assert_eq!(v, vec!["}", "}", "{\"c\":3}"]);
+    }
+
+    #[test]
+    fn data_after_an_early_array_end_is_kept() {
+        let v = items(r#"[{"a":1}], {"b":2}]"#);
+        assert_eq!(v, vec![r#"{"a":1}"#, r#"{"b":2}"#, "]"]);
+    }
+
+    #[test]
+    fn an_element_swallowing_the_rest_is_fatal() {
+        let mut s = String::from("[{\"a\": [1, 2}, ");
+        for i in 0..1000 {
+            s.push_str(&format!("{{\"n\": {i}}}, "));
+        }
+        s.push(']');
+        let mut it = JsonItems::new(s.as_bytes());
+        it.max_item = 2048;
+        let r: Vec<_> = it.collect();
+        assert!(
+            matches!(r.last(), Some(Err(SplitError::TooLarge { offset: 1, .. }))),
+            "{:?}",
+            r.last()
+        );
     }
 
     #[test]

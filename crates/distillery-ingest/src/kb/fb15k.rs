@@ -48,7 +48,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             Ok(None) => break,
             Err(e) => {
                 let (offset, number) = lines.position();
-                sink.emit(truncated(DATASET, ctx, &e, offset, number))?;
+                sink.emit(truncated(DATASET, ctx, e, offset, number)?)?;
                 break;
             }
         };

@@ -15,6 +15,7 @@ use std::io::{self, BufRead};
 
 use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
 
+use crate::IngestError;
 use crate::InputCtx;
 
 /// One line of a [`ByteLines`] reader, without its `\n` / `\r\n` terminator.
@@ -83,11 +84,16 @@ impl<R: BufRead> ByteLines<R> {
 pub(crate) fn truncated(
     dataset: &str,
     ctx: &InputCtx<'_>,
-    err: &io::Error,
+    err: io::Error,
     offset: u64,
     line: u64,
-) -> Record {
-    Record::Quarantine(
+) -> Result<Record, IngestError> {
+    if !crate::input::is_data_error(&err) {
+        // Not bad data but a failed read (network, disk): the whole input fails, so a partial
+        // KB is never published as if the file ended there.
+        return Err(IngestError::io(&ctx.location, err));
+    }
+    Ok(Record::Quarantine(
         QuarantineRecord::new(
             dataset,
             &ctx.location,
@@ -97,7 +103,7 @@ pub(crate) fn truncated(
         )
         .at_byte(offset)
         .at_line(line),
-    )
+    ))
 }
 
 /// A quarantine record for one bad line, with the raw line as its excerpt.

@@ -76,7 +76,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     let line_layout = match reader.fill_buf() {
         Ok(head) => is_line_layout(head),
         Err(e) => {
-            sink.emit(truncated(DATASET, ctx, &e, 0, 1))?;
+            sink.emit(truncated(DATASET, ctx, e, 0, 1)?)?;
             return Ok(());
         }
     };
@@ -128,7 +128,7 @@ fn read_lines(
             Ok(None) => break,
             Err(e) => {
                 let (offset, number) = lines.position();
-                sink.emit(truncated(DATASET, ctx, &e, offset, number))?;
+                sink.emit(truncated(DATASET, ctx, e, offset, number)?)?;
                 break;
             }
         };
@@ -170,8 +170,11 @@ fn read_items(
                 entity(ctx, opts, &it.bytes, pos, sink)?;
             }
             Err(SplitError::Io(e)) => {
-                sink.emit(truncated(DATASET, ctx, &e, end, end_line))?;
+                sink.emit(truncated(DATASET, ctx, e, end, end_line)?)?;
                 break;
+            }
+            Err(e @ SplitError::TooLarge { .. }) => {
+                return Err(IngestError::invalid(&ctx.location, e.to_string()));
             }
             Err(SplitError::Truncated {
                 offset,

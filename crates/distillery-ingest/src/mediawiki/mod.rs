@@ -282,12 +282,7 @@ fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> 
 }
 
 /// Whether an IO error is bad data (quarantined) rather than a failing device (an error).
-fn is_data_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidInput | io::ErrorKind::InvalidData
-    )
-}
+use crate::input::is_data_error;
 
 /// Reads pages sequentially from a decompressed reader whose first byte is at `base`.
 pub(crate) fn read_sequential(

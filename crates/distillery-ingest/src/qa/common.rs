@@ -17,7 +17,6 @@
 //! table of the file, e.g. about 20 MB for the ~900k distinct paragraphs of HotpotQA train.
 
 use std::collections::HashSet;
-use std::io;
 
 use distillery_core::id::stable_id;
 use distillery_core::{
@@ -89,12 +88,7 @@ pub(crate) fn from_value<T: DeserializeOwned>(v: Value, what: &str) -> Result<T,
 /// Whether an IO error met while reading a (possibly compressed) input means the data itself is
 /// cut or corrupt (quarantined as `truncated_input`), rather than a transient failure of the
 /// storage (returned as an error so the executor can retry).
-pub(crate) fn is_data_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::UnexpectedEof | io::ErrorKind::InvalidData | io::ErrorKind::InvalidInput
-    )
-}
+pub(crate) use crate::input::is_data_error;
 
 /// How the sentences of a context paragraph are joined into its text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +289,9 @@ impl<'c, 's> Qa<'c, 's> {
                     break;
                 }
                 Err(SplitError::Io(e)) => return Err(IngestError::io(&self.ctx.location, e)),
+                Err(e @ SplitError::TooLarge { .. }) => {
+                    return Err(IngestError::invalid(&self.ctx.location, e.to_string()));
+                }
             };
             end = raw.offset + raw.bytes.len() as u64;
             if let Err(e) = std::str::from_utf8(&raw.bytes) {
