@@ -1,6 +1,9 @@
 //! End-to-end tests of the `distillery` binary: the quick start, outputs read back by
 //! DataFusion (`inspect`), pyarrow and `hseq verify`, determinism, pipeline-file errors,
-//! corrupted inputs and the bad-record threshold, and every shared sample.
+//! corrupted inputs and the bad-record threshold, and every shared sample. The label stage,
+//! the SFT files and their Python loadability are in [`label`].
+
+mod label;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -229,6 +232,9 @@ fn parquet_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
         if t.is_dir() {
             for f in std::fs::read_dir(&t).unwrap() {
                 let f = f.unwrap().path();
+                if f.extension().is_none_or(|e| e != "parquet") {
+                    continue;
+                }
                 let rel = f.strip_prefix(dir).unwrap().display().to_string();
                 v.push((rel, std::fs::read(&f).unwrap()));
             }

@@ -4,6 +4,10 @@
 //! files the manifest lists (never a directory scan, so leftovers of a failed run are never
 //! read); tables without files are registered empty with their schema, so every query that
 //! names a known table works.
+//!
+//! Without `--sql` the overview lists tables, other files and stages; for an output with SFT
+//! samples it adds the dataset view ([`SFT_VIEW`]), computed with SQL over the `sft` and
+//! `labels` tables.
 
 use std::sync::Arc;
 
@@ -101,6 +105,12 @@ async fn overview(url: &str) -> Result<()> {
             t.files.len()
         );
     }
+    if !manifest.files.is_empty() {
+        println!("files:");
+        for f in &manifest.files {
+            println!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
+        }
+    }
     if let Ok(s) = read_summary(&loc).await {
         println!("stages:");
         for st in &s.stages {
@@ -110,9 +120,87 @@ async fn overview(url: &str) -> Result<()> {
             );
         }
     }
+    let samples = manifest.table(TableKind::Sft.name()).map_or(0, |t| t.rows);
+    if samples > 0 {
+        let ctx = session_for(url).await?;
+        for (title, sql) in SFT_VIEW {
+            let batches = ctx
+                .sql(sql)
+                .await
+                .with_context(|| format!("query: {sql}"))?
+                .collect()
+                .await?;
+            println!("{title}:");
+            print!("{}", render(&batches, OutFormat::Table)?);
+        }
+    }
     println!("query with: distillery inspect {url} --sql \"SELECT * FROM documents LIMIT 5\"");
     Ok(())
 }
+
+/// Nearest-rank percentiles (p50, p90, p99, max) of one token column per task.
+macro_rules! token_percentiles {
+    ($col:literal) => {
+        concat!(
+            "SELECT task, '",
+            $col,
+            "' AS tokens, max(n) AS samples, ",
+            "max(CASE WHEN rn <= ceil(0.50 * n) THEN v END) AS p50, ",
+            "max(CASE WHEN rn <= ceil(0.90 * n) THEN v END) AS p90, ",
+            "max(CASE WHEN rn <= ceil(0.99 * n) THEN v END) AS p99, ",
+            "max(v) AS max ",
+            "FROM (SELECT task, ",
+            $col,
+            "_tokens AS v, ",
+            "row_number() OVER (PARTITION BY task ORDER BY ",
+            $col,
+            "_tokens) AS rn, ",
+            "count(*) OVER (PARTITION BY task) AS n FROM sft) GROUP BY task"
+        )
+    };
+}
+
+/// The SFT dataset view of `inspect` without `--sql`: (title, query).
+pub const SFT_VIEW: &[(&str, &str)] = &[
+    (
+        "sft samples per task and dataset",
+        "SELECT task, dataset, count(*) AS samples, \
+         sum(CASE WHEN split = 'train' THEN 1 ELSE 0 END) AS train, \
+         sum(CASE WHEN split = 'validation' THEN 1 ELSE 0 END) AS validation \
+         FROM sft GROUP BY task, dataset ORDER BY task, dataset",
+    ),
+    (
+        "token lengths (prompt / target) per task",
+        concat!(
+            token_percentiles!("prompt"),
+            " UNION ALL ",
+            token_percentiles!("target"),
+            " ORDER BY task, tokens"
+        ),
+    ),
+    (
+        "steps per trajectory (iteration samples)",
+        "SELECT steps, count(*) AS trajectories FROM \
+         (SELECT DISTINCT question_id, method, steps FROM sft \
+          WHERE task = 'hseq_iteration' AND steps IS NOT NULL) \
+         GROUP BY steps ORDER BY steps",
+    ),
+    (
+        "samples sufficient at step n",
+        "SELECT step, count(*) AS samples, \
+         sum(CASE WHEN sufficient THEN 1 ELSE 0 END) AS sufficient, \
+         round(100.0 * avg(CASE WHEN sufficient THEN 1.0 ELSE 0.0 END), 1) AS sufficient_pct \
+         FROM sft WHERE step IS NOT NULL GROUP BY step ORDER BY step",
+    ),
+    (
+        "labels per dataset and method",
+        "SELECT dataset, method, count(*) AS questions, \
+         round(avg(cardinality(positives)), 2) AS positives_avg, \
+         round(100.0 * avg(CASE WHEN low_confidence THEN 1.0 ELSE 0.0 END), 1) AS low_confidence_pct, \
+         round(100.0 * avg(CASE WHEN sufficient THEN 1.0 ELSE 0.0 END), 1) AS sufficient_pct \
+         FROM labels GROUP BY dataset, method ORDER BY dataset, method",
+    ),
+];
 
 /// Renders batches as a table, CSV (nested values rendered as text) or a JSON array.
 pub fn render(batches: &[RecordBatch], format: OutFormat) -> Result<String> {

@@ -4,13 +4,19 @@
 //! - `plan FILE` prints the files, shards, stages and outputs a run would produce;
 //! - `run FILE [--set key.path=value ...]` runs it on this machine;
 //! - `ingest FORMAT INPUT... --out URL [--hseq]` runs a one-reader pipeline without a file;
-//! - `inspect URL [--sql QUERY] [--format table|csv|json]` answers SQL over an output;
+//! - `label DATASET INPUT... --out URL [--method M,...] [--preset P] [--kb-input FILE]` runs a
+//!   QA reader, HSEQ and the label stage without a file;
+//! - `inspect URL [--sql QUERY] [--format table|csv|json]` answers SQL over an output (and,
+//!   without `--sql`, shows the SFT dataset view of an output that has one);
+//! - `report labels URL [--format table|json]` compares an output's weak positives with the
+//!   gold evidence of its questions;
 //! - `hseq verify URL` decodes every source of an output from its segments and compares.
 //!
 //! `anyhow` is used here only; the library crates return typed errors. DataFusion is a
 //! dependency of this crate alone (it is the heaviest part of the build), for `inspect`.
 
 mod inspect;
+mod report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -86,8 +92,59 @@ enum Command {
         #[arg(long, default_value_t = 0.05)]
         max_bad_ratio: f64,
     },
+    /// Label the questions of a QA dataset into weak positives and an SFT set, without a
+    /// pipeline file: the reader, HSEQ and the label stage.
+    Label {
+        /// The QA dataset format: hotpotqa, musique, 2wiki, hybridqa, tatqa, metaqa, cwq,
+        /// simpleqa.
+        #[arg(value_parser = parse_qa_format)]
+        dataset: Format,
+        /// Question files (paths, globs or object-store URLs).
+        #[arg(required = true)]
+        inputs: Vec<String>,
+        /// Output location (path or s3://, gs://, az:// URL).
+        #[arg(long)]
+        out: String,
+        /// Labelling methods, comma-separated (hseq-paper, answer-aware); the first one's
+        /// trajectories become the SFT samples.
+        #[arg(long = "method", value_delimiter = ',')]
+        methods: Vec<String>,
+        /// Size group: small, medium or large.
+        #[arg(long)]
+        preset: Option<String>,
+        /// A knowledge base file for k-hop subgraphs of the questions' topic entities
+        /// (MetaQA); repeatable.
+        #[arg(long)]
+        kb_input: Vec<String>,
+        /// Format of --kb-input.
+        #[arg(long, value_parser = parse_format, default_value = "metaqa-kb")]
+        kb_format: Format,
+        /// Evaluation files whose questions must not appear in any sample (repeatable).
+        #[arg(long)]
+        decontaminate: Vec<String>,
+        /// Format of the --decontaminate files.
+        #[arg(long, value_parser = parse_qa_format)]
+        decontaminate_format: Option<Format>,
+        /// Parquet shards per table.
+        #[arg(long, default_value_t = 4)]
+        shards: u32,
+        /// Split name of the questions.
+        #[arg(long)]
+        split: Option<String>,
+        /// Reader option: key=value, value as TOML (e.g. `tables_dir="WikiTables-WithLinks"`).
+        #[arg(long = "option", value_name = "KEY=VALUE")]
+        options: Vec<String>,
+        /// Share of bad records above which the run fails.
+        #[arg(long, default_value_t = 0.05)]
+        max_bad_ratio: f64,
+        /// Override a value of the generated pipeline: key.path=value (repeatable), e.g.
+        /// `--set stages.label.options.validation_share=0.1`.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Run SQL over an output; tables are registered by name (documents, tables, triples,
-    /// entities, questions, segments, quarantine). Without --sql, list tables and counts.
+    /// entities, questions, segments, labels, sft, quarantine). Without --sql, list tables and
+    /// counts, and the SFT dataset view when the output has samples.
     Inspect {
         url: String,
         #[arg(long)]
@@ -95,11 +152,33 @@ enum Command {
         #[arg(long, value_enum, default_value_t = OutFormat::Table)]
         format: OutFormat,
     },
+    /// Reports over an output.
+    Report {
+        #[command(subcommand)]
+        command: ReportCommand,
+    },
     /// HSEQ tools.
     Hseq {
         #[command(subcommand)]
         command: HseqCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum ReportCommand {
+    /// Weak positives against gold evidence: precision, recall and F1 per dataset, method,
+    /// level and question type, from the output's `labels` and `questions` tables.
+    Labels {
+        url: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+        format: ReportFormat,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ReportFormat {
+    Table,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -121,6 +200,23 @@ fn parse_format(s: &str) -> Result<Format, String> {
         let all: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
         format!("unknown format `{s}`, expected one of {}", all.join(", "))
     })
+}
+
+fn parse_qa_format(s: &str) -> Result<Format, String> {
+    let f = parse_format(s)?;
+    if f.is_qa() {
+        Ok(f)
+    } else {
+        let qa: Vec<&str> = Format::ALL
+            .iter()
+            .filter(|f| f.is_qa())
+            .map(|f| f.name())
+            .collect();
+        Err(format!(
+            "`{s}` is not a QA dataset format, expected one of {}",
+            qa.join(", ")
+        ))
+    }
 }
 
 fn main() -> ExitCode {
@@ -242,6 +338,54 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             print_outcome(&outcome);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Label {
+            dataset,
+            inputs,
+            out,
+            methods,
+            preset,
+            kb_input,
+            kb_format,
+            decontaminate,
+            decontaminate_format,
+            shards,
+            split,
+            options,
+            max_bad_ratio,
+            set,
+        } => {
+            let text = label_pipeline(&LabelArgs {
+                dataset,
+                inputs: &inputs,
+                out: &out,
+                methods: &methods,
+                preset: preset.as_deref(),
+                kb_inputs: &kb_input,
+                kb_format,
+                decontaminate: &decontaminate,
+                decontaminate_format,
+                shards,
+                split: split.as_deref(),
+                options: &options,
+                max_bad_ratio,
+            })?;
+            let p = match Pipeline::parse("(label command)", &text, &set) {
+                Ok(p) => p,
+                Err(errors) => {
+                    eprint!("{errors}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            };
+            let outcome = run_pipeline(&p, mode).await?;
+            print_outcome(&outcome);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report {
+            command: ReportCommand::Labels { url, format },
+        } => {
+            print!("{}", report::labels(&url, format).await?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Inspect { url, sql, format } => {
             inspect::inspect(&url, sql.as_deref(), format).await?;
             Ok(ExitCode::SUCCESS)
@@ -312,6 +456,93 @@ fn ingest_pipeline(
     Ok(toml::to_string(&root)?)
 }
 
+/// Arguments of the `label` command.
+struct LabelArgs<'a> {
+    dataset: Format,
+    inputs: &'a [String],
+    out: &'a str,
+    methods: &'a [String],
+    preset: Option<&'a str>,
+    kb_inputs: &'a [String],
+    kb_format: Format,
+    decontaminate: &'a [String],
+    decontaminate_format: Option<Format>,
+    shards: u32,
+    split: Option<&'a str>,
+    options: &'a [String],
+    max_bad_ratio: f64,
+}
+
+/// Builds the TOML of a labelling pipeline (the QA input, an optional KB input, HSEQ and the
+/// label stage), so `label` goes through the same checks as a pipeline file.
+fn label_pipeline(a: &LabelArgs<'_>) -> Result<String> {
+    if a.shards == 0 {
+        bail!("--shards must be at least 1");
+    }
+    let name = a.dataset.name().replace('-', "_");
+    let mut root = toml::Table::new();
+    root.insert("version".into(), 1.into());
+    root.insert("name".into(), format!("label-{}", a.dataset.name()).into());
+    root.insert("output".into(), a.out.into());
+    let mut run = toml::Table::new();
+    run.insert("shards".into(), i64::from(a.shards).into());
+    run.insert("max_bad_ratio".into(), a.max_bad_ratio.into());
+    root.insert("run".into(), run.into());
+    let paths = |v: &[String]| toml::Value::Array(v.iter().map(|s| s.clone().into()).collect());
+    let mut input = toml::Table::new();
+    input.insert("name".into(), name.clone().into());
+    input.insert("format".into(), a.dataset.name().into());
+    input.insert("paths".into(), paths(a.inputs));
+    if let Some(s) = a.split {
+        input.insert("split".into(), s.into());
+    }
+    let mut opts = toml::Table::new();
+    for o in a.options {
+        distillery_core::spec::apply_override(&mut opts, o)
+            .map_err(|e| anyhow::anyhow!("--option {e}"))?;
+    }
+    if !opts.is_empty() {
+        input.insert("options".into(), opts.into());
+    }
+    let mut inputs = vec![toml::Value::Table(input)];
+    let mut label = toml::Table::new();
+    if !a.kb_inputs.is_empty() {
+        let mut kb = toml::Table::new();
+        kb.insert("name".into(), "kb".into());
+        kb.insert("format".into(), a.kb_format.name().into());
+        kb.insert("paths".into(), paths(a.kb_inputs));
+        inputs.push(kb.into());
+        label.insert("kb".into(), "kb".into());
+    }
+    root.insert("inputs".into(), toml::Value::Array(inputs));
+    if !a.methods.is_empty() {
+        label.insert("methods".into(), paths(a.methods));
+    }
+    if let Some(p) = a.preset {
+        label.insert("preset".into(), p.into());
+    }
+    if !a.decontaminate.is_empty() {
+        label.insert("decontaminate".into(), paths(a.decontaminate));
+        if let Some(f) = a.decontaminate_format {
+            let formats = vec![f.name().to_string(); a.decontaminate.len()];
+            label.insert("decontaminate_formats".into(), paths(&formats));
+        }
+    }
+    let mut hseq = toml::Table::new();
+    hseq.insert("kind".into(), "hseq".into());
+    let mut st = toml::Table::new();
+    st.insert("kind".into(), "label".into());
+    st.insert("inputs".into(), toml::Value::Array(vec![name.into()]));
+    if !label.is_empty() {
+        st.insert("options".into(), label.into());
+    }
+    root.insert(
+        "stages".into(),
+        toml::Value::Array(vec![hseq.into(), st.into()]),
+    );
+    Ok(toml::to_string(&root)?)
+}
+
 fn print_outcome(o: &RunOutcome) {
     println!(
         "{:<22} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
@@ -340,6 +571,12 @@ fn print_outcome(o: &RunOutcome) {
             t.rows,
             t.files.len()
         );
+    }
+    if !o.manifest.files.is_empty() {
+        println!("files:");
+        for f in &o.manifest.files {
+            println!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
+        }
     }
     println!("published {} ({:.2} s)", o.output, o.summary.seconds);
 }

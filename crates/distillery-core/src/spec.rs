@@ -506,7 +506,9 @@ impl Default for LabelOptions {
     }
 }
 
-/// Typed options of a stage.
+/// Typed options of a stage. A pipeline holds a handful of stages, so the size difference
+/// of the variants costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum StageOptions {
@@ -587,7 +589,10 @@ pub struct Pipeline {
     pub run: RunSpec,
     pub inputs: Vec<InputSpec>,
     pub stages: Vec<StageSpec>,
-    /// SHA-1 of the effective pipeline (after overrides), recorded in every manifest.
+    /// SHA-1 of the effective pipeline (after overrides) less its `output` and
+    /// `run.parallelism`, recorded in every manifest and in the lineage of every SFT sample.
+    /// Where a run writes and how many threads it uses are not part of what it makes: the
+    /// same pipeline run into two places, on any number of cores, writes byte-identical files.
     pub hash: String,
 }
 
@@ -1146,11 +1151,16 @@ mod hash_view {
     use serde::ser::SerializeStruct;
 
     pub fn serialize<S: Serializer>(p: &&Pipeline, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Pipeline", 6)?;
+        // `output` and `run.parallelism` are left out: where a run writes and how many
+        // threads it uses are not part of what it makes.
+        let run = super::RunSpec {
+            parallelism: 0,
+            ..p.run.clone()
+        };
+        let mut st = s.serialize_struct("Pipeline", 5)?;
         st.serialize_field("version", &p.version)?;
         st.serialize_field("name", &p.name)?;
-        st.serialize_field("output", &p.output)?;
-        st.serialize_field("run", &p.run)?;
+        st.serialize_field("run", &run)?;
         st.serialize_field("inputs", &p.inputs)?;
         st.serialize_field("stages", &p.stages)?;
         st.end()
@@ -1519,6 +1529,14 @@ inputs = ["nope"]
         assert!(o.cells);
         let base = Pipeline::parse("t.toml", GOOD, &[]).unwrap();
         assert_ne!(base.hash, p.hash);
+        // The output location is not part of the pipeline's identity.
+        let moved = Pipeline::parse(
+            "t.toml",
+            GOOD,
+            &["output=/elsewhere".into(), "run.parallelism=3".into()],
+        )
+        .unwrap();
+        assert_eq!(base.hash, moved.hash);
     }
 
     #[test]

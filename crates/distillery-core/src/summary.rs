@@ -65,6 +65,7 @@ pub struct RunSummary {
 pub struct ManifestFile {
     /// Path relative to the output root, e.g. `documents/part-00000.parquet`.
     pub path: String,
+    /// Rows of a table part, lines of a JSONL file, 1 for a JSON document.
     pub rows: u64,
     pub bytes: u64,
 }
@@ -88,6 +89,11 @@ pub struct Manifest {
     pub run_id: String,
     pub shards: u32,
     pub tables: Vec<ManifestTable>,
+    /// Files of the output that are not table parts (`sft/train.jsonl`,
+    /// `sft/dataset_info.json`, `label_report.json`, ...), sorted by path. Absent in
+    /// manifests written before stages wrote such files.
+    #[serde(default)]
+    pub files: Vec<ManifestFile>,
 }
 
 impl Manifest {
@@ -96,5 +102,10 @@ impl Manifest {
 
     pub fn table(&self, name: &str) -> Option<&ManifestTable> {
         self.tables.iter().find(|t| t.name == name)
+    }
+
+    /// A non-table file of the output, by its path relative to the output root.
+    pub fn file(&self, path: &str) -> Option<&ManifestFile> {
+        self.files.iter().find(|f| f.path == path)
     }
 }

@@ -20,6 +20,8 @@ pub enum ExecError {
     Ingest(#[from] distillery_ingest::IngestError),
     #[error(transparent)]
     Schema(#[from] distillery_core::schema::SchemaError),
+    #[error(transparent)]
+    Label(#[from] distillery_label::LabelError),
     #[error("inputs: {0}")]
     Inputs(String),
     #[error("{0}")]
@@ -71,6 +73,7 @@ impl HasKind for ExecError {
                 _ => ErrorKind::Retryable,
             },
             ExecError::Ingest(e) => e.kind(),
+            ExecError::Label(e) => e.kind(),
             ExecError::Task(_) => ErrorKind::Retryable,
             _ => ErrorKind::Fatal,
         }

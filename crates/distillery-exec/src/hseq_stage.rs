@@ -20,6 +20,7 @@ use tracing::{info, warn};
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
 use crate::plan::tag_input;
+use crate::run::StageOutput;
 use crate::store::Location;
 
 /// Rows per segments batch written, at most.
@@ -58,7 +59,7 @@ pub async fn run_stage(
     staging: &str,
     parts: &[WrittenPart],
     parallelism: usize,
-) -> Result<(StageSummary, Vec<WrittenPart>), ExecError> {
+) -> Result<StageOutput, ExecError> {
     let StageOptions::Hseq(opts) = &stage.options else {
         return Err(ExecError::Task(format!(
             "stage `{}` is not an hseq stage",
@@ -123,7 +124,11 @@ pub async fn run_stage(
         segments = summary.records_out,
         "hseq done"
     );
-    Ok((summary, written))
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        files: Vec::new(),
+    })
 }
 
 /// State carried across the batches of one group, moved in and out of blocking tasks.

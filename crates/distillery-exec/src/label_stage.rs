@@ -1,23 +1,1017 @@
-//! The `label` stage (being written).
+//! The `label` stage: teacher-free training data from the staged QA inputs.
+//!
+//! For each input the stage names (`inputs`, default all) that is a QA dataset, in the order
+//! the stage names them:
+//!
+//! 1. the input's staged `documents` and `tables` parts (all shards of all its files) are read
+//!    into id → record maps: the question contexts. **Memory bound: one input's contexts**
+//!    (about the size of its decoded documents and tables; the inputs are labelled one after
+//!    the other and each input's maps are dropped before the next is read);
+//! 2. when `kb` names a KB input, its staged `triples` are read once into a
+//!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**), and every question
+//!    with topic entities gets the k-hop neighbourhood of them (`hops` from the question's
+//!    level `"2-hop"`, capped by `max_hops`; at most [`KB_MAX_EDGES`] edges);
+//! 3. the input's `questions` parts are streamed in part order (file tag, then shard) and
+//!    labelled in chunks of [`CHUNK`] questions on blocking threads, `parallelism` chunks in
+//!    flight, results consumed in chunk order (so the output does not depend on timing). A
+//!    context id with no record is skipped and its question counted in
+//!    `questions_missing_context`. In flight: `parallelism` × [`CHUNK`] questions with their
+//!    labels and samples; buffered for Parquet: up to `run.batch_size` rows per table and shard.
+//!
+//! What a chunk produced is consumed in order, streaming (no list of all samples is held):
+//!
+//! - one [`LabelRecord`] per question and method into the `labels` table (shard by id hash,
+//!   part tag = the question part's tag);
+//! - the samples: `split` by id hash (`validation_share`); exact duplicates dropped (same
+//!   messages; a `HashSet<u128>` of 128-bit content hashes of the samples kept so far,
+//!   **about 32 bytes per kept sample**: 32 MiB for a million); samples touching an evaluation
+//!   question dropped ([`Decontaminator`]); the rest into the `sft` table (shard by id hash,
+//!   the question part's tag) and into `sft/train.jsonl` / `sft/validation.jsonl` (one JSON
+//!   object a line, see [`jsonl_line`]) written through object_store;
+//! - at the end `sft/dataset_info.json` (LLaMA-Factory sharegpt entries `distillery_train`,
+//!   `distillery_validation` for the non-empty splits, file names relative to `sft/`) and
+//!   `label_report.json` ([`distillery_label::report`] over every label record). For the report
+//!   the stage keeps the label records of the questions that have gold evidence and those
+//!   questions less their text and context (**memory bound: about 1-3 KiB per such question
+//!   and method**); a question without gold evidence only counts, so it is kept as a number.
+//!
+//! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
+//! `positives.<method>` (positive segments), `low_confidence.<method>`,
+//! `sufficient.<method>`, `samples.<task>`, `samples.train`, `samples.validation`,
+//! `duplicates_removed`, `decontaminated`, `decontaminate.questions` (evaluation questions
+//! loaded).
 
-use distillery_core::spec::{Pipeline, StageSpec};
-use distillery_core::summary::StageSummary;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use distillery_core::id::{shard_of, stable_id};
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{
+    Format, FormatOptions, LabelOptions, Pipeline, StageOptions, StageSpec,
+};
+use distillery_core::summary::{ManifestFile, StageSummary};
+use distillery_core::{
+    Document, LabelRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
+};
+use distillery_ingest::input::file_name;
+use distillery_ingest::{InputCtx, read_input};
+use distillery_label::normalize::normalize_answer;
+use distillery_label::sh::{KbIndex, question_hops};
+use distillery_label::{Labeller, QuestionContext, report};
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
+use object_store::buffered::BufWriter;
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tracing::info;
 
 use crate::error::ExecError;
-use crate::parts::WrittenPart;
-use crate::store::Location;
+use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::plan::tag_input;
+use crate::run::StageOutput;
+use crate::store::{Location, StoreOpener, resolve_paths};
 
-/// Runs the label stage.
+/// Questions labelled by one blocking task.
+pub const CHUNK: usize = 8;
+/// Cap on the KB edges of one question's neighbourhood.
+pub const KB_MAX_EDGES: usize = 2000;
+/// Evaluation questions with fewer normalised words than this are matched only against a
+/// sample's own question (exact), not searched for inside prompts: two or three words occur
+/// in too many unrelated texts.
+pub const MIN_CONTAINED_WORDS: usize = 4;
+
+/// The files the stage writes besides its tables, relative to the output root.
+pub const TRAIN_JSONL: &str = "sft/train.jsonl";
+pub const VALIDATION_JSONL: &str = "sft/validation.jsonl";
+pub const DATASET_INFO: &str = "sft/dataset_info.json";
+pub const LABEL_REPORT: &str = "label_report.json";
+
+/// Runs the label stage over the parts staged so far.
 pub async fn run_stage(
-    _p: &Pipeline,
+    p: &Pipeline,
     stage: &StageSpec,
-    _out: &Location,
-    _staging: &str,
-    _parts: &[WrittenPart],
-    _parallelism: usize,
-) -> Result<(StageSummary, Vec<WrittenPart>), ExecError> {
-    Err(ExecError::Task(format!(
-        "stage `{}`: label stage under construction",
-        stage.name
-    )))
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    parallelism: usize,
+) -> Result<StageOutput, ExecError> {
+    let StageOptions::Label(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not a label stage",
+            stage.name
+        )));
+    };
+    let started = Instant::now();
+    let (o, hash) = (opts.clone(), p.hash.clone());
+    let labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
+        .await
+        .map_err(task_err)??;
+    let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size, p.run.shards);
+    outputs.summary.stage = stage.name.clone();
+    // Every documented counter is in the summary, zero or not.
+    for c in [
+        "questions",
+        "questions_missing_context",
+        "samples.train",
+        "samples.validation",
+        "duplicates_removed",
+        "decontaminated",
+    ] {
+        outputs.summary.add(c, 0);
+    }
+    for m in &opts.methods {
+        for c in ["labels", "positives", "low_confidence", "sufficient"] {
+            outputs.summary.add(&format!("{c}.{m}"), 0);
+        }
+    }
+
+    let decon = load_decontamination(opts).await?;
+    outputs
+        .summary
+        .add("decontaminate.questions", decon.len() as u64);
+
+    let kb = match &opts.kb {
+        Some(name) => {
+            let (kb, bytes) = load_kb(out, staging, parts, name).await?;
+            outputs.summary.bytes_in += bytes;
+            info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
+            Some(Arc::new(kb))
+        }
+        None => None,
+    };
+    let env = Env {
+        labeller: Arc::new(labeller),
+        kb,
+        decon: Arc::new(decon),
+        validation_share: opts.validation_share,
+        max_hops: opts.max_hops,
+    };
+    let mut done: HashSet<&str> = HashSet::new();
+    for name in &stage.inputs {
+        let Some(input) = p.input(name) else {
+            continue;
+        };
+        if !input.format.is_qa() || !done.insert(name.as_str()) {
+            continue;
+        }
+        label_input(&env, out, staging, parts, name, parallelism, &mut outputs).await?;
+    }
+    let mut output = outputs.finish().await?;
+    output.summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        pipeline = %p.name,
+        questions = output.summary.records_in,
+        records = output.summary.records_out,
+        "label done"
+    );
+    Ok(output)
+}
+
+fn task_err(e: tokio::task::JoinError) -> ExecError {
+    ExecError::Task(e.to_string())
+}
+
+/// What every labelling task shares.
+#[derive(Clone)]
+struct Env {
+    labeller: Arc<Labeller>,
+    kb: Option<Arc<KbIndex>>,
+    decon: Arc<Decontaminator>,
+    validation_share: f64,
+    max_hops: u32,
+}
+
+/// One input's question contexts.
+#[derive(Default)]
+struct Contexts {
+    documents: HashMap<String, Document>,
+    tables: HashMap<String, Table>,
+}
+
+/// The staged parts of one input's table, in part order: file tag, then shard.
+fn parts_of<'a>(
+    parts: &'a [WrittenPart],
+    table: TableKind,
+    input: &str,
+) -> Vec<(String, &'a WrittenPart)> {
+    let mut v: Vec<(String, u32, &WrittenPart)> = parts
+        .iter()
+        .filter(|p| p.table == table)
+        .filter_map(|p| {
+            let (_, shard, tag) = parse_part_name(&p.rel)?;
+            (tag_input(&tag) == Some(input)).then_some((tag, shard, p))
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    v.into_iter().map(|(tag, _, p)| (tag, p)).collect()
+}
+
+/// Reads every row of some staged parts of one table.
+async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
+    out: &Location,
+    staging: &str,
+    table: TableKind,
+    parts: &[(String, &WrittenPart)],
+    mut each: impl FnMut(T),
+) -> Result<u64, ExecError> {
+    let mut bytes = 0;
+    for (_, part) in parts {
+        bytes += part.bytes;
+        let mut stream = Box::pin(read_part(out, &format!("{staging}/{}", part.rel)).await?);
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            let rows = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
+                .await
+                .map_err(task_err)??;
+            rows.into_iter().for_each(&mut each);
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads a KB input's staged triples into an index (the whole KB is held in memory).
+async fn load_kb(
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    input: &str,
+) -> Result<(KbIndex, u64), ExecError> {
+    let mut triples: Vec<Triple> = Vec::new();
+    let kb_parts = parts_of(parts, TableKind::Triples, input);
+    let bytes = read_rows(out, staging, TableKind::Triples, &kb_parts, |t| {
+        triples.push(t)
+    })
+    .await?;
+    let kb = tokio::task::spawn_blocking(move || KbIndex::new(triples))
+        .await
+        .map_err(task_err)?;
+    Ok((kb, bytes))
+}
+
+/// Labels one QA input: its contexts into memory, then its questions streamed in part order.
+#[allow(clippy::too_many_arguments)]
+async fn label_input(
+    env: &Env,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    input: &str,
+    parallelism: usize,
+    outputs: &mut Outputs,
+) -> Result<(), ExecError> {
+    let started = Instant::now();
+    let mut ctx = Contexts::default();
+    let docs = parts_of(parts, TableKind::Documents, input);
+    outputs.summary.bytes_in +=
+        read_rows(out, staging, TableKind::Documents, &docs, |d: Document| {
+            ctx.documents.insert(d.id.clone(), d);
+        })
+        .await?;
+    let tables = parts_of(parts, TableKind::Tables, input);
+    outputs.summary.bytes_in += read_rows(out, staging, TableKind::Tables, &tables, |t: Table| {
+        ctx.tables.insert(t.id.clone(), t);
+    })
+    .await?;
+    let ctx = Arc::new(ctx);
+    let before = outputs.summary.records_in;
+    let mut inflight: FuturesOrdered<tokio::task::JoinHandle<ChunkResult>> = FuturesOrdered::new();
+    for (tag, part) in parts_of(parts, TableKind::Questions, input) {
+        if outputs.tag() != Some(tag.as_str()) {
+            while let Some(r) = inflight.next().await {
+                outputs.consume(r.map_err(task_err)?).await?;
+            }
+            outputs.start_tag(&tag).await?;
+        }
+        outputs.summary.bytes_in += part.bytes;
+        let mut stream = Box::pin(read_part(out, &format!("{staging}/{}", part.rel)).await?);
+        while let Some(batch) = stream.next().await {
+            let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+            let mut rest = questions.into_iter().peekable();
+            while rest.peek().is_some() {
+                let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
+                let (env, ctx) = (env.clone(), ctx.clone());
+                inflight.push_back(tokio::task::spawn_blocking(move || {
+                    label_chunk(&env, &ctx, chunk)
+                }));
+                while inflight.len() >= parallelism.max(1) {
+                    let r = inflight.next().await.expect("tasks in flight");
+                    outputs.consume(r.map_err(task_err)?).await?;
+                }
+            }
+        }
+    }
+    while let Some(r) = inflight.next().await {
+        outputs.consume(r.map_err(task_err)?).await?;
+    }
+    outputs.finish_tag().await?;
+    let n = outputs.summary.records_in - before;
+    let secs = started.elapsed().as_secs_f64();
+    info!(
+        input,
+        questions = n,
+        seconds = secs,
+        per_second = n as f64 / secs.max(1e-9),
+        "input labelled"
+    );
+    Ok(())
+}
+
+/// A sample made ready on a labelling thread: its split set, its content hash and
+/// contamination checked, its JSONL line rendered.
+struct Prepared {
+    sample: SftSample,
+    hash: u128,
+    contaminated: bool,
+    line: String,
+}
+
+/// What one chunk of questions produced.
+#[derive(Default)]
+struct ChunkResult {
+    questions: u64,
+    missing_context: u64,
+    labels: Vec<LabelRecord>,
+    samples: Vec<Prepared>,
+    /// Label records go to the report only for questions with gold evidence; those
+    /// questions, reduced to what the report reads.
+    gold: Vec<Question>,
+}
+
+/// Labels a chunk of questions (on a blocking thread).
+fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResult {
+    let mut r = ChunkResult::default();
+    for q in &questions {
+        r.questions += 1;
+        let mut missing = false;
+        let documents: Vec<Document> = q
+            .context_documents
+            .iter()
+            .filter_map(|id| {
+                let d = ctx.documents.get(id).cloned();
+                missing |= d.is_none();
+                d
+            })
+            .collect();
+        let tables: Vec<Table> = q
+            .context_tables
+            .iter()
+            .filter_map(|id| {
+                let t = ctx.tables.get(id).cloned();
+                missing |= t.is_none();
+                t
+            })
+            .collect();
+        if missing {
+            r.missing_context += 1;
+        }
+        let triples = match &env.kb {
+            Some(kb) if !q.topic_entities.is_empty() => kb.neighbourhood(
+                &q.topic_entities,
+                question_hops(q, env.max_hops),
+                KB_MAX_EDGES,
+            ),
+            _ => Vec::new(),
+        };
+        let out = env.labeller.label_question(&QuestionContext {
+            question: q,
+            documents: &documents,
+            tables: &tables,
+            triples: &triples,
+        });
+        if !q.evidence.is_empty() {
+            r.gold.push(Question {
+                id: q.id.clone(),
+                dataset: q.dataset.clone(),
+                question_type: q.question_type.clone(),
+                level: q.level.clone(),
+                evidence: q.evidence.clone(),
+                ..Default::default()
+            });
+        }
+        r.labels.extend(out.labels);
+        for mut sample in out.samples {
+            sample.split = split_of(&sample.id, env.validation_share).to_string();
+            let hash = content_hash(&sample);
+            let contaminated = env.decon.touches(&q.question, &sample);
+            let line = jsonl_line(&sample);
+            r.samples.push(Prepared {
+                sample,
+                hash,
+                contaminated,
+                line,
+            });
+        }
+    }
+    r
+}
+
+/// `train` or `validation`, by a hash of the sample id: the same sample always lands in the
+/// same split, whatever else the run holds.
+pub fn split_of(id: &str, validation_share: f64) -> &'static str {
+    const SCALE: u32 = 1_000_000;
+    let cut = (validation_share.clamp(0.0, 1.0) * f64::from(SCALE)).round() as u32;
+    if shard_of(&format!("split\u{1f}{id}"), SCALE) < cut {
+        "validation"
+    } else {
+        "train"
+    }
+}
+
+/// 128-bit hash of a sample's messages (roles and contents): equal for exact duplicates.
+pub fn content_hash(s: &SftSample) -> u128 {
+    let parts: Vec<&str> = s
+        .messages
+        .iter()
+        .flat_map(|m| [m.role.as_str(), m.content.as_str()])
+        .collect();
+    u128::from_str_radix(&stable_id(&parts), 16).expect("stable ids are 32 hex digits")
+}
+
+/// One line of `sft/*.jsonl`: a JSON object with the keys `id`, `messages` (`role`,
+/// `content`), `weight`, then the lineage `task, dataset, question_id, segment_ids, method,
+/// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
+/// sufficient, prompt_tokens, target_tokens`, in that order, and a newline.
+pub fn jsonl_line(s: &SftSample) -> String {
+    let mut o = serde_json::Map::new();
+    o.insert("id".into(), json!(s.id));
+    o.insert(
+        "messages".into(),
+        Value::Array(
+            s.messages
+                .iter()
+                .map(|m| json!({"role": m.role, "content": m.content}))
+                .collect(),
+        ),
+    );
+    o.insert("weight".into(), json!(s.weight));
+    o.insert("task".into(), json!(s.task));
+    o.insert("dataset".into(), json!(s.dataset));
+    o.insert("question_id".into(), json!(s.question_id));
+    o.insert("segment_ids".into(), json!(s.segment_ids));
+    o.insert("method".into(), json!(s.method));
+    let params = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
+    o.insert("params".into(), params);
+    o.insert("template_id".into(), json!(s.template_id));
+    o.insert("template_version".into(), json!(s.template_version));
+    o.insert("pipeline_hash".into(), json!(s.pipeline_hash));
+    o.insert("step".into(), json!(s.step));
+    o.insert("steps".into(), json!(s.steps));
+    o.insert("sufficient".into(), json!(s.sufficient));
+    o.insert("prompt_tokens".into(), json!(s.prompt_tokens));
+    o.insert("target_tokens".into(), json!(s.target_tokens));
+    let mut line = serde_json::to_string(&Value::Object(o)).expect("json values serialize");
+    line.push('\n');
+    line
+}
+
+/// The LLaMA-Factory `dataset_info.json` of the SFT files (sharegpt formatting), one entry
+/// per split file: `distillery_<split>`.
+pub fn dataset_info(splits: &[(&str, &str)]) -> Value {
+    let mut o = serde_json::Map::new();
+    for (split, file) in splits {
+        o.insert(
+            format!("distillery_{split}"),
+            json!({
+                "file_name": file,
+                "formatting": "sharegpt",
+                "columns": {"messages": "messages"},
+                "tags": {
+                    "role_tag": "role",
+                    "content_tag": "content",
+                    "user_tag": "user",
+                    "assistant_tag": "assistant",
+                    "system_tag": "system"
+                }
+            }),
+        );
+    }
+    Value::Object(o)
+}
+
+/// Evaluation questions that no sample may contain.
+///
+/// A sample is contaminated when the normalised text ([`normalize_answer`]: case, punctuation,
+/// articles and spacing folded) of its own question equals a normalised evaluation question,
+/// or when the normalised content of one of its `system` / `user` messages contains a
+/// normalised evaluation question of at least [`MIN_CONTAINED_WORDS`] words as a run of whole
+/// words. The search is one pass over the message's words: each window of
+/// [`MIN_CONTAINED_WORDS`] words is looked up by hash among the evaluation questions starting
+/// with those words, and each candidate is compared word by word. Assistant turns (targets:
+/// segment ids, labels) are not searched. Memory: the normalised evaluation questions.
+#[derive(Debug, Default)]
+pub struct Decontaminator {
+    exact: HashSet<String>,
+    /// Word hashes of the questions long enough to be searched for inside texts.
+    long: Vec<Vec<u64>>,
+    /// Hash of the first [`MIN_CONTAINED_WORDS`] words → indexes into `long`.
+    anchors: HashMap<u64, Vec<u32>>,
+}
+
+fn word_hash(w: &str) -> u64 {
+    // FNV-1a: deterministic and cheap for short words.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in w.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn anchor_hash(words: &[u64]) -> u64 {
+    words.iter().fold(0x9e37_79b9_7f4a_7c15, |h, w| {
+        (h ^ w).wrapping_mul(0x0100_0000_01b3).rotate_left(23)
+    })
+}
+
+fn word_hashes(normalised: &str) -> Vec<u64> {
+    normalised
+        .split(' ')
+        .filter(|w| !w.is_empty())
+        .map(word_hash)
+        .collect()
+}
+
+impl Decontaminator {
+    /// Adds an evaluation question.
+    pub fn add(&mut self, question: &str) {
+        let n = normalize_answer(question);
+        if n.is_empty() || !self.exact.insert(n.clone()) {
+            return;
+        }
+        let words = word_hashes(&n);
+        if words.len() >= MIN_CONTAINED_WORDS {
+            let key = anchor_hash(&words[..MIN_CONTAINED_WORDS]);
+            self.anchors
+                .entry(key)
+                .or_default()
+                .push(self.long.len() as u32);
+            self.long.push(words);
+        }
+    }
+
+    /// Distinct normalised evaluation questions.
+    pub fn len(&self) -> usize {
+        self.exact.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.exact.is_empty()
+    }
+
+    /// Whether a text contains an evaluation question (see the type's docs).
+    pub fn contained_in(&self, text: &str) -> bool {
+        if self.long.is_empty() {
+            return false;
+        }
+        let words = word_hashes(&normalize_answer(text));
+        if words.len() < MIN_CONTAINED_WORDS {
+            return false;
+        }
+        (0..=words.len() - MIN_CONTAINED_WORDS).any(|i| {
+            let key = anchor_hash(&words[i..i + MIN_CONTAINED_WORDS]);
+            self.anchors.get(&key).is_some_and(|cands| {
+                cands.iter().any(|&c| {
+                    let q = &self.long[c as usize];
+                    words.get(i..i + q.len()) == Some(q.as_slice())
+                })
+            })
+        })
+    }
+
+    /// Whether a sample of `question` touches an evaluation question.
+    pub fn touches(&self, question: &str, sample: &SftSample) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        self.exact.contains(&normalize_answer(question))
+            || sample
+                .messages
+                .iter()
+                .filter(|m| m.role == "user" || m.role == "system")
+                .any(|m| self.contained_in(&m.content))
+    }
+}
+
+/// Reads the `decontaminate` files with the real readers (formats from
+/// `decontaminate_formats`, default `hotpotqa`), one file at a time (memory: one evaluation
+/// file's records while it is read, then its normalised questions).
+async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, ExecError> {
+    let mut d = Decontaminator::default();
+    for (i, pattern) in opts.decontaminate.iter().enumerate() {
+        let format = opts
+            .decontaminate_formats
+            .get(i)
+            .and_then(|f| Format::from_name(f))
+            .unwrap_or(Format::HotpotQa);
+        for location in resolve_paths("decontaminate", std::slice::from_ref(pattern))? {
+            let handle = tokio::runtime::Handle::current();
+            let questions = tokio::task::spawn_blocking(move || {
+                let opener = StoreOpener::new(handle);
+                let options = FormatOptions::default_for(format);
+                let ctx = InputCtx {
+                    source: file_name(&location),
+                    location,
+                    file_index: 0,
+                    split: None,
+                    options: &options,
+                    opener: &opener,
+                    bytes_read: Arc::new(AtomicU64::new(0)),
+                };
+                let mut sink = VecSink::default();
+                read_input(format, &ctx, &mut sink)?;
+                Ok::<_, ExecError>(
+                    sink.questions()
+                        .into_iter()
+                        .map(|q| q.question.clone())
+                        .collect::<Vec<_>>(),
+                )
+            })
+            .await
+            .map_err(task_err)??;
+            for q in &questions {
+                d.add(q);
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// A JSONL file written through object_store under the staging directory.
+struct Jsonl {
+    rel: String,
+    show: String,
+    writer: BufWriter,
+    lines: u64,
+    bytes: u64,
+}
+
+impl Jsonl {
+    fn new(out: &Location, staging: &str, rel: &str) -> Jsonl {
+        let path = out.path(&format!("{staging}/{rel}"));
+        Jsonl {
+            rel: rel.to_string(),
+            show: out.show(rel),
+            writer: BufWriter::with_capacity(out.store.clone(), path, 8 << 20),
+            lines: 0,
+            bytes: 0,
+        }
+    }
+
+    async fn write(&mut self, line: &str) -> Result<(), ExecError> {
+        self.writer
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
+        self.lines += 1;
+        self.bytes += line.len() as u64;
+        Ok(())
+    }
+
+    async fn finish(mut self) -> Result<ManifestFile, ExecError> {
+        self.writer
+            .shutdown()
+            .await
+            .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
+        Ok(ManifestFile {
+            path: self.rel,
+            rows: self.lines,
+            bytes: self.bytes,
+        })
+    }
+}
+
+/// The part writers of the current question part tag, with per-shard buffers.
+struct TagWriters {
+    tag: String,
+    writers: PartWriters,
+    labels: BTreeMap<u32, Vec<LabelRecord>>,
+    samples: BTreeMap<u32, Vec<SftSample>>,
+}
+
+/// Everything the stage writes, consumed in order.
+struct Outputs {
+    out: Location,
+    staging: String,
+    batch_size: usize,
+    shards: u32,
+    summary: StageSummary,
+    current: Option<TagWriters>,
+    parts: Vec<WrittenPart>,
+    /// Content hashes of the samples kept so far.
+    seen: HashSet<u128>,
+    train: Jsonl,
+    validation: Jsonl,
+    report_labels: Vec<LabelRecord>,
+    report_questions: HashMap<String, Question>,
+    /// (dataset, method) → label records of questions without gold evidence.
+    no_gold: BTreeMap<(String, String), u64>,
+}
+
+impl Outputs {
+    fn new(out: Location, staging: &str, batch_size: usize, shards: u32) -> Outputs {
+        Outputs {
+            train: Jsonl::new(&out, staging, TRAIN_JSONL),
+            validation: Jsonl::new(&out, staging, VALIDATION_JSONL),
+            out,
+            staging: staging.to_string(),
+            batch_size: batch_size.max(1),
+            shards: shards.max(1),
+            summary: StageSummary::new("label"),
+            current: None,
+            parts: Vec::new(),
+            seen: HashSet::new(),
+            report_labels: Vec::new(),
+            report_questions: HashMap::new(),
+            no_gold: BTreeMap::new(),
+        }
+    }
+
+    fn tag(&self) -> Option<&str> {
+        self.current.as_ref().map(|c| c.tag.as_str())
+    }
+
+    async fn start_tag(&mut self, tag: &str) -> Result<(), ExecError> {
+        self.finish_tag().await?;
+        self.current = Some(TagWriters {
+            tag: tag.to_string(),
+            writers: PartWriters::new(self.out.clone(), &self.staging, tag),
+            labels: BTreeMap::new(),
+            samples: BTreeMap::new(),
+        });
+        Ok(())
+    }
+
+    /// Flushes the buffers of the current tag (in shard order) and closes its parts.
+    async fn finish_tag(&mut self) -> Result<(), ExecError> {
+        let Some(mut c) = self.current.take() else {
+            return Ok(());
+        };
+        for (shard, rows) in std::mem::take(&mut c.labels) {
+            write_rows(&mut c.writers, TableKind::Labels, shard, &rows).await?;
+        }
+        for (shard, rows) in std::mem::take(&mut c.samples) {
+            write_rows(&mut c.writers, TableKind::Sft, shard, &rows).await?;
+        }
+        self.parts.extend(c.writers.finish().await?);
+        Ok(())
+    }
+
+    /// Takes what a chunk produced, in chunk order.
+    async fn consume(&mut self, r: ChunkResult) -> Result<(), ExecError> {
+        let s = &mut self.summary;
+        s.records_in += r.questions;
+        s.add("questions", r.questions);
+        s.add("questions_missing_context", r.missing_context);
+        let gold: HashSet<&str> = r.gold.iter().map(|q| q.id.as_str()).collect();
+        let c = self
+            .current
+            .as_mut()
+            .expect("a tag is open while questions are read");
+        for l in r.labels {
+            s.add(&format!("labels.{}", l.method), 1);
+            s.add(&format!("positives.{}", l.method), l.positives.len() as u64);
+            s.add(
+                &format!("low_confidence.{}", l.method),
+                u64::from(l.low_confidence),
+            );
+            s.add(&format!("sufficient.{}", l.method), u64::from(l.sufficient));
+            s.records_out += 1;
+            if gold.contains(l.question_id.as_str()) {
+                self.report_labels.push(l.clone());
+            } else {
+                *self
+                    .no_gold
+                    .entry((l.dataset.clone(), l.method.clone()))
+                    .or_default() += 1;
+            }
+            let shard = shard_of(&l.id, self.shards);
+            let buf = c.labels.entry(shard).or_default();
+            buf.push(l);
+            if buf.len() >= self.batch_size {
+                let rows = std::mem::take(buf);
+                write_rows(&mut c.writers, TableKind::Labels, shard, &rows).await?;
+            }
+        }
+        for q in r.gold {
+            self.report_questions.insert(q.id.clone(), q);
+        }
+        for p in r.samples {
+            if !self.seen.insert(p.hash) {
+                s.add("duplicates_removed", 1);
+                continue;
+            }
+            if p.contaminated {
+                s.add("decontaminated", 1);
+                continue;
+            }
+            let sample = p.sample;
+            s.add(&format!("samples.{}", sample.task), 1);
+            s.add(&format!("samples.{}", sample.split), 1);
+            s.records_out += 1;
+            if sample.split == "validation" {
+                self.validation.write(&p.line).await?;
+            } else {
+                self.train.write(&p.line).await?;
+            }
+            let shard = shard_of(&sample.id, self.shards);
+            let buf = c.samples.entry(shard).or_default();
+            buf.push(sample);
+            if buf.len() >= self.batch_size {
+                let rows = std::mem::take(buf);
+                write_rows(&mut c.writers, TableKind::Sft, shard, &rows).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes everything and writes `dataset_info.json` and `label_report.json`.
+    async fn finish(mut self) -> Result<StageOutput, ExecError> {
+        self.finish_tag().await?;
+        let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
+        let splits: Vec<(&str, &str)> = files
+            .iter()
+            .zip(["train", "validation"])
+            .filter(|(f, _)| f.rows > 0)
+            .map(|(f, split)| (split, f.path.trim_start_matches("sft/")))
+            .collect();
+        let info = pretty(&dataset_info(&splits));
+        let n = splits.len() as u64;
+        files.push(put(&self.out, &self.staging, DATASET_INFO, info, n).await?);
+
+        let (labels, questions, no_gold) = (
+            std::mem::take(&mut self.report_labels),
+            std::mem::take(&mut self.report_questions),
+            std::mem::take(&mut self.no_gold),
+        );
+        let report = tokio::task::spawn_blocking(move || {
+            let mut r = report::compute(&labels, &questions);
+            for ((dataset, method), n) in no_gold {
+                r.datasets
+                    .entry(dataset)
+                    .or_default()
+                    .entry(method)
+                    .or_default()
+                    .questions += n;
+            }
+            r.to_json()
+        })
+        .await
+        .map_err(task_err)?;
+        files.push(put(&self.out, &self.staging, LABEL_REPORT, pretty(&report), 1).await?);
+
+        let mut summary = self.summary;
+        summary.bytes_out = self.parts.iter().map(|p| p.bytes).sum::<u64>()
+            + files.iter().map(|f| f.bytes).sum::<u64>();
+        self.parts.sort_by(|a, b| a.rel.cmp(&b.rel));
+        Ok(StageOutput {
+            summary,
+            parts: self.parts,
+            files,
+        })
+    }
+}
+
+/// Stages a small file whole.
+async fn put(
+    out: &Location,
+    staging: &str,
+    rel: &str,
+    data: Vec<u8>,
+    rows: u64,
+) -> Result<ManifestFile, ExecError> {
+    let bytes = data.len() as u64;
+    out.write(&format!("{staging}/{rel}"), data).await?;
+    Ok(ManifestFile {
+        path: rel.to_string(),
+        rows,
+        bytes,
+    })
+}
+
+fn pretty(v: &Value) -> Vec<u8> {
+    let mut b = serde_json::to_vec_pretty(v).expect("json values serialize");
+    b.push(b'\n');
+    b
+}
+
+async fn write_rows<T: serde::Serialize>(
+    w: &mut PartWriters,
+    table: TableKind,
+    shard: u32,
+    rows: &[T],
+) -> Result<(), ExecError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let batch = to_batch(table, rows)?;
+    w.write(table, shard, &batch).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distillery_core::Message;
+
+    fn sample(user: &str) -> SftSample {
+        SftSample {
+            id: "s1".into(),
+            task: "hseq_iteration".into(),
+            messages: vec![
+                Message {
+                    role: "system".into(),
+                    content: "Pick segments.".into(),
+                },
+                Message {
+                    role: "user".into(),
+                    content: user.into(),
+                },
+                Message {
+                    role: "assistant".into(),
+                    content: "{\"type\": \"select\"}".into(),
+                },
+            ],
+            weight: 1.0,
+            params: "{\"k\": 2, \"a\": [1]}".into(),
+            step: Some(1),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn decontamination_finds_questions_inside_prompts() {
+        let mut d = Decontaminator::default();
+        d.add("Which city hosted the 1992 Summer Olympics?");
+        d.add("Who?");
+        assert_eq!(d.len(), 2);
+        let s = sample("### Question\nwhich CITY hosted the 1992 summer Olympics\n### Guidance");
+        assert!(d.touches("unrelated question here", &s));
+        assert!(!d.touches("unrelated", &sample("Which city hosted the 1996 Olympics?")));
+        // Short questions only match the sample's own question, exactly.
+        assert!(!d.touches("unrelated", &sample("who is it")));
+        assert!(d.touches("Who", &sample("anything")));
+        // Whole words only.
+        assert!(!d.contained_in("xwhich city hosted the 1992 summer olympics"));
+        assert!(!Decontaminator::default().touches("Who?", &s));
+    }
+
+    #[test]
+    fn jsonl_lines_keep_key_order_and_params_as_an_object() {
+        let line = jsonl_line(&sample("q"));
+        assert!(line.ends_with('\n') && !line[..line.len() - 1].contains('\n'));
+        let v: Value = serde_json::from_str(&line).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "id",
+                "messages",
+                "weight",
+                "task",
+                "dataset",
+                "question_id",
+                "segment_ids",
+                "method",
+                "params",
+                "template_id",
+                "template_version",
+                "pipeline_hash",
+                "step",
+                "steps",
+                "sufficient",
+                "prompt_tokens",
+                "target_tokens"
+            ]
+        );
+        assert_eq!(v["params"]["k"], 2);
+        assert_eq!(v["messages"][1]["role"], "user");
+        assert!(v["steps"].is_null());
+    }
+
+    #[test]
+    fn splits_follow_the_share_and_duplicates_hash_alike() {
+        let n = 4000;
+        let val = (0..n)
+            .filter(|i| split_of(&format!("id{i}"), 0.1) == "validation")
+            .count();
+        assert!((300..500).contains(&val), "{val}");
+        assert!((0..100).all(|i| split_of(&format!("id{i}"), 0.0) == "train"));
+        let (a, mut b) = (sample("q"), sample("q"));
+        b.id = "other".into();
+        assert_eq!(content_hash(&a), content_hash(&b));
+        assert_ne!(content_hash(&a), content_hash(&sample("q2")));
+    }
+
+    #[test]
+    fn dataset_info_is_in_the_sharegpt_form() {
+        let v = dataset_info(&[("train", "train.jsonl")]);
+        let e = &v["distillery_train"];
+        assert_eq!(e["file_name"], "train.jsonl");
+        assert_eq!(e["formatting"], "sharegpt");
+        assert_eq!(e["columns"]["messages"], "messages");
+        assert_eq!(e["tags"]["assistant_tag"], "assistant");
+        assert_eq!(e["tags"]["system_tag"], "system");
+    }
 }

@@ -8,8 +8,12 @@
 //!    `RecordBatch`es and hands them over a bounded channel to async [`parts::PartWriters`]
 //!    (Parquet, zstd) writing under `_staging/<run-id>/` through object_store;
 //! 3. the bad-record check (`run.max_bad_ratio`);
-//! 4. stages ([`hseq_stage`]): part by part, from the staged Parquet;
-//! 5. [`publish`]: parts moved into place, `_summary.json`, then `_manifest.json` (the commit).
+//! 4. stages, from the staged Parquet: [`hseq_stage`] part by part; [`label_stage`] input by
+//!    input (weak labels, trajectories and SFT samples through `distillery-label`, written as
+//!    the `labels` and `sft` tables plus JSONL files, `dataset_info.json` and the label report);
+//!    each returns a [`run::StageOutput`] (summary, parts, other files);
+//! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
+//!    (the commit).
 //!
 //! [`verify`] decodes a published output's segments back into sources (`hseq verify`).
 //! [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
@@ -32,4 +36,4 @@ pub mod store;
 pub mod verify;
 
 pub use error::ExecError;
-pub use run::{ProgressMode, RunOutcome, run_pipeline};
+pub use run::{ProgressMode, RunOutcome, StageOutput, run_pipeline};

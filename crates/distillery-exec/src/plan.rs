@@ -3,7 +3,7 @@
 use std::fmt;
 
 use distillery_core::TableKind;
-use distillery_core::spec::{Format, Pipeline, StageKind};
+use distillery_core::spec::{Format, Pipeline, StageKind, StageOptions};
 
 use crate::error::ExecError;
 use crate::store::{is_url, resolve_paths};
@@ -30,6 +30,8 @@ pub struct Plan {
     pub stages: Vec<String>,
     /// Tables the output will hold.
     pub tables: Vec<TableKind>,
+    /// Files the output will hold besides table parts and `_summary.json`/`_manifest.json`.
+    pub outputs: Vec<String>,
 }
 
 /// Tables a format's reader produces.
@@ -94,15 +96,13 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
             Err(e) => errors.push(e.to_string()),
         }
     }
-    if !errors.is_empty() {
-        return Err(ExecError::Inputs(errors.join("\n")));
-    }
     let mut stages: Vec<String> = p
         .inputs
         .iter()
         .map(|i| format!("ingest/{}", i.name))
         .collect();
     let mut tables: Vec<TableKind> = Vec::new();
+    let mut out_files: Vec<String> = Vec::new();
     for i in &p.inputs {
         for t in tables_of(i.format) {
             if !tables.contains(t) {
@@ -117,8 +117,27 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
             StageKind::Label => {
                 tables.push(TableKind::Labels);
                 tables.push(TableKind::Sft);
+                out_files.extend(
+                    [
+                        crate::label_stage::TRAIN_JSONL,
+                        crate::label_stage::VALIDATION_JSONL,
+                        crate::label_stage::DATASET_INFO,
+                        crate::label_stage::LABEL_REPORT,
+                    ]
+                    .map(String::from),
+                );
             }
         }
+        // Evaluation files of a label stage must exist too.
+        if let StageOptions::Label(o) = &s.options
+            && !o.decontaminate.is_empty()
+            && let Err(e) = resolve_paths(&format!("{}.decontaminate", s.name), &o.decontaminate)
+        {
+            errors.push(e.to_string());
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ExecError::Inputs(errors.join("\n")));
     }
     tables.push(TableKind::Quarantine);
     tables.sort();
@@ -128,6 +147,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
         files,
         stages,
         tables,
+        outputs: out_files,
     })
 }
 
@@ -181,6 +201,9 @@ impl fmt::Display for Plan {
                 p.run.shards,
                 self.files.len()
             )?;
+        }
+        for file in &self.outputs {
+            writeln!(f, "  {}/{file}", p.output.trim_end_matches('/'))?;
         }
         writeln!(f, "  {}/_summary.json", p.output.trim_end_matches('/'))?;
         write!(f, "  {}/_manifest.json", p.output.trim_end_matches('/'))

@@ -4,6 +4,12 @@
 //! before any final file is replaced, and files of older runs that the new manifest does not
 //! list are deleted after it is written. A run that fails before publishing leaves the
 //! previous output untouched.
+//!
+//! Besides table parts a stage may stage other files (the label stage's `sft/train.jsonl`,
+//! `sft/dataset_info.json`, `label_report.json`): they are moved into place the same way and
+//! listed in the manifest's `files`. Such a file left from an earlier run is deleted only when
+//! the previous manifest listed it and the new one does not: a file Distillery never listed is
+//! not ours to remove.
 
 use std::collections::BTreeSet;
 
@@ -21,7 +27,8 @@ pub fn staging_dir(run_id: &str) -> String {
     format!("_staging/{run_id}")
 }
 
-/// Builds the manifest of a set of parts.
+/// Builds the manifest of a set of parts and other staged files (paths relative to the
+/// staging directory, which are their paths in the output).
 pub fn build_manifest(
     pipeline: &str,
     pipeline_hash: &str,
@@ -29,6 +36,7 @@ pub fn build_manifest(
     shards: u32,
     tables: &[TableKind],
     parts: &[WrittenPart],
+    files: &[ManifestFile],
 ) -> Manifest {
     let mut out = Vec::new();
     for t in tables {
@@ -49,6 +57,8 @@ pub fn build_manifest(
             files,
         });
     }
+    let mut files = files.to_vec();
+    files.sort_by(|a, b| a.path.cmp(&b.path));
     Manifest {
         format_version: 1,
         pipeline: pipeline.to_string(),
@@ -56,6 +66,7 @@ pub fn build_manifest(
         run_id: run_id.to_string(),
         shards,
         tables: out,
+        files,
     }
 }
 
@@ -69,35 +80,49 @@ pub async fn publish(
     let staging = staging_dir(run_id);
     // 0. Check before touching anything: every listed file is staged, and no path is listed
     //    twice (two writers of one path would mean lost rows).
+    //    The same for the other files, which must not collide with parts or the manifest.
     let mut seen = BTreeSet::new();
-    for t in &manifest.tables {
-        for f in &t.files {
-            if !seen.insert(f.path.as_str()) {
-                return Err(ExecError::output(
-                    &out.display,
-                    format!("two parts would be published as {}", f.path),
-                ));
-            }
-            if !out.exists(&format!("{staging}/{}", f.path)).await? {
-                return Err(ExecError::output(
-                    out.show(&format!("{staging}/{}", f.path)),
-                    "staged part is missing",
-                ));
-            }
+    let all = manifest
+        .tables
+        .iter()
+        .flat_map(|t| t.files.iter())
+        .chain(manifest.files.iter());
+    for f in all.clone() {
+        if f.path == Manifest::FILE || f.path == Manifest::SUMMARY || f.path.starts_with('_') {
+            return Err(ExecError::output(
+                &out.display,
+                format!("a stage file may not be named {}", f.path),
+            ));
+        }
+        if !seen.insert(f.path.as_str()) {
+            return Err(ExecError::output(
+                &out.display,
+                format!("two files would be published as {}", f.path),
+            ));
+        }
+        if !out.exists(&format!("{staging}/{}", f.path)).await? {
+            return Err(ExecError::output(
+                out.show(&format!("{staging}/{}", f.path)),
+                "staged file is missing",
+            ));
         }
     }
+    // The other files the previous output listed: removed after the commit unless listed
+    // again. An unreadable previous manifest lists nothing (its files are left alone).
+    let previous_files: Vec<String> = match read_manifest(out).await {
+        Ok(m) => m.files.into_iter().map(|f| f.path).collect(),
+        Err(_) => Vec::new(),
+    };
     // 1. The output is about to change: withdraw the old commit point first.
     out.delete(Manifest::FILE).await?;
-    // 2. Move every part into place.
-    for t in &manifest.tables {
-        for f in &t.files {
-            let from = out.path(&format!("{staging}/{}", f.path));
-            let to = out.path(&f.path);
-            out.store
-                .rename(&from, &to)
-                .await
-                .map_err(|e| ExecError::store(out.show(&f.path), e))?;
-        }
+    // 2. Move every part and file into place.
+    for f in all {
+        let from = out.path(&format!("{staging}/{}", f.path));
+        let to = out.path(&f.path);
+        out.store
+            .rename(&from, &to)
+            .await
+            .map_err(|e| ExecError::store(out.show(&f.path), e))?;
     }
     // 3. Summary, then the manifest: the commit.
     out.write(
@@ -117,6 +142,11 @@ pub async fn publish(
             if !seen.contains(rel.as_str()) && crate::parts::parse_part_name(&rel).is_some() {
                 out.delete(&rel).await?;
             }
+        }
+    }
+    for rel in previous_files {
+        if !seen.contains(rel.as_str()) && !rel.starts_with('_') {
+            out.delete(&rel).await?;
         }
     }
     remove_staging(out, run_id).await?;
@@ -186,4 +216,60 @@ pub async fn read_summary(out: &Location) -> Result<RunSummary, ExecError> {
     let bytes = out.read(Manifest::SUMMARY).await?;
     serde_json::from_slice(&bytes)
         .map_err(|e| ExecError::output(out.show(Manifest::SUMMARY), format!("bad summary: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::open_location;
+
+    fn file(path: &str) -> ManifestFile {
+        ManifestFile {
+            path: path.to_string(),
+            rows: 1,
+            bytes: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn stage_files_are_published_listed_and_removed_when_no_longer_listed() {
+        let out = open_location("memory://publish-files-test", true).unwrap();
+        let summary = RunSummary::default();
+        out.write("_staging/r1/label_report.json", b"{}".to_vec())
+            .await
+            .unwrap();
+        out.write("_staging/r1/sft/train.jsonl", b"{}\n".to_vec())
+            .await
+            .unwrap();
+        let files = [file("sft/train.jsonl"), file("label_report.json")];
+        let m = build_manifest("p", "h", "r1", 1, &[], &[], &files);
+        assert_eq!(m.files[0].path, "label_report.json", "sorted by path");
+        publish(&out, "r1", &m, &summary).await.unwrap();
+        assert!(out.exists("sft/train.jsonl").await.unwrap());
+        assert_eq!(read_manifest(&out).await.unwrap().files, m.files);
+        assert!(out.list("_staging").await.unwrap().is_empty());
+
+        // The next run lists only the report: the JSONL goes, a file nobody listed stays.
+        out.write("notes.txt", b"mine".to_vec()).await.unwrap();
+        out.write("_staging/r2/label_report.json", b"{}".to_vec())
+            .await
+            .unwrap();
+        let m2 = build_manifest("p", "h", "r2", 1, &[], &[], &[file("label_report.json")]);
+        publish(&out, "r2", &m2, &summary).await.unwrap();
+        assert!(!out.exists("sft/train.jsonl").await.unwrap());
+        assert!(out.exists("notes.txt").await.unwrap());
+        assert!(out.exists("label_report.json").await.unwrap());
+
+        // A listed file that was not staged fails the publish before anything changes; so
+        // does a file named like the manifest.
+        let m3 = build_manifest("p", "h", "r3", 1, &[], &[], &[file("missing.json")]);
+        let e = publish(&out, "r3", &m3, &summary).await.unwrap_err();
+        assert!(e.to_string().contains("staged file is missing"), "{e}");
+        out.write("_staging/r4/_manifest.json", b"{}".to_vec())
+            .await
+            .unwrap();
+        let m4 = build_manifest("p", "h", "r4", 1, &[], &[], &[file(Manifest::FILE)]);
+        assert!(publish(&out, "r4", &m4, &summary).await.is_err());
+        assert_eq!(read_manifest(&out).await.unwrap().run_id, "r2");
+    }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use distillery_core::TableKind;
 use distillery_core::spec::{InputSpec, Pipeline, StageOptions};
-use distillery_core::summary::{Manifest, RunSummary, StageSummary};
+use distillery_core::summary::{Manifest, ManifestFile, RunSummary, StageSummary};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
 use futures::{StreamExt, TryStreamExt};
@@ -43,6 +43,15 @@ pub struct RunOutcome {
     pub summary: RunSummary,
     pub manifest: Manifest,
     pub output: String,
+}
+
+/// What a stage produced: its summary, the table parts it staged and the other files it
+/// staged (paths relative to the staging directory, which are their paths in the output).
+#[derive(Debug, Clone, Default)]
+pub struct StageOutput {
+    pub summary: StageSummary,
+    pub parts: Vec<WrittenPart>,
+    pub files: Vec<ManifestFile>,
 }
 
 /// What one input file produced.
@@ -102,6 +111,7 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
 
     let mut stages: Vec<StageSummary> = Vec::new();
     let mut parts: Vec<WrittenPart> = Vec::new();
+    let mut files: Vec<ManifestFile> = Vec::new();
     let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
     for input in &p.inputs {
         let mut s = StageSummary::new(&format!("ingest/{}", input.name));
@@ -159,7 +169,7 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
 
     // --- stages ---
     for stage in &p.stages {
-        let (summary, new_parts) = match &stage.options {
+        let output = match &stage.options {
             StageOptions::Hseq(_) => {
                 crate::hseq_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
             }
@@ -167,8 +177,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
                 crate::label_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
             }
         };
-        parts.extend(new_parts);
-        stages.push(summary);
+        parts.extend(output.parts);
+        files.extend(output.files);
+        stages.push(output.summary);
     }
 
     // --- publish ---
@@ -179,6 +190,7 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
         p.run.shards,
         &plan.tables,
         &parts,
+        &files,
     );
     let summary = RunSummary {
         pipeline: p.name.clone(),

@@ -34,7 +34,11 @@ pub enum SplitError {
     /// An element grew past [`JsonItems::max_item`]: the structure is broken (an unbalanced
     /// bracket swallowing the following elements) or the input is not what the reader expects.
     /// Reading cannot resynchronise reliably, so the input fails as a whole.
-    TooLarge { offset: u64, line: u64, limit: usize },
+    TooLarge {
+        offset: u64,
+        line: u64,
+        limit: usize,
+    },
 }
 
 impl std::fmt::Display for SplitError {
@@ -42,9 +46,16 @@ impl std::fmt::Display for SplitError {
         match self {
             SplitError::Io(e) => write!(f, "{e}"),
             SplitError::Truncated { offset, line, .. } => {
-                write!(f, "input ends inside the element at byte {offset} (line {line})")
+                write!(
+                    f,
+                    "input ends inside the element at byte {offset} (line {line})"
+                )
             }
-            SplitError::TooLarge { offset, line, limit } => write!(
+            SplitError::TooLarge {
+                offset,
+                line,
+                limit,
+            } => write!(
                 f,
                 "the element at byte {offset} (line {line}) grows past {limit} bytes: an \
                  unbalanced bracket or quote makes it swallow what follows; the input cannot be \

@@ -1,0 +1,73 @@
+//! `distillery report labels`: the label-quality report of an output, recomputed from its
+//! `labels` and `questions` tables (exactly the files its manifest lists).
+//!
+//! Memory: every label record of the output, and of the questions only those that label
+//! records name, reduced to what the report reads (id, dataset, type, level, evidence).
+
+use std::collections::{HashMap, HashSet};
+
+use anyhow::{Result, bail};
+use distillery_core::schema::from_batch;
+use distillery_core::summary::Manifest;
+use distillery_core::{LabelRecord, Question, TableKind};
+use distillery_exec::parts::read_part;
+use distillery_exec::publish::read_manifest;
+use distillery_exec::store::{Location, open_location};
+use distillery_label::report;
+use futures::StreamExt;
+
+use crate::ReportFormat;
+
+/// Streams the rows of one table of an output to `each`.
+async fn for_rows<T: serde::de::DeserializeOwned>(
+    loc: &Location,
+    manifest: &Manifest,
+    table: TableKind,
+    mut each: impl FnMut(T),
+) -> Result<()> {
+    let Some(t) = manifest.table(table.name()) else {
+        return Ok(());
+    };
+    for f in &t.files {
+        let mut stream = Box::pin(read_part(loc, &f.path).await?);
+        while let Some(batch) = stream.next().await {
+            for row in from_batch::<T>(table, &batch?)? {
+                each(row);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The report of an output as a table or pretty JSON (dataset → method → level →
+/// precision/recall/F1).
+pub async fn labels(url: &str, format: ReportFormat) -> Result<String> {
+    let loc = open_location(url, false)?;
+    let manifest = read_manifest(&loc).await?;
+    if manifest.table(TableKind::Labels.name()).is_none() {
+        bail!("{url} has no labels table: run a pipeline with a label stage first");
+    }
+    let mut labels: Vec<LabelRecord> = Vec::new();
+    for_rows(&loc, &manifest, TableKind::Labels, |l| labels.push(l)).await?;
+    let wanted: HashSet<&str> = labels.iter().map(|l| l.question_id.as_str()).collect();
+    let mut questions: HashMap<String, Question> = HashMap::new();
+    for_rows(&loc, &manifest, TableKind::Questions, |q: Question| {
+        if wanted.contains(q.id.as_str()) {
+            let slim = Question {
+                id: q.id.clone(),
+                dataset: q.dataset,
+                question_type: q.question_type,
+                level: q.level,
+                evidence: q.evidence,
+                ..Default::default()
+            };
+            questions.insert(q.id, slim);
+        }
+    })
+    .await?;
+    let r = report::compute(&labels, &questions);
+    Ok(match format {
+        ReportFormat::Table => r.render_table(),
+        ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&r.to_json())?),
+    })
+}

@@ -1,0 +1,120 @@
+//! Teacher-free training data for the HSEQ iteration agent and HANRAG's Revelator.
+//!
+//! Per question ([`label_question`]):
+//! 1. [`sh`]: build the question's hierarchical sequence S_h from its context (HotpotQA/2Wiki
+//!    paragraphs, MuSiQue paragraphs, HybridQA table + linked passages, TAT-QA table +
+//!    paragraphs, MetaQA k-hop KB subgraph) with the `distillery-hseq` adapters, in stream
+//!    order ρ;
+//! 2. [`positives`]: weak positives by one or more [`positives::Method`]s — `hseq-paper`
+//!    (HSEQ appendix 9.2: level priority, capped candidates, exact/substring answer match after
+//!    [`normalize`]ation, Jaccard fallback, low-confidence flag) and `answer-aware` (a better
+//!    teacher-free labeller);
+//! 3. [`trajectory`]: the target trajectory (window W, up to k picks a step, sufficiency
+//!    threshold u, step cap T_max, lower weights for lexical picks);
+//! 4. [`guidance`] and [`prompt`]: guidance by question type or from the planner cache, and
+//!    the iteration-agent prompt within the token budget;
+//! 5. [`sft`]: the SFT samples (chat messages; the assistant turn is the exact target JSON);
+//! 6. [`hanrag`]: refiner, ending-discriminator and router samples from decompositions.
+//!
+//! [`report`] compares labels with gold evidence (precision/recall/F1 per dataset, method,
+//! question type and level).
+
+pub mod guidance;
+pub mod hanrag;
+pub mod normalize;
+pub mod positives;
+pub mod prompt;
+pub mod report;
+pub mod sft;
+pub mod sh;
+pub mod trajectory;
+
+use distillery_core::spec::LabelOptions;
+use distillery_core::{Document, LabelRecord, Question, SftSample, Table, Triple};
+
+/// Everything known about one question: the question and the records its context refers to.
+#[derive(Debug, Clone, Copy)]
+pub struct QuestionContext<'a> {
+    pub question: &'a Question,
+    /// The question's context documents, in `question.context_documents` order (missing ids
+    /// are skipped by the caller and counted).
+    pub documents: &'a [Document],
+    /// The question's context tables, in `question.context_tables` order.
+    pub tables: &'a [Table],
+    /// KB edges around the question's topic entities (MetaQA): the caller passes the k-hop
+    /// neighbourhood it extracted with [`sh::KbIndex`], or nothing.
+    pub triples: &'a [Triple],
+}
+
+/// What labelling one question produced.
+#[derive(Debug, Clone, Default)]
+pub struct LabelOutput {
+    /// One record per method.
+    pub labels: Vec<LabelRecord>,
+    /// Iteration-agent samples (of `sft_method`) and HANRAG samples.
+    pub samples: Vec<SftSample>,
+}
+
+/// Errors of labelling (configuration and template problems; bad questions are not errors:
+/// they produce no samples and are counted).
+#[derive(Debug, thiserror::Error)]
+pub enum LabelError {
+    #[error("tokenizer {path}: {message}")]
+    Tokenizer { path: String, message: String },
+    #[error("template {path}: {message}")]
+    Template { path: String, message: String },
+    #[error("guidance cache {path}: {message}")]
+    Guidance { path: String, message: String },
+}
+
+impl distillery_core::HasKind for LabelError {
+    fn kind(&self) -> distillery_core::ErrorKind {
+        distillery_core::ErrorKind::Fatal
+    }
+}
+
+/// Everything that is loaded once per stage: options, the tokenizer, templates, the guidance
+/// cache, the pipeline hash for lineage.
+pub struct Labeller {
+    pub options: LabelOptions,
+    pub pipeline_hash: String,
+    pub prompts: prompt::Prompts,
+    pub counter: prompt::TokenCounter,
+    pub guidance: guidance::GuidanceSource,
+    methods: Vec<Box<dyn positives::Method + Send + Sync>>,
+}
+
+impl Labeller {
+    /// Loads the tokenizer, templates and guidance cache named by the options.
+    pub fn new(options: LabelOptions, pipeline_hash: &str) -> Result<Labeller, LabelError> {
+        let prompts = prompt::Prompts::load(options.templates.as_deref())?;
+        let counter =
+            prompt::TokenCounter::new(options.tokenizer.as_deref(), options.chars_per_token)?;
+        let guidance = guidance::GuidanceSource::new(
+            options.guidance_cache.as_deref(),
+            options.planner_model.as_deref(),
+        )?;
+        let methods = options
+            .methods
+            .iter()
+            .map(|m| positives::by_name(m, &options))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| LabelError::Template {
+                path: "methods".into(),
+                message: "unknown labelling method".into(),
+            })?;
+        Ok(Labeller {
+            options,
+            pipeline_hash: pipeline_hash.to_string(),
+            prompts,
+            counter,
+            guidance,
+            methods,
+        })
+    }
+
+    /// Labels one question with every method and renders its samples.
+    pub fn label_question(&self, ctx: &QuestionContext<'_>) -> LabelOutput {
+        sft::label_question(self, &self.methods, ctx)
+    }
+}

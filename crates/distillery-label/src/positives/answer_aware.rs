@@ -1,0 +1,501 @@
+//! `answer-aware`: a teacher-free labeller that picks the evidence chain of a question at
+//! sentence granularity instead of every container that holds the answer.
+//!
+//! Deterministic, no model, no gold evidence: it reads the question text, its type (for the
+//! hop count), its answers and its context. Per question:
+//!
+//! 1. **Units**: the finest evidence segments of S_h — `sentence`, `table_row` and `triplet`
+//!    segments, and paragraphs that have no sentences (gap paragraphs excluded); roots and
+//!    containers are never positives. Units are grouped by `source_id` (a context document,
+//!    table or subgraph: a *source*); a source's *title* is its document's title (else its
+//!    root's content) without a trailing parenthetical (`Kiss and Tell (1945 film)` → `Kiss
+//!    and Tell`), normalised; its *head* is the title before a comma (`McRae, Arkansas` →
+//!    `McRae`). The first text unit of a document is its *lead*.
+//! 2. **Scores**: a small Okapi BM25 (k1 = 1.2, b = 0.75) of the question's content words
+//!    (normalised tokens minus a stop list) over the question's units, and a second one over
+//!    the source titles. A unit *holds the answer* when it contains a normalised answer
+//!    variant ([`crate::normalize::answer_variants`]) as whole words.
+//! 3. **Source score**: best unit BM25 / best over all sources + title BM25 / best title
+//!    BM25 + 1 if the question names the title (0.5 if only its head) + 1 if a unit of the
+//!    source holds the answer.
+//! 4. **Chain**: the number of sources wanted is the hop count of the question type (`Nhop…`
+//!    or `N-hop` → N, as in MuSiQue and MetaQA; `bridge_comparison` → 4; otherwise 2, which
+//!    covers bridge and comparison questions). Sources are chosen greedily; a candidate gains
+//!    1 for every chosen source with a unit that mentions its title (a *bridge*: the second
+//!    hop of a chain) and 0.5 for every chosen source whose title it mentions. The chain ends
+//!    at the answer: when some source holds the answer and none chosen so far does, the last
+//!    slot goes to the best source that holds it. A comparison question naming two titles
+//!    gets both by the title bonus.
+//! 5. **Positives**, per chosen source in chain order, units in text order: units holding the
+//!    answer (`exact` 1.0 when the unit is the answer, else `substring` 0.9), units mentioning
+//!    another chosen source's title (`bridge`, 0.8), the lead sentence (`lead`, 0.6: it names
+//!    and defines the entity the other sentences refer to); a source with none of these
+//!    (tables, subgraphs) gets its best BM25 unit (`bm25`, lexical, 0.5 × its share of the
+//!    best BM25).
+//!
+//! `low_confidence` is set when fewer than `min_positives` positives hold the answer (always
+//! for yes/no questions). `candidates` is the number of units.
+
+use super::{Method, Positive, Positives, is_gap, is_root};
+use crate::normalize::{answer_variants, contains_phrase, normalize_answer, tokens};
+use distillery_core::spec::LabelOptions;
+use distillery_core::{Question, Segment};
+use distillery_hseq::level;
+use std::collections::{HashMap, HashSet};
+
+/// The method's name.
+pub const NAME: &str = "answer-aware";
+
+/// Function words and question words left out of BM25 queries and title checks (sorted).
+const STOP: &[&str] = &[
+    "about", "after", "also", "am", "and", "are", "as", "at", "be", "been", "before", "being",
+    "between", "both", "but", "by", "can", "could", "did", "do", "does", "down", "during",
+    "either", "for", "from", "had", "has", "have", "he", "her", "him", "his", "how", "i", "if",
+    "in", "into", "is", "it", "its", "many", "more", "most", "much", "no", "not", "of", "on",
+    "one", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so",
+    "such", "than", "that", "their", "them", "then", "there", "these", "they", "this", "those",
+    "to", "under", "up", "was", "we", "were", "what", "when", "where", "which", "who", "whom",
+    "whose", "why", "will", "with", "would", "yes", "you", "your",
+];
+
+fn is_stop(w: &str) -> bool {
+    STOP.binary_search(&w).is_ok()
+}
+
+/// Content words: normalised tokens minus the stop list.
+fn content_terms(s: &str) -> Vec<String> {
+    tokens(s).into_iter().filter(|w| !is_stop(w)).collect()
+}
+
+/// Okapi BM25 over a small in-memory collection.
+struct Bm25 {
+    docs: Vec<HashMap<String, u32>>,
+    lens: Vec<f64>,
+    idf: HashMap<String, f64>,
+    avg: f64,
+    k1: f64,
+    b: f64,
+}
+
+impl Bm25 {
+    fn new(docs: &[Vec<String>], k1: f64, b: f64) -> Bm25 {
+        let n = docs.len() as f64;
+        let mut df: HashMap<String, u32> = HashMap::new();
+        let mut tfs = Vec::with_capacity(docs.len());
+        for d in docs {
+            let mut tf: HashMap<String, u32> = HashMap::new();
+            for w in d {
+                *tf.entry(w.clone()).or_insert(0) += 1;
+            }
+            for w in tf.keys() {
+                *df.entry(w.clone()).or_insert(0) += 1;
+            }
+            tfs.push(tf);
+        }
+        let idf = df
+            .into_iter()
+            .map(|(w, c)| {
+                let c = f64::from(c);
+                (w, (1.0 + (n - c + 0.5) / (c + 0.5)).ln())
+            })
+            .collect();
+        let lens: Vec<f64> = docs.iter().map(|d| d.len() as f64).collect();
+        let avg = if docs.is_empty() {
+            0.0
+        } else {
+            lens.iter().sum::<f64>() / n
+        };
+        Bm25 {
+            docs: tfs,
+            lens,
+            idf,
+            avg,
+            k1,
+            b,
+        }
+    }
+
+    fn score(&self, query: &[String], i: usize) -> f64 {
+        let tf = &self.docs[i];
+        let norm = if self.avg > 0.0 {
+            self.lens[i] / self.avg
+        } else {
+            1.0
+        };
+        query
+            .iter()
+            .filter_map(|w| {
+                let f = f64::from(*tf.get(w)?);
+                let idf = self.idf.get(w).copied().unwrap_or(0.0);
+                Some(idf * f * (self.k1 + 1.0) / (f + self.k1 * (1.0 - self.b + self.b * norm)))
+            })
+            .sum()
+    }
+}
+
+/// The hop count of a question: `Nhop…`/`N-hop` in its type or level, 4 for 2Wiki's
+/// `bridge_comparison`, else 2.
+pub fn hops(q: &Question) -> usize {
+    let parse = |s: &str| -> Option<usize> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        let rest = s[digits.len()..].trim_start_matches(['-', '_', ' ']);
+        if digits.is_empty() || !rest.to_lowercase().starts_with("hop") {
+            return None;
+        }
+        digits.parse().ok().filter(|&n| n > 0)
+    };
+    let t = q.question_type.as_deref().unwrap_or_default();
+    parse(t)
+        .or_else(|| q.level.as_deref().and_then(parse))
+        .unwrap_or(if t == "bridge_comparison" { 4 } else { 2 })
+}
+
+/// A title without a trailing parenthetical qualifier.
+fn core_title(t: &str) -> &str {
+    let t = t.trim();
+    if t.ends_with(')')
+        && let Some(p) = t.rfind('(')
+        && p > 0
+    {
+        return t[..p].trim_end();
+    }
+    t
+}
+
+/// A normalised title worth matching: it has a content word.
+fn title_form(s: &str) -> String {
+    let n = normalize_answer(s);
+    if n.split(' ').any(|w| !w.is_empty() && !is_stop(w)) {
+        n
+    } else {
+        String::new()
+    }
+}
+
+struct Unit {
+    seg: usize,
+    norm: String,
+    lead: bool,
+}
+
+#[derive(Default)]
+struct Source {
+    title: String,
+    head: String,
+    terms: Vec<String>,
+    units: Vec<usize>,
+}
+
+/// The answer-aware labeller.
+#[derive(Debug, Clone)]
+pub struct AnswerAware {
+    pub min_positives: usize,
+    pub k1: f64,
+    pub b: f64,
+}
+
+impl AnswerAware {
+    pub fn new(opts: &LabelOptions) -> AnswerAware {
+        AnswerAware {
+            min_positives: opts.min_positives as usize,
+            k1: 1.2,
+            b: 0.75,
+        }
+    }
+}
+
+impl Method for AnswerAware {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "min_positives": self.min_positives,
+            "bm25": {"k1": self.k1, "b": self.b},
+            "hops": "Nhop/N-hop type or level -> N, bridge_comparison -> 4, else 2",
+            "source_score": "unit bm25 + title bm25 + title in question (1, head 0.5) + answer (1)",
+            "chain": {"bridge_in": 1.0, "bridge_out": 0.5},
+            "reasons": {"exact": 1.0, "substring": 0.9, "bridge": 0.8, "lead": 0.6, "bm25": 0.5},
+        })
+    }
+
+    fn label(&self, q: &Question, sh: &[Segment], ctx: &crate::QuestionContext<'_>) -> Positives {
+        // Sources and their titles.
+        let mut src_ix: HashMap<&str, usize> = HashMap::new();
+        let mut sources: Vec<Source> = Vec::new();
+        let mut raw_titles: Vec<Option<String>> = Vec::new();
+        for s in sh {
+            let i = *src_ix.entry(s.source_id.as_str()).or_insert_with(|| {
+                sources.push(Source::default());
+                raw_titles.push(None);
+                sources.len() - 1
+            });
+            if is_root(&s.level) && raw_titles[i].is_none() {
+                let t = match s.level.as_str() {
+                    level::DOCUMENT => ctx
+                        .documents
+                        .iter()
+                        .find(|d| d.id == s.source_id)
+                        .map_or_else(|| s.content.clone(), |d| d.title.clone()),
+                    level::TABLE => ctx.tables.iter().find(|t| t.id == s.source_id).map_or_else(
+                        || s.content.lines().next().unwrap_or_default().to_string(),
+                        |t| t.title.clone(),
+                    ),
+                    _ => s.content.clone(),
+                };
+                raw_titles[i] = Some(t);
+            }
+        }
+        for (src, raw) in sources.iter_mut().zip(&raw_titles) {
+            let core = core_title(raw.as_deref().unwrap_or_default());
+            src.title = title_form(core);
+            let head = title_form(core.split(',').next().unwrap_or_default());
+            if head != src.title {
+                src.head = head;
+            }
+            src.terms = content_terms(core);
+        }
+
+        // Units.
+        let sentence_parents: HashSet<&str> = sh
+            .iter()
+            .filter(|s| s.level == level::SENTENCE)
+            .filter_map(|s| s.parent.as_deref())
+            .collect();
+        let mut units: Vec<Unit> = Vec::new();
+        let mut lead_of: HashMap<usize, (i64, usize)> = HashMap::new();
+        for (i, s) in sh.iter().enumerate() {
+            let text_unit = s.level == level::SENTENCE
+                || (s.level == level::PARAGRAPH
+                    && !is_gap(s)
+                    && !sentence_parents.contains(s.id.as_str()));
+            if !(text_unit || s.level == level::TABLE_ROW || s.level == level::TRIPLET) {
+                continue;
+            }
+            let norm = normalize_answer(&s.content);
+            if norm.is_empty() {
+                continue;
+            }
+            let src = src_ix[s.source_id.as_str()];
+            let u = units.len();
+            if text_unit {
+                let start = s.offsets.first().copied().unwrap_or(i64::MAX);
+                let e = lead_of.entry(src).or_insert((start, u));
+                if start < e.0 {
+                    *e = (start, u);
+                }
+            }
+            sources[src].units.push(u);
+            units.push(Unit {
+                seg: i,
+                norm,
+                lead: false,
+            });
+        }
+        for (_, u) in lead_of.values() {
+            units[*u].lead = true;
+        }
+
+        // Scores.
+        let mut query = content_terms(&q.question);
+        let mut seen = HashSet::new();
+        query.retain(|w| seen.insert(w.clone()));
+        let unit_terms: Vec<Vec<String>> = units
+            .iter()
+            .map(|u| {
+                u.norm
+                    .split(' ')
+                    .filter(|w| !is_stop(w))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .collect();
+        let bm = Bm25::new(&unit_terms, self.k1, self.b);
+        let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(&query, u)).collect();
+        let title_terms: Vec<Vec<String>> = sources.iter().map(|s| s.terms.clone()).collect();
+        let tbm = Bm25::new(&title_terms, self.k1, self.b);
+        let variants = answer_variants(q);
+        // 2 = the unit is an answer, 1 = it contains one, 0 = neither.
+        let answer: Vec<u8> = units
+            .iter()
+            .map(|u| {
+                if variants.contains(&u.norm) {
+                    2
+                } else if variants.iter().any(|v| contains_phrase(&u.norm, v)) {
+                    1
+                } else {
+                    0
+                }
+            })
+            .collect();
+
+        let qn = normalize_answer(&q.question);
+        let n = sources.len();
+        let holds: Vec<bool> = sources
+            .iter()
+            .map(|s| s.units.iter().any(|&u| answer[u] > 0))
+            .collect();
+        let best_bm: Vec<f64> = sources
+            .iter()
+            .map(|s| s.units.iter().map(|&u| unit_bm[u]).fold(0.0, f64::max))
+            .collect();
+        let title_bm: Vec<f64> = (0..n).map(|i| tbm.score(&query, i)).collect();
+        let max_bm = best_bm.iter().copied().fold(0.0, f64::max);
+        let max_tbm = title_bm.iter().copied().fold(0.0, f64::max);
+        let share = |x: f64, m: f64| if m > 0.0 { x / m } else { 0.0 };
+        let base: Vec<f64> = (0..n)
+            .map(|i| {
+                let s = &sources[i];
+                let named = if contains_phrase(&qn, &s.title) {
+                    1.0
+                } else if contains_phrase(&qn, &s.head) {
+                    0.5
+                } else {
+                    0.0
+                };
+                share(best_bm[i], max_bm)
+                    + share(title_bm[i], max_tbm)
+                    + named
+                    + if holds[i] { 1.0 } else { 0.0 }
+            })
+            .collect();
+        // mentions[c][p]: a unit of source c mentions the title of source p.
+        let mentions: Vec<Vec<bool>> = (0..n)
+            .map(|c| {
+                (0..n)
+                    .map(|p| {
+                        p != c
+                            && sources[c]
+                                .units
+                                .iter()
+                                .any(|&u| contains_phrase(&units[u].norm, &sources[p].title))
+                    })
+                    .collect()
+            })
+            .collect();
+
+        // Chain.
+        let eligible: Vec<usize> = (0..n).filter(|&i| !sources[i].units.is_empty()).collect();
+        let want = hops(q).min(eligible.len());
+        let mut chosen: Vec<usize> = Vec::with_capacity(want);
+        let answer_somewhere = eligible.iter().any(|&p| holds[p]);
+        while chosen.len() < want {
+            // The chain ends at the answer: the last slot goes to a source holding it when
+            // none chosen so far does.
+            let reserve =
+                chosen.len() + 1 == want && answer_somewhere && !chosen.iter().any(|&c| holds[c]);
+            let mut best: Option<(f64, usize)> = None;
+            for &p in &eligible {
+                if chosen.contains(&p) || (reserve && !holds[p]) {
+                    continue;
+                }
+                let mut s = base[p];
+                for &c in &chosen {
+                    if mentions[c][p] {
+                        s += 1.0;
+                    }
+                    if mentions[p][c] {
+                        s += 0.5;
+                    }
+                }
+                if best.is_none_or(|(b, _)| s > b) {
+                    best = Some((s, p));
+                }
+            }
+            let Some((_, p)) = best else { break };
+            chosen.push(p);
+        }
+
+        // Positives.
+        let mut items = Vec::new();
+        let mut matched = 0;
+        for &c in &chosen {
+            let mut picked = false;
+            for &u in &sources[c].units {
+                let unit = &units[u];
+                let bridge = chosen
+                    .iter()
+                    .any(|&o| o != c && contains_phrase(&unit.norm, &sources[o].title));
+                let (reason, score) = match answer[u] {
+                    2 => ("exact", 1.0),
+                    1 => ("substring", 0.9),
+                    _ if bridge => ("bridge", 0.8),
+                    _ if unit.lead => ("lead", 0.6),
+                    _ => continue,
+                };
+                if answer[u] > 0 {
+                    matched += 1;
+                }
+                picked = true;
+                items.push(Positive {
+                    index: unit.seg,
+                    reason: reason.into(),
+                    score,
+                    lexical: false,
+                });
+            }
+            if !picked {
+                let best =
+                    sources[c]
+                        .units
+                        .iter()
+                        .copied()
+                        .fold(None, |b: Option<usize>, u| match b {
+                            Some(x) if unit_bm[x] >= unit_bm[u] => Some(x),
+                            _ => Some(u),
+                        });
+                if let Some(u) = best {
+                    items.push(Positive {
+                        index: units[u].seg,
+                        reason: "bm25".into(),
+                        score: 0.5 * share(unit_bm[u], max_bm),
+                        lexical: true,
+                    });
+                }
+            }
+        }
+        Positives {
+            items,
+            candidates: units.len() as u32,
+            low_confidence: matched < self.min_positives,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_list_is_sorted() {
+        assert!(STOP.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    #[test]
+    fn titles_and_hops() {
+        assert_eq!(core_title("Kiss and Tell (1945 film)"), "Kiss and Tell");
+        assert_eq!(core_title("(Untitled)"), "(Untitled)");
+        let q = |t: &str, l: Option<&str>| Question {
+            question_type: Some(t.into()),
+            level: l.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(hops(&q("3hop1", None)), 3);
+        assert_eq!(hops(&q("t1", Some("2-hop"))), 2);
+        assert_eq!(hops(&q("bridge_comparison", None)), 4);
+        assert_eq!(hops(&q("bridge", None)), 2);
+    }
+
+    #[test]
+    fn bm25_prefers_rarer_terms() {
+        let docs: Vec<Vec<String>> = ["rust language", "rust belt", "language model"]
+            .iter()
+            .map(|s| s.split(' ').map(str::to_string).collect())
+            .collect();
+        let bm = Bm25::new(&docs, 1.2, 0.75);
+        let q = vec!["belt".to_string(), "rust".to_string()];
+        assert!(bm.score(&q, 1) > bm.score(&q, 0));
+        assert_eq!(bm.score(&q, 2), 0.0);
+    }
+}

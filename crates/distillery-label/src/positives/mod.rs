@@ -1,0 +1,143 @@
+//! Weak positives P* ⊆ S_h: the segments a target trajectory should select.
+//!
+//! A [`Method`] looks at one question, its S_h and its context records and returns
+//! [`Positives`]: indexes into S_h in pick-priority order, each with a reason and a score.
+//! Two methods are built in ([`by_name`]):
+//!
+//! - `hseq-paper` ([`paper::HseqPaper`]): HSEQ appendix 9.2 as written — level priority with
+//!   containers first, a capped candidate set, exact/substring answer matching after
+//!   [`crate::normalize`]ation, a Jaccard fallback that marks the question low-confidence;
+//! - `answer-aware` ([`answer_aware::AnswerAware`]): a teacher-free sentence labeller (BM25
+//!   over the question's units, answer presence, titles named by the question, bridge
+//!   entities, lead sentences) that picks the evidence chain rather than every container
+//!   holding the answer.
+//!
+//! Neither method reads gold evidence (`Question::evidence`, decompositions): only the
+//! question text, its type, its answers and the context.
+//!
+//! [`labeled_segment`] turns a positive into the [`LabeledSegment`] of a label record, with
+//! the sentence/paragraph/row index the report compares with gold evidence.
+
+pub mod answer_aware;
+pub mod paper;
+
+use distillery_core::spec::LabelOptions;
+use distillery_core::{LabeledSegment, Question, Segment};
+use distillery_hseq::level;
+
+/// One weak positive.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Positive {
+    /// Index into S_h.
+    pub index: usize,
+    /// `exact`, `substring`, `lexical`, or a method-specific reason (`bridge`, `lead`, `bm25`).
+    pub reason: String,
+    pub score: f64,
+    /// Chosen by lexical overlap with the question only (down-weighted in trajectories).
+    pub lexical: bool,
+}
+
+/// The weak positives of one question.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Positives {
+    /// In pick-priority order.
+    pub items: Vec<Positive>,
+    /// Size of the candidate set the method looked at.
+    pub candidates: u32,
+    /// Fewer than `min_positives` positives came from answer matching.
+    pub low_confidence: bool,
+}
+
+impl Positives {
+    /// Positives that came from answer matching (`exact` or `substring`).
+    pub fn answer_matched(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|p| p.reason == "exact" || p.reason == "substring")
+            .count()
+    }
+}
+
+/// A weak-positive labelling method.
+pub trait Method {
+    /// The method's name as written in `LabelOptions::methods`.
+    fn name(&self) -> &'static str;
+    /// Its parameters (recorded with every sample it produces).
+    fn params(&self) -> serde_json::Value;
+    /// Labels one question; `sh` is its S_h, `ctx` the records it was built from.
+    fn label(&self, q: &Question, sh: &[Segment], ctx: &crate::QuestionContext<'_>) -> Positives;
+}
+
+/// The method called `name` (`hseq-paper`, `answer-aware`), configured from `opts`.
+pub fn by_name(name: &str, opts: &LabelOptions) -> Option<Box<dyn Method + Send + Sync>> {
+    match name {
+        paper::NAME => Some(Box::new(paper::HseqPaper::new(opts))),
+        answer_aware::NAME => Some(Box::new(answer_aware::AnswerAware::new(opts))),
+        _ => None,
+    }
+}
+
+/// The candidate cap of the options: `max_segments`, else the preset's (small 48, medium 48,
+/// large 32; an unknown preset counts as small).
+pub fn max_segments(opts: &LabelOptions) -> usize {
+    opts.max_segments.map_or_else(
+        || match opts.preset.as_str() {
+            "large" => 32,
+            _ => 48,
+        },
+        |m| m as usize,
+    )
+}
+
+/// Whether a level is a source root (`document`, `table`, `subgraph`), whose content is a
+/// title or summary rather than evidence: roots are never positives.
+pub fn is_root(lvl: &str) -> bool {
+    matches!(lvl, level::DOCUMENT | level::TABLE | level::SUBGRAPH)
+}
+
+/// Whether a segment is a gap paragraph (text outside every paragraph, e.g. a heading line).
+pub(crate) fn is_gap(s: &Segment) -> bool {
+    s.level == level::PARAGRAPH && s.schema.iter().any(|x| x == distillery_hseq::GAP)
+}
+
+/// The label-record form of a positive: segment id, level, source id, index (sentence index
+/// within its document for sentences, paragraph index for paragraphs, found by matching the
+/// segment's offsets against the document's spans; row index for table rows; -1 otherwise or
+/// when nothing matches, e.g. gap paragraphs), reason and score.
+pub fn labeled_segment(
+    sh: &[Segment],
+    p: &Positive,
+    ctx: &crate::QuestionContext<'_>,
+) -> LabeledSegment {
+    let s = &sh[p.index];
+    let span = match s.offsets.as_slice() {
+        [a, b] => Some((*a, *b)),
+        _ => None,
+    };
+    let doc = || ctx.documents.iter().find(|d| d.id == s.source_id);
+    let position = |spans: Vec<(u32, u32)>| -> i32 {
+        let Some((a, b)) = span else { return -1 };
+        spans
+            .iter()
+            .position(|&(x, y)| i64::from(x) == a && i64::from(y) == b)
+            .map_or(-1, |i| i as i32)
+    };
+    let index = match s.level.as_str() {
+        level::SENTENCE => doc().map_or(-1, |d| {
+            position(d.sentences.iter().map(|x| (x.start, x.end)).collect())
+        }),
+        level::PARAGRAPH if !is_gap(s) => doc().map_or(-1, |d| {
+            position(d.paragraphs.iter().map(|x| (x.start, x.end)).collect())
+        }),
+        level::TABLE_ROW => span.and_then(|(r, _)| i32::try_from(r).ok()).unwrap_or(-1),
+        _ => -1,
+    };
+    LabeledSegment {
+        segment_id: s.id.clone(),
+        level: s.level.clone(),
+        source_id: s.source_id.clone(),
+        index,
+        reason: p.reason.clone(),
+        score: p.score,
+    }
+}

@@ -1,0 +1,487 @@
+//! Prompt templates, token counting and budget-fitted rendering.
+//!
+//! **Templates.** Each task has a system and a user template ([`Template`]); the built-in
+//! ones live in `crates/distillery-label/templates/` (compiled in). [`Prompts::load`] with the
+//! `templates` option replaces any of them with a file of the same name from that directory:
+//!
+//! | file | placeholders (required ones in bold) |
+//! |---|---|
+//! | `iteration_system.txt` | `{top_k}` |
+//! | `iteration_user.txt` | `{instruction}` (the rendered system text), **`{question}`**, `{guidance}`, `{selected}`, **`{candidates}`**, `{top_k}` |
+//! | `hanrag_router_system.txt` | — |
+//! | `hanrag_router_user.txt` | **`{question}`** |
+//! | `hanrag_refiner_system.txt` | — |
+//! | `hanrag_refiner_user.txt` | **`{question}`**, **`{thought}`** |
+//! | `hanrag_ending_system.txt` | — |
+//! | `hanrag_ending_user.txt` | **`{question}`**, **`{thought}`** |
+//!
+//! Placeholders are filled in one pass (text inserted for one placeholder is never scanned
+//! again, and any other `{...}` is left as written, so templates may hold JSON). Trailing
+//! whitespace of a template is trimmed. An empty system template means the samples have no
+//! system message (useful to reproduce a paper's single-prompt wording in the user turn). A
+//! user template missing a required placeholder is an error.
+//!
+//! Each task's templates have an id and a version, recorded in every sample:
+//! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
+//! 12 hex digits of SHA-1 over the system and user text when either file was replaced. Tasks
+//! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`.
+//!
+//! **Token counting.** [`TokenCounter`] counts with a Hugging Face `tokenizer.json`
+//! (the `tokenizer` option, loaded with the `tokenizers` crate, no special tokens added), or,
+//! without one, estimates ⌈chars / chars_per_token⌉ (Unicode scalar values; default 4 chars a
+//! token, the usual rate of BPE tokenizers on English prose; a non-positive rate counts as 4).
+//! Chat-template overhead is not counted.
+//!
+//! **Budget fitting** ([`Prompts::render_iteration`]). Candidate and selected lines read
+//! `- [seg_id] snippet`, the snippet being the segment text with whitespace collapsed and cut
+//! to `snippet_chars` at a word boundary with `…`. The prompt (system + user tokens) must fit
+//! `max_tokens`. While it does not, in this order: (1) snippets are halved once (not below 32
+//! chars); (2) candidate lines that are not targets are dropped from the end of the window,
+//! one at a time; (3) snippets are halved again and again, down to 16 chars. Target segments
+//! (the step's picks) and Selected-So-Far lines are never dropped, nor are the question or the
+//! guidance shortened; a prompt that still does not fit is kept and flagged `over_budget`.
+
+use std::path::Path;
+
+use distillery_core::id::sha1_hex;
+use distillery_hseq::truncate_snippet;
+
+use crate::LabelError;
+
+/// Version of the built-in templates; bump when their wording changes.
+pub const BUILTIN_VERSION: &str = "1";
+
+/// Snippet floor of fitting phase (1).
+const FIRST_SHRINK_FLOOR: u32 = 32;
+/// Snippet floor of fitting phase (3).
+const MIN_SNIPPET: u32 = 16;
+
+/// What an empty Selected-So-Far or Candidate-Window list renders as.
+pub const EMPTY_LIST: &str = "(none)";
+
+/// A task's system and user templates with their lineage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub id: String,
+    pub version: String,
+    pub system: String,
+    pub user: String,
+}
+
+/// All templates of the label stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompts {
+    pub iteration: Template,
+    pub router: Template,
+    pub refiner: Template,
+    pub ending: Template,
+}
+
+struct Spec {
+    task: &'static str,
+    stem: &'static str,
+    system: &'static str,
+    user: &'static str,
+    required: &'static [&'static str],
+}
+
+const SPECS: [Spec; 4] = [
+    Spec {
+        task: "hseq_iteration",
+        stem: "iteration",
+        system: include_str!("../templates/iteration_system.txt"),
+        user: include_str!("../templates/iteration_user.txt"),
+        required: &["question", "candidates"],
+    },
+    Spec {
+        task: "hanrag_router",
+        stem: "hanrag_router",
+        system: include_str!("../templates/hanrag_router_system.txt"),
+        user: include_str!("../templates/hanrag_router_user.txt"),
+        required: &["question"],
+    },
+    Spec {
+        task: "hanrag_refiner",
+        stem: "hanrag_refiner",
+        system: include_str!("../templates/hanrag_refiner_system.txt"),
+        user: include_str!("../templates/hanrag_refiner_user.txt"),
+        required: &["question", "thought"],
+    },
+    Spec {
+        task: "hanrag_ending",
+        stem: "hanrag_ending",
+        system: include_str!("../templates/hanrag_ending_system.txt"),
+        user: include_str!("../templates/hanrag_ending_user.txt"),
+        required: &["question", "thought"],
+    },
+];
+
+impl Prompts {
+    /// The built-in templates.
+    pub fn builtin() -> Prompts {
+        Prompts::load(None).expect("built-in templates are valid")
+    }
+
+    /// The built-in templates, with those that `dir` has a file for replaced (file names in
+    /// the module docs). A missing `dir` (the path) is an error; missing files are not.
+    pub fn load(dir: Option<&str>) -> Result<Prompts, LabelError> {
+        if let Some(d) = dir
+            && !Path::new(d).is_dir()
+        {
+            return Err(LabelError::Template {
+                path: d.to_string(),
+                message: "template directory not found".into(),
+            });
+        }
+        let mut out = Vec::with_capacity(SPECS.len());
+        for spec in &SPECS {
+            out.push(load_one(spec, dir)?);
+        }
+        let mut it = out.into_iter();
+        let mut next = || it.next().expect("four templates");
+        Ok(Prompts {
+            iteration: next(),
+            router: next(),
+            refiner: next(),
+            ending: next(),
+        })
+    }
+
+    /// Renders an iteration-agent prompt within the token budget (see the module docs).
+    pub fn render_iteration(
+        &self,
+        input: &IterationInput<'_>,
+        counter: &TokenCounter,
+        snippet_chars: u32,
+        max_tokens: u32,
+    ) -> RenderedIteration {
+        let top_k = input.top_k.to_string();
+        let system = fill(&self.iteration.system, &[("top_k", &top_k)]);
+        let system_tokens = counter.count(&system);
+        let mut shown: Vec<usize> = (0..input.window.len()).collect();
+        let mut snippet = snippet_chars.max(1);
+        let render = |shown: &[usize], snippet: u32| -> (String, u32) {
+            let selected = lines(input.selected.iter().copied(), snippet);
+            let candidates = lines(shown.iter().map(|&i| input.window[i]), snippet);
+            let user = fill(
+                &self.iteration.user,
+                &[
+                    ("instruction", &system),
+                    ("question", input.question),
+                    ("guidance", input.guidance),
+                    ("selected", &selected),
+                    ("candidates", &candidates),
+                    ("top_k", &top_k),
+                ],
+            );
+            let tokens = system_tokens.saturating_add(counter.count(&user));
+            (user, tokens)
+        };
+        let done = |user: String, tokens: u32, shown: Vec<usize>, snippet: u32| RenderedIteration {
+            system: system.clone(),
+            user,
+            prompt_tokens: tokens,
+            shown,
+            snippet_chars: snippet,
+            over_budget: tokens > max_tokens,
+        };
+        let (mut user, mut tokens) = render(&shown, snippet);
+        if tokens <= max_tokens {
+            return done(user, tokens, shown, snippet);
+        }
+        // (1) One halving of the snippets.
+        let first = (snippet / 2).max(FIRST_SHRINK_FLOOR);
+        if first < snippet {
+            snippet = first;
+            (user, tokens) = render(&shown, snippet);
+            if tokens <= max_tokens {
+                return done(user, tokens, shown, snippet);
+            }
+        }
+        // (2) Drop trailing non-target candidates.
+        while let Some(pos) = shown
+            .iter()
+            .rposition(|&i| !input.keep.get(i).copied().unwrap_or(false))
+        {
+            shown.remove(pos);
+            (user, tokens) = render(&shown, snippet);
+            if tokens <= max_tokens {
+                return done(user, tokens, shown, snippet);
+            }
+        }
+        // (3) Halve the snippets down to the floor.
+        while snippet > MIN_SNIPPET {
+            snippet = (snippet / 2).max(MIN_SNIPPET);
+            (user, tokens) = render(&shown, snippet);
+            if tokens <= max_tokens {
+                break;
+            }
+        }
+        done(user, tokens, shown, snippet)
+    }
+
+    /// Renders a HANRAG task's messages: `(system, user)`, the system `None` when its template
+    /// is empty.
+    pub fn render_hanrag(
+        template: &Template,
+        question: &str,
+        thought: &str,
+    ) -> (Option<String>, String) {
+        let vars = [("question", question), ("thought", thought)];
+        let system = fill(&template.system, &vars);
+        let user = fill(&template.user, &vars);
+        ((!system.is_empty()).then_some(system), user)
+    }
+}
+
+fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
+    let mut custom = false;
+    let mut read = |suffix: &str, builtin: &str| -> Result<String, LabelError> {
+        if let Some(d) = dir {
+            let p = Path::new(d).join(format!("{}_{suffix}.txt", spec.stem));
+            if p.exists() {
+                custom = true;
+                return std::fs::read_to_string(&p)
+                    .map(|s| s.trim_end().to_string())
+                    .map_err(|e| LabelError::Template {
+                        path: p.display().to_string(),
+                        message: e.to_string(),
+                    });
+            }
+        }
+        Ok(builtin.trim_end().to_string())
+    };
+    let system = read("system", spec.system)?;
+    let user = read("user", spec.user)?;
+    for r in spec.required {
+        if !user.contains(&format!("{{{r}}}")) {
+            return Err(LabelError::Template {
+                path: format!("{}_user.txt", spec.stem),
+                message: format!("the template lacks the placeholder {{{r}}}"),
+            });
+        }
+    }
+    let (id, version) = if custom {
+        let h = sha1_hex(&format!("{system}\u{1f}{user}"));
+        (format!("custom:{}", spec.task), h[..12].to_string())
+    } else {
+        (
+            format!("distillery:{}", spec.task),
+            BUILTIN_VERSION.to_string(),
+        )
+    };
+    Ok(Template {
+        id,
+        version,
+        system,
+        user,
+    })
+}
+
+/// Fills `{name}` placeholders in one pass; unknown `{...}` stay as written.
+pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len() + 256);
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let hit = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (close, *v))
+        });
+        match hit {
+            Some((close, value)) => {
+                out.push_str(value);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('{');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A segment as a prompt line shows it: its id and its full text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentLine<'a> {
+    pub id: &'a str,
+    pub content: &'a str,
+}
+
+/// The inputs of one iteration prompt.
+#[derive(Debug, Clone)]
+pub struct IterationInput<'a> {
+    pub question: &'a str,
+    pub guidance: &'a str,
+    pub top_k: u32,
+    /// Selected-So-Far, in selection order (never dropped).
+    pub selected: Vec<SegmentLine<'a>>,
+    /// The candidate window, in stream order.
+    pub window: Vec<SegmentLine<'a>>,
+    /// Per window entry: true for a target segment (never dropped).
+    pub keep: Vec<bool>,
+}
+
+/// A rendered iteration prompt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedIteration {
+    pub system: String,
+    pub user: String,
+    /// System + user tokens.
+    pub prompt_tokens: u32,
+    /// Positions (into the input window) of the candidates shown, in order.
+    pub shown: Vec<usize>,
+    /// The snippet length used.
+    pub snippet_chars: u32,
+    /// True when even the smallest rendering exceeds the budget.
+    pub over_budget: bool,
+}
+
+/// The display form of a segment's text: whitespace collapsed, cut to `budget` chars at a
+/// word boundary with `…`.
+pub fn snippet(content: &str, budget: u32) -> String {
+    let flat = content.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate_snippet(&flat, budget as usize).0
+}
+
+fn lines<'a>(items: impl Iterator<Item = SegmentLine<'a>>, budget: u32) -> String {
+    let v: Vec<String> = items
+        .map(|s| format!("- [{}] {}", s.id, snippet(s.content, budget)))
+        .collect();
+    if v.is_empty() {
+        EMPTY_LIST.to_string()
+    } else {
+        v.join("\n")
+    }
+}
+
+/// Counts tokens with a Hugging Face tokenizer, or estimates them from characters.
+pub struct TokenCounter {
+    tokenizer: Option<Box<tokenizers::Tokenizer>>,
+    chars_per_token: f64,
+    name: String,
+}
+
+impl std::fmt::Debug for TokenCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenCounter")
+            .field("name", &self.name)
+            .field("chars_per_token", &self.chars_per_token)
+            .finish()
+    }
+}
+
+impl TokenCounter {
+    /// A counter for `tokenizer_json` (a `tokenizer.json` path), else the character estimate
+    /// at `chars_per_token`.
+    pub fn new(
+        tokenizer_json: Option<&str>,
+        chars_per_token: f64,
+    ) -> Result<TokenCounter, LabelError> {
+        let cpt = if chars_per_token.is_finite() && chars_per_token > 0.0 {
+            chars_per_token
+        } else {
+            4.0
+        };
+        let Some(path) = tokenizer_json else {
+            return Ok(TokenCounter {
+                tokenizer: None,
+                chars_per_token: cpt,
+                name: format!("chars/{cpt}"),
+            });
+        };
+        let tok = tokenizers::Tokenizer::from_file(path).map_err(|e| LabelError::Tokenizer {
+            path: path.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(TokenCounter {
+            tokenizer: Some(Box::new(tok)),
+            chars_per_token: cpt,
+            name: format!("tokenizer:{path}"),
+        })
+    }
+
+    /// The character-estimate counter.
+    pub fn chars(chars_per_token: f64) -> TokenCounter {
+        TokenCounter::new(None, chars_per_token).expect("no file to load")
+    }
+
+    /// True when a tokenizer file counts the tokens.
+    pub fn has_tokenizer(&self) -> bool {
+        self.tokenizer.is_some()
+    }
+
+    /// What counts: `tokenizer:<path>` or `chars/<rate>`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Tokens of `text` (0 for an empty text). A text the tokenizer fails on is estimated.
+    pub fn count(&self, text: &str) -> u32 {
+        if text.is_empty() {
+            return 0;
+        }
+        if let Some(t) = &self.tokenizer
+            && let Ok(enc) = t.encode(text, false)
+        {
+            return u32::try_from(enc.len()).unwrap_or(u32::MAX);
+        }
+        let chars = text.chars().count() as f64;
+        (chars / self.chars_per_token).ceil() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_across_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<TokenCounter>();
+        send_sync::<Prompts>();
+    }
+
+    #[test]
+    fn fill_is_single_pass() {
+        let out = fill("a {x} b {y} {z} {", &[("x", "{y}"), ("y", "Y")]);
+        assert_eq!(out, "a {y} b Y {z} {");
+    }
+
+    #[test]
+    fn builtins_have_the_markers() {
+        let p = Prompts::builtin();
+        for m in [
+            "### Instruction",
+            "### Question",
+            "### Guidance",
+            "### Selected-So-Far",
+            "### Candidate-Window",
+            "### Output (JSON)",
+        ] {
+            assert!(p.iteration.user.contains(m), "{m}");
+        }
+        assert_eq!(p.iteration.id, "distillery:hseq_iteration");
+        assert_eq!(p.iteration.version, BUILTIN_VERSION);
+    }
+
+    #[test]
+    fn char_estimate_rounds_up() {
+        let c = TokenCounter::chars(4.0);
+        assert_eq!(c.count(""), 0);
+        assert_eq!(c.count("abcd"), 1);
+        assert_eq!(c.count("abcde"), 2);
+        assert_eq!(TokenCounter::chars(0.0).count("abcdefgh"), 2);
+    }
+
+    #[test]
+    fn snippets_cut_at_words() {
+        assert_eq!(snippet("alpha  beta\ngamma", 100), "alpha beta gamma");
+        assert_eq!(snippet("alpha beta gamma delta", 14), "alpha beta…");
+    }
+}

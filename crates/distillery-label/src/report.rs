@@ -1,0 +1,313 @@
+//! The label-quality report: weak positives compared with gold evidence.
+//!
+//! Micro precision/recall/F1 (percentages) per dataset, method, level and question type:
+//!
+//! - **sentence** level: over `(record_id, sentence index)` pairs. Gold: the question's
+//!   `sentence` evidence with a record id and an index; predicted: the `sentence` positives
+//!   (their `source_id` and `index`). Paragraph or row positives predict no sentence: a method
+//!   that labels containers (`hseq-paper` picks paragraphs first) is measured on its sentence
+//!   positives only.
+//! - **paragraph** level: over record ids. Gold: the record ids of the `paragraph` evidence;
+//!   predicted: the `source_id` of every positive, whatever its level.
+//!
+//! Only questions with gold evidence of a level count at that level (MuSiQue has paragraph
+//! gold only, so it has no sentence scores). `questions` counts the label records whose
+//! question was found. `sufficient_with_all_gold` is the percentage, among questions with
+//! paragraph gold, whose trajectory reached sufficiency and whose selected segments (looked up
+//! among the record's positives by segment id) cover every gold paragraph.
+
+use distillery_core::{LabelRecord, Question};
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// The two levels of the report, in display order.
+pub const LEVELS: [&str; 2] = ["sentence", "paragraph"];
+
+/// Micro precision, recall and F1 (percentages, 0..100) with their counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Prf {
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    pub tp: u64,
+    pub fp: u64,
+    pub fn_: u64,
+}
+
+impl Prf {
+    /// Scores from counts; a ratio with a zero denominator is 0.
+    pub fn from_counts(tp: u64, fp: u64, fn_: u64) -> Prf {
+        let pct = |a: u64, b: u64| {
+            if b == 0 {
+                0.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
+        let precision = pct(tp, tp + fp);
+        let recall = pct(tp, tp + fn_);
+        let f1 = if precision + recall > 0.0 {
+            2.0 * precision * recall / (precision + recall)
+        } else {
+            0.0
+        };
+        Prf {
+            precision,
+            recall,
+            f1,
+            tp,
+            fp,
+            fn_,
+        }
+    }
+
+    fn add(&self, tp: u64, fp: u64, fn_: u64) -> Prf {
+        Prf::from_counts(self.tp + tp, self.fp + fp, self.fn_ + fn_)
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "precision": self.precision,
+            "recall": self.recall,
+            "f1": self.f1,
+            "tp": self.tp,
+            "fp": self.fp,
+            "fn": self.fn_,
+        })
+    }
+}
+
+/// The report of one method on one dataset.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MethodReport {
+    pub questions: u64,
+    /// `sentence`, `paragraph` → scores (a level is absent when no question has its gold).
+    pub levels: BTreeMap<String, Prf>,
+    /// Question type → level → scores.
+    pub by_type: BTreeMap<String, BTreeMap<String, Prf>>,
+    /// Percent of questions (with paragraph gold) whose trajectory reached sufficiency and
+    /// selected every gold paragraph.
+    pub sufficient_with_all_gold: f64,
+}
+
+/// Dataset → method → report.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabelReport {
+    pub datasets: BTreeMap<String, BTreeMap<String, MethodReport>>,
+}
+
+#[derive(Default)]
+struct Acc {
+    report: MethodReport,
+    with_gold: u64,
+    sufficient: u64,
+}
+
+fn counts<T: Ord>(pred: &BTreeSet<T>, gold: &BTreeSet<T>) -> (u64, u64, u64) {
+    let tp = pred.intersection(gold).count() as u64;
+    (tp, pred.len() as u64 - tp, gold.len() as u64 - tp)
+}
+
+/// Compares label records with the gold evidence of their questions (`questions` keyed by
+/// `Question::id`, which `LabelRecord::question_id` names). Records whose question is missing
+/// are left out.
+pub fn compute(labels: &[LabelRecord], questions: &HashMap<String, Question>) -> LabelReport {
+    let mut accs: BTreeMap<String, BTreeMap<String, Acc>> = BTreeMap::new();
+    for l in labels {
+        let Some(q) = questions.get(&l.question_id) else {
+            continue;
+        };
+        let acc = accs
+            .entry(l.dataset.clone())
+            .or_default()
+            .entry(l.method.clone())
+            .or_default();
+        acc.report.questions += 1;
+        let qtype = l
+            .question_type
+            .clone()
+            .or_else(|| q.question_type.clone())
+            .unwrap_or_else(|| "none".to_string());
+
+        let gold_sent: BTreeSet<(&str, i32)> = q
+            .evidence
+            .iter()
+            .filter(|e| e.kind == "sentence")
+            .filter_map(|e| Some((e.record_id.as_deref()?, e.index?)))
+            .collect();
+        let gold_para: BTreeSet<&str> = q
+            .evidence
+            .iter()
+            .filter(|e| e.kind == "paragraph")
+            .filter_map(|e| e.record_id.as_deref())
+            .collect();
+        let mut tally = |level: &str, (tp, fp, fn_): (u64, u64, u64)| {
+            let r = &mut acc.report;
+            let e = r.levels.entry(level.to_string()).or_default();
+            *e = e.add(tp, fp, fn_);
+            let t = r
+                .by_type
+                .entry(qtype.clone())
+                .or_default()
+                .entry(level.to_string())
+                .or_default();
+            *t = t.add(tp, fp, fn_);
+        };
+        if !gold_sent.is_empty() {
+            let pred: BTreeSet<(&str, i32)> = l
+                .positives
+                .iter()
+                .filter(|p| p.level == "sentence" && p.index >= 0)
+                .map(|p| (p.source_id.as_str(), p.index))
+                .collect();
+            tally("sentence", counts(&pred, &gold_sent));
+        }
+        if !gold_para.is_empty() {
+            let pred: BTreeSet<&str> = l.positives.iter().map(|p| p.source_id.as_str()).collect();
+            tally("paragraph", counts(&pred, &gold_para));
+            acc.with_gold += 1;
+            let selected: BTreeSet<&str> = l
+                .selected
+                .iter()
+                .filter_map(|id| l.positives.iter().find(|p| p.segment_id == *id))
+                .map(|p| p.source_id.as_str())
+                .collect();
+            if l.sufficient && gold_para.is_subset(&selected) {
+                acc.sufficient += 1;
+            }
+        }
+    }
+    let datasets = accs
+        .into_iter()
+        .map(|(d, methods)| {
+            let methods = methods
+                .into_iter()
+                .map(|(m, mut a)| {
+                    if a.with_gold > 0 {
+                        a.report.sufficient_with_all_gold =
+                            100.0 * a.sufficient as f64 / a.with_gold as f64;
+                    }
+                    (m, a.report)
+                })
+                .collect();
+            (d, methods)
+        })
+        .collect();
+    LabelReport { datasets }
+}
+
+/// `{"sentence": prf|null, "paragraph": prf|null}` of a level map.
+fn levels_json(levels: &BTreeMap<String, Prf>, out: &mut serde_json::Map<String, Value>) {
+    for l in LEVELS {
+        out.insert(
+            l.to_string(),
+            levels.get(l).map_or(Value::Null, |p| p.to_json()),
+        );
+    }
+}
+
+impl LabelReport {
+    /// `{dataset: {method: {"sentence": {"precision", "recall", "f1", "tp", "fp", "fn"},
+    /// "paragraph": {...}, "questions": n, "sufficient_with_all_gold": x, "by_type": {type:
+    /// {"sentence": {...}, "paragraph": {...}}}}}}`; a level without gold questions is `null`.
+    pub fn to_json(&self) -> Value {
+        let mut root = serde_json::Map::new();
+        for (d, methods) in &self.datasets {
+            let mut dm = serde_json::Map::new();
+            for (m, r) in methods {
+                let mut o = serde_json::Map::new();
+                levels_json(&r.levels, &mut o);
+                o.insert("questions".into(), json!(r.questions));
+                o.insert(
+                    "sufficient_with_all_gold".into(),
+                    json!(r.sufficient_with_all_gold),
+                );
+                let mut bt = serde_json::Map::new();
+                for (t, levels) in &r.by_type {
+                    let mut to = serde_json::Map::new();
+                    levels_json(levels, &mut to);
+                    bt.insert(t.clone(), Value::Object(to));
+                }
+                o.insert("by_type".into(), Value::Object(bt));
+                dm.insert(m.clone(), Value::Object(o));
+            }
+            root.insert(d.clone(), Value::Object(dm));
+        }
+        Value::Object(root)
+    }
+
+    /// A plain-text table per dataset with the methods side by side: P/R/F1 per level, then
+    /// per question type and level, the question count and `sufficient_with_all_gold`.
+    pub fn render_table(&self) -> String {
+        const COL: usize = 24;
+        let mut out = String::new();
+        for (d, methods) in &self.datasets {
+            let names: Vec<&String> = methods.keys().collect();
+            let types: BTreeSet<&String> =
+                methods.values().flat_map(|r| r.by_type.keys()).collect();
+            let label_width = types
+                .iter()
+                .map(|t| format!("  {t} / paragraph ").chars().count())
+                .chain(["sufficient with all gold % ".len()])
+                .max()
+                .unwrap_or(0);
+            let w = label_width;
+            out.push_str(&format!("== {d} ==\n{:w$}", ""));
+            for m in &names {
+                out.push_str(&format!("| {m:<w$}", w = COL - 2));
+            }
+            out.push_str(&format!("\n{:w$}", "level"));
+            for _ in &names {
+                out.push_str(&format!("| {:>6} {:>6} {:>6}  ", "P", "R", "F1"));
+            }
+            out.push('\n');
+            let mut rows: Vec<(String, Vec<Option<Prf>>)> = Vec::new();
+            for l in LEVELS {
+                rows.push((
+                    l.to_string(),
+                    methods.values().map(|r| r.levels.get(l).copied()).collect(),
+                ));
+            }
+            let types: BTreeSet<&String> =
+                methods.values().flat_map(|r| r.by_type.keys()).collect();
+            for t in types {
+                for l in LEVELS {
+                    let cells: Vec<Option<Prf>> = methods
+                        .values()
+                        .map(|r| r.by_type.get(t).and_then(|m| m.get(l)).copied())
+                        .collect();
+                    if cells.iter().any(Option::is_some) {
+                        rows.push((format!("  {t} / {l}"), cells));
+                    }
+                }
+            }
+            for (label, cells) in rows {
+                out.push_str(&format!("{label:w$}"));
+                for c in cells {
+                    match c {
+                        Some(p) => out.push_str(&format!(
+                            "| {:>6.1} {:>6.1} {:>6.1}  ",
+                            p.precision, p.recall, p.f1
+                        )),
+                        None => out.push_str(&format!("| {:>6} {:>6} {:>6}  ", "-", "-", "-")),
+                    }
+                }
+                out.push('\n');
+            }
+            out.push_str(&format!("{:w$}", "questions"));
+            for r in methods.values() {
+                out.push_str(&format!("| {:<w$}", r.questions, w = COL - 2));
+            }
+            out.push_str(&format!("\n{:w$}", "sufficient with all gold %"));
+            for r in methods.values() {
+                out.push_str(&format!(
+                    "| {:<w$}",
+                    format!("{:.1}", r.sufficient_with_all_gold),
+                    w = COL - 2
+                ));
+            }
+            out.push_str("\n\n");
+        }
+        out
+    }
+}

@@ -1,0 +1,341 @@
+//! Labelling one question: weak positives of every method, trajectories, and the SFT samples
+//! of the iteration agent (HSEQ paper 000, 3.1, 9.2 and 9.3.2) plus the HANRAG tasks.
+//!
+//! [`label_question`]:
+//! 1. builds S_h ([`crate::sh::build_sh`], default HSEQ options: sections on, cells off) and
+//!    the candidate stream ([`candidate_stream`]): the non-root segments of S_h in ρ order,
+//!    the first `max_segments` of them (the preset's cap, the same the methods use);
+//! 2. runs every method and synthesizes its trajectory ([`crate::trajectory::synthesize`]);
+//!    each method gives one [`LabelRecord`] (id = `stable_id([question id, method])`). A
+//!    question without answers or without candidates is not given to the methods: its records
+//!    have no positives, `low_confidence` true and an empty trajectory;
+//! 3. for the SFT method (`sft_method`, default the first method) renders one
+//!    `hseq_iteration` sample per trajectory step: messages `[system, user, assistant]`, the
+//!    user prompt fitted to `max_tokens` by [`crate::prompt::Prompts::render_iteration`], the
+//!    assistant turn the exact target JSON of [`target_json`];
+//! 4. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
+//!
+//! Sample fields: `weight` the step's weight; `split` empty (the executor assigns train /
+//! validation by id hash); `question_id` the question's record id; `segment_ids` the
+//! candidates shown (after budget fitting) followed by the segments selected before the
+//! step; `params` a JSON object (method, preset and its resolved k / max_segments /
+//! max_tokens, W, u, T_max, snippet_chars, lexical_weight, the method's own params, guidance
+//! source and cache key, token counter, whether the prompt is over budget); `step` 1-based,
+//! `steps` the trajectory length, `sufficient` the step's target sufficiency; token counts by
+//! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
+//! messages])`.
+
+use distillery_core::id::stable_id;
+use distillery_core::spec::HseqOptions;
+use distillery_core::{LabelRecord, Message, Segment, SftSample};
+
+use crate::positives::{Method, Positives, is_root, labeled_segment, max_segments};
+use crate::prompt::{IterationInput, SegmentLine};
+use crate::sh::build_sh;
+use crate::trajectory::{Preset, Step, Trajectory, TrajectoryParams, synthesize};
+use crate::{LabelOutput, Labeller, QuestionContext, hanrag};
+
+/// Task name of iteration-agent samples.
+pub const TASK_ITERATION: &str = "hseq_iteration";
+
+/// The `strategy` of every target action.
+pub const STRATEGY: &str = "guided_topk";
+
+/// The candidate stream: indices of the non-root segments of `sh` (already in ρ order; roots
+/// as [`crate::positives::is_root`] defines them), the first `max_segments` of them — the
+/// candidate set of the methods ([`crate::positives::max_segments`]).
+pub fn candidate_stream(sh: &[Segment], max_segments: usize) -> Vec<usize> {
+    sh.iter()
+        .enumerate()
+        .filter(|(_, s)| !is_root(&s.level))
+        .map(|(i, _)| i)
+        .take(max_segments)
+        .collect()
+}
+
+/// The target action, byte-exact as Python's `json.dumps` writes it (`": "` and `", "`
+/// separators, ASCII escapes):
+/// `{"type": "select", "args": {"segment_ids": ["a", "b"], "strategy": "guided_topk", "top_k": 2}, "sufficiency": true}`.
+pub fn target_json(segment_ids: &[&str], top_k: u32, sufficient: bool) -> String {
+    let ids: Vec<String> = segment_ids.iter().map(|s| py_json_string(s)).collect();
+    format!(
+        "{{\"type\": \"select\", \"args\": {{\"segment_ids\": [{}], \"strategy\": \"{STRATEGY}\", \"top_k\": {top_k}}}, \"sufficiency\": {sufficient}}}",
+        ids.join(", ")
+    )
+}
+
+/// A JSON string literal as Python's `json.dumps` (with `ensure_ascii`) writes it: `\"`,
+/// `\\`, `\n`, `\r`, `\t`, `\b`, `\f`, every other char outside `' '..='~'` as `\uxxxx`
+/// (lowercase hex, surrogate pairs above U+FFFF).
+pub fn py_json_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            ' '..='~' => out.push(c),
+            _ => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Stable id of a sample: task, question id, method, step and the messages.
+pub fn sample_id(
+    task: &str,
+    question_id: &str,
+    method: &str,
+    step: &str,
+    messages: &[Message],
+) -> String {
+    let content: Vec<String> = messages
+        .iter()
+        .map(|m| format!("{}\u{1e}{}", m.role, m.content))
+        .collect();
+    stable_id(&[task, question_id, method, step, &content.join("\u{1d}")])
+}
+
+/// Labels one question with every method and renders its samples (see the module docs).
+pub fn label_question(
+    l: &Labeller,
+    methods: &[Box<dyn Method + Send + Sync>],
+    ctx: &QuestionContext<'_>,
+) -> LabelOutput {
+    let q = ctx.question;
+    let preset = Preset::from_options(&l.options);
+    let params = TrajectoryParams::from_options(&l.options);
+    let sh = build_sh(ctx, &HseqOptions::default());
+    let stream = candidate_stream(&sh, max_segments(&l.options));
+    let answerable = q.answers.iter().any(|a| !a.trim().is_empty());
+    let sft_method = l
+        .options
+        .sft_method
+        .as_deref()
+        .filter(|n| methods.iter().any(|m| m.name() == *n))
+        .or_else(|| methods.first().map(|m| m.name()));
+    let mut out = LabelOutput::default();
+    for m in methods {
+        let positives = if answerable && !stream.is_empty() {
+            m.label(q, &sh, ctx)
+        } else {
+            Positives {
+                items: Vec::new(),
+                candidates: stream.len() as u32,
+                low_confidence: true,
+            }
+        };
+        let traj = synthesize(sh.len(), &stream, &positives, &params);
+        out.labels.push(LabelRecord {
+            id: stable_id(&[&q.id, m.name()]),
+            question_id: q.id.clone(),
+            dataset: q.dataset.clone(),
+            question_type: q.question_type.clone(),
+            method: m.name().to_string(),
+            segments: sh.len() as u32,
+            candidates: positives.candidates,
+            positives: positives
+                .items
+                .iter()
+                .map(|p| labeled_segment(&sh, p, ctx))
+                .collect(),
+            low_confidence: positives.low_confidence,
+            steps: traj.steps.len() as u32,
+            sufficient: traj.sufficient,
+            sufficient_at: traj.sufficient_at,
+            selected: traj.selected().iter().map(|&i| sh[i].id.clone()).collect(),
+        });
+        if Some(m.name()) == sft_method && !traj.steps.is_empty() {
+            out.samples
+                .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
+        }
+    }
+    if l.options.hanrag {
+        out.samples.extend(hanrag::samples(l, q));
+    }
+    out
+}
+
+/// The iteration samples of a trajectory, one per step.
+fn iteration_samples(
+    l: &Labeller,
+    method: &(dyn Method + Send + Sync),
+    ctx: &QuestionContext<'_>,
+    sh: &[Segment],
+    traj: &Trajectory,
+    preset: &Preset,
+) -> Vec<SftSample> {
+    let q = ctx.question;
+    let (guidance, guidance_source) = l.guidance.guidance_for(q);
+    let guidance_key = l.guidance.cache_key(q, l.options.planner_model.as_deref());
+    let steps = traj.steps.len() as u32;
+    traj.steps
+        .iter()
+        .enumerate()
+        .map(|(n, step)| {
+            step_sample(
+                l,
+                method,
+                q,
+                sh,
+                step,
+                (n as u32 + 1, steps),
+                preset,
+                (&guidance, guidance_source, &guidance_key),
+            )
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn step_sample(
+    l: &Labeller,
+    method: &(dyn Method + Send + Sync),
+    q: &distillery_core::Question,
+    sh: &[Segment],
+    step: &Step,
+    (n, steps): (u32, u32),
+    preset: &Preset,
+    (guidance, guidance_source, guidance_key): (&str, &str, &str),
+) -> SftSample {
+    let line = |i: usize| SegmentLine {
+        id: &sh[i].id,
+        content: &sh[i].content,
+    };
+    let input = IterationInput {
+        question: &q.question,
+        guidance,
+        top_k: preset.top_k,
+        selected: step.selected_before.iter().map(|&i| line(i)).collect(),
+        window: step.window.iter().map(|&i| line(i)).collect(),
+        keep: step.window.iter().map(|i| step.picks.contains(i)).collect(),
+    };
+    let rendered = l.prompts.render_iteration(
+        &input,
+        &l.counter,
+        l.options.snippet_chars,
+        preset.max_tokens,
+    );
+    let pick_ids: Vec<&str> = step.picks.iter().map(|&i| sh[i].id.as_str()).collect();
+    let target = target_json(&pick_ids, preset.top_k, step.sufficient);
+    let target_tokens = l.counter.count(&target);
+    let mut messages = Vec::with_capacity(3);
+    if !rendered.system.is_empty() {
+        messages.push(Message {
+            role: "system".into(),
+            content: rendered.system.clone(),
+        });
+    }
+    messages.push(Message {
+        role: "user".into(),
+        content: rendered.user.clone(),
+    });
+    messages.push(Message {
+        role: "assistant".into(),
+        content: target,
+    });
+    let mut segment_ids: Vec<String> = rendered
+        .shown
+        .iter()
+        .map(|&p| sh[step.window[p]].id.clone())
+        .collect();
+    segment_ids.extend(step.selected_before.iter().map(|&i| sh[i].id.clone()));
+    let o = &l.options;
+    let params = serde_json::json!({
+        "method": method.name(),
+        "preset": o.preset,
+        "k": preset.top_k,
+        "max_segments": preset.max_segments,
+        "max_tokens": preset.max_tokens,
+        "window": o.window,
+        "sufficiency": o.sufficiency,
+        "max_steps": o.max_steps,
+        "snippet_chars": o.snippet_chars,
+        "lexical_weight": o.lexical_weight,
+        "method_params": method.params(),
+        "guidance": guidance_source,
+        "guidance_key": guidance_key,
+        "tokens": l.counter.name(),
+        "over_budget": rendered.over_budget,
+    });
+    let id = sample_id(
+        TASK_ITERATION,
+        &q.id,
+        method.name(),
+        &n.to_string(),
+        &messages,
+    );
+    SftSample {
+        id,
+        task: TASK_ITERATION.to_string(),
+        messages,
+        weight: step.weight,
+        split: String::new(),
+        dataset: q.dataset.clone(),
+        question_id: q.id.clone(),
+        segment_ids,
+        method: method.name().to_string(),
+        params: params.to_string(),
+        template_id: l.prompts.iteration.id.clone(),
+        template_version: l.prompts.iteration.version.clone(),
+        pipeline_hash: l.pipeline_hash.clone(),
+        step: Some(n),
+        steps: Some(steps),
+        sufficient: Some(step.sufficient),
+        prompt_tokens: rendered.prompt_tokens,
+        target_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_is_python_json() {
+        assert_eq!(
+            target_json(&["s1", "s2"], 2, true),
+            r#"{"type": "select", "args": {"segment_ids": ["s1", "s2"], "strategy": "guided_topk", "top_k": 2}, "sufficiency": true}"#
+        );
+        assert_eq!(
+            target_json(&[], 4, false),
+            r#"{"type": "select", "args": {"segment_ids": [], "strategy": "guided_topk", "top_k": 4}, "sufficiency": false}"#
+        );
+    }
+
+    #[test]
+    fn strings_escape_like_python() {
+        assert_eq!(py_json_string("a\"b\\c\n"), r#""a\"b\\c\n""#);
+        assert_eq!(py_json_string("é\u{1}\u{7f}"), r#""\u00e9\u0001\u007f""#);
+        assert_eq!(py_json_string("😀"), r#""\ud83d\ude00""#);
+    }
+
+    #[test]
+    fn stream_skips_roots_and_caps() {
+        let seg = |id: &str, level: &str| Segment {
+            id: id.into(),
+            level: level.into(),
+            ..Default::default()
+        };
+        let sh = vec![
+            seg("d", "document"),
+            seg("t", "table"),
+            seg("p1", "paragraph"),
+            seg("r1", "table_row"),
+            seg("s1", "sentence"),
+        ];
+        assert_eq!(candidate_stream(&sh, 10), [2, 3, 4]);
+        assert_eq!(candidate_stream(&sh, 2), [2, 3]);
+    }
+}

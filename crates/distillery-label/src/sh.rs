@@ -1,0 +1,255 @@
+//! The question's hierarchical sequence S_h (HSEQ paper 000, 2.3 and 3.1).
+//!
+//! [`build_sh`] linearizes a question's context with the `distillery-hseq` adapters:
+//! documents (HotpotQA/2Wiki/MuSiQue context paragraphs, TAT-QA paragraphs, HybridQA linked
+//! passages) with [`encode_document`], tables (HybridQA, TAT-QA) with [`encode_table`], KB
+//! edges (MetaQA) with [`encode_kg`]. The segments are concatenated and sorted into the
+//! stream order ρ ([`sort_stream`]), so containers come first (`document`, `table`,
+//! `subgraph`, `section`), then `paragraph ≺ table_row ≺ sentence ≺ triplet`, and every
+//! parent precedes its children. A document or table listed twice in the context is encoded
+//! once (segment ids must stay unique).
+//!
+//! [`KbIndex`] answers MetaQA-style k-hop neighbourhood queries over a KB held in memory:
+//! [`KbIndex::neighbourhood`] runs a breadth-first search from the topic entities over both
+//! edge directions and returns the edges it reached (nearest hops first when the cap bites),
+//! in the KB's own order so subject runs stay together for the KG encoder.
+//! [`question_hops`] reads the hop count from the question's `level` (`"2-hop"`), capped by
+//! the `max_hops` option.
+
+use std::collections::{HashMap, HashSet};
+
+use distillery_core::spec::HseqOptions;
+use distillery_core::{Question, Segment, Triple};
+use distillery_hseq::{encode_document, encode_kg, encode_table, sort_stream};
+
+use crate::QuestionContext;
+
+/// Default cap on the edges of one question's KB neighbourhood.
+pub const DEFAULT_MAX_EDGES: usize = 256;
+
+/// Builds S_h for a question: its context documents, tables and KB edges, encoded and sorted
+/// into the stream order ρ (parents before children).
+pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
+    let mut out = Vec::new();
+    let mut seen_sources: HashSet<&str> = HashSet::new();
+    for d in ctx.documents {
+        if seen_sources.insert(d.id.as_str()) {
+            out.extend(encode_document(d, opts));
+        }
+    }
+    for t in ctx.tables {
+        if seen_sources.insert(t.id.as_str()) {
+            out.extend(encode_table(t, opts));
+        }
+    }
+    if !ctx.triples.is_empty() {
+        out.extend(encode_kg(ctx.triples));
+    }
+    // Defensive: a segment id must appear once (ids derive from the source ids).
+    let mut ids = HashSet::with_capacity(out.len());
+    out.retain(|s| ids.insert(s.id.clone()));
+    sort_stream(&mut out);
+    out
+}
+
+/// The hop count of a question from its `level` (`"1-hop"`, `"2-hop"`, `"3-hop"`), capped by
+/// `max_hops`; `max_hops` when the level does not name one.
+pub fn question_hops(q: &Question, max_hops: u32) -> u32 {
+    q.level
+        .as_deref()
+        .and_then(|l| l.trim().strip_suffix("-hop"))
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .map_or(max_hops, |h| h.min(max_hops))
+}
+
+/// A KB in memory, indexed by node for k-hop neighbourhoods.
+///
+/// A node is named by a triple's `subject` / `object` key and also by its
+/// `subject_name` / `object_name` when the triple has one; lookups ignore ASCII case
+/// (MetaQA questions and KB lines do not always agree on case).
+#[derive(Debug, Default)]
+pub struct KbIndex {
+    triples: Vec<Triple>,
+    /// Lower-cased node key or name → node key.
+    names: HashMap<String, Vec<String>>,
+    /// Node key → indices of the triples touching it (as subject or object), ascending.
+    edges: HashMap<String, Vec<usize>>,
+}
+
+impl KbIndex {
+    /// Indexes the triples (kept in the given order, which is the output order).
+    pub fn new(triples: Vec<Triple>) -> KbIndex {
+        let mut names: HashMap<String, Vec<String>> = HashMap::new();
+        let mut edges: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut add_name = |name: &str, key: &str| {
+            if name.is_empty() {
+                return;
+            }
+            let v = names.entry(name.to_lowercase()).or_default();
+            if !v.iter().any(|k| k == key) {
+                v.push(key.to_string());
+            }
+        };
+        for (i, t) in triples.iter().enumerate() {
+            add_name(&t.subject, &t.subject);
+            if let Some(n) = &t.subject_name {
+                add_name(n, &t.subject);
+            }
+            add_name(&t.object, &t.object);
+            if let Some(n) = &t.object_name {
+                add_name(n, &t.object);
+            }
+            edges.entry(t.subject.clone()).or_default().push(i);
+            if t.object != t.subject {
+                edges.entry(t.object.clone()).or_default().push(i);
+            }
+        }
+        KbIndex {
+            triples,
+            names,
+            edges,
+        }
+    }
+
+    /// Number of triples held.
+    pub fn len(&self) -> usize {
+        self.triples.len()
+    }
+
+    /// True when no triple is held.
+    pub fn is_empty(&self) -> bool {
+        self.triples.is_empty()
+    }
+
+    /// Whether an entity (key or name, any ASCII case) is a node of the KB.
+    pub fn contains(&self, entity: &str) -> bool {
+        self.names.contains_key(&entity.trim().to_lowercase())
+    }
+
+    /// The edges within `hops` hops of the entities, both directions.
+    ///
+    /// Breadth-first: hop 1 takes every edge touching a start node (in KB order, start nodes
+    /// in the given order), hop 2 every new edge touching a node reached by hop 1, and so on.
+    /// At most `max_edges` edges are taken, nearest hops first, so the cap drops the far edges.
+    /// The result is in KB order (the order given to [`KbIndex::new`]), deterministic, without
+    /// duplicates. Unknown entities are ignored; no known entity gives an empty result.
+    pub fn neighbourhood(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<Triple> {
+        let mut visited: HashSet<&str> = HashSet::new();
+        let mut frontier: Vec<&str> = Vec::new();
+        for e in entities {
+            if let Some(keys) = self.names.get(&e.trim().to_lowercase()) {
+                for k in keys {
+                    if visited.insert(k.as_str()) {
+                        frontier.push(k.as_str());
+                    }
+                }
+            }
+        }
+        let mut taken: Vec<usize> = Vec::new();
+        let mut taken_set: HashSet<usize> = HashSet::new();
+        'hops: for _ in 0..hops {
+            let mut next: Vec<&str> = Vec::new();
+            for node in &frontier {
+                let Some(ix) = self.edges.get(*node) else {
+                    continue;
+                };
+                for &i in ix {
+                    if taken_set.contains(&i) {
+                        continue;
+                    }
+                    if taken.len() >= max_edges {
+                        break 'hops;
+                    }
+                    taken_set.insert(i);
+                    taken.push(i);
+                    let t = &self.triples[i];
+                    for other in [t.subject.as_str(), t.object.as_str()] {
+                        if visited.insert(other) {
+                            next.push(other);
+                        }
+                    }
+                }
+            }
+            if next.is_empty() {
+                break;
+            }
+            frontier = next;
+        }
+        taken.sort_unstable();
+        taken.into_iter().map(|i| self.triples[i].clone()).collect()
+    }
+
+    /// The neighbourhood of a question: its topic entities, [`question_hops`] hops.
+    pub fn for_question(&self, q: &Question, max_hops: u32, max_edges: usize) -> Vec<Triple> {
+        self.neighbourhood(&q.topic_entities, question_hops(q, max_hops), max_edges)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str, p: &str, o: &str) -> Triple {
+        Triple {
+            subject: s.into(),
+            predicate: p.into(),
+            object: o.into(),
+            object_kind: "entity".into(),
+            subject_name: Some(s.into()),
+            object_name: Some(o.into()),
+            ..Default::default()
+        }
+    }
+
+    fn kb() -> KbIndex {
+        KbIndex::new(vec![
+            t("Film A", "directed_by", "Dir X"),
+            t("Film A", "release_year", "1999"),
+            t("Film B", "directed_by", "Dir X"),
+            t("Film B", "starred_actors", "Actor Y"),
+            t("Film C", "starred_actors", "Actor Y"),
+            t("Film D", "directed_by", "Dir Z"),
+        ])
+    }
+
+    #[test]
+    fn hops_expand_both_directions() {
+        let kb = kb();
+        let one = kb.neighbourhood(&["film a".to_string()], 1, 100);
+        assert_eq!(one.len(), 2);
+        let two = kb.neighbourhood(&["Film A".to_string()], 2, 100);
+        let preds: Vec<_> = two.iter().map(|t| t.subject.as_str()).collect();
+        assert_eq!(preds, ["Film A", "Film A", "Film B"]);
+        let three = kb.neighbourhood(&["Film A".to_string()], 3, 100);
+        assert_eq!(three.len(), 4);
+        assert!(
+            three
+                .iter()
+                .all(|t| t.subject != "Film D" && t.subject != "Film C")
+        );
+        let four = kb.neighbourhood(&["Film A".to_string()], 4, 100);
+        assert_eq!(four.len(), 5);
+    }
+
+    #[test]
+    fn cap_keeps_nearest_and_unknown_is_empty() {
+        let kb = kb();
+        let capped = kb.neighbourhood(&["Film A".to_string()], 3, 3);
+        assert_eq!(capped.len(), 3);
+        assert_eq!(capped[2].subject, "Film B");
+        assert!(kb.neighbourhood(&["Nope".to_string()], 3, 10).is_empty());
+        assert!(kb.contains("dir x"));
+    }
+
+    #[test]
+    fn hops_from_level() {
+        let mut q = Question {
+            level: Some("2-hop".into()),
+            ..Default::default()
+        };
+        assert_eq!(question_hops(&q, 3), 2);
+        assert_eq!(question_hops(&q, 1), 1);
+        q.level = None;
+        assert_eq!(question_hops(&q, 3), 3);
+    }
+}

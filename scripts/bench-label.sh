@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Label-stage benchmark: the shared HotpotQA and MuSiQue samples repeated to QUESTIONS
+# questions (ids made unique, see scripts/gen_label_bench.py), labelled by a release build on
+# one core (taskset -c 0, run.parallelism = 1) with both methods, against ingest alone of the
+# same files with the same binary. Reports questions per second per core and the ratio; no
+# thresholds.
+#
+#   scripts/bench-label.sh [QUESTIONS=100000]
+#
+# BENCH_DIR keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
+# built instead of building the release one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+QUESTIONS=${1:-100000}
+WORK=${BENCH_DIR:-$(mktemp -d)}
+[ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
+if [ -z "${DISTILLERY_BIN:-}" ]; then
+  cargo build --release -p distillery-cli
+  BIN=$PWD/target/release/distillery
+else
+  BIN=$DISTILLERY_BIN
+fi
+PIN="taskset -c 0"
+command -v taskset >/dev/null || PIN=""
+
+secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); print(f"{time.time()-t:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
+
+echo "== generating $QUESTIONS questions in $WORK"
+[ -f "$WORK/hotpot.json" ] && [ -f "$WORK/musique.jsonl" ] && [ "$(cat "$WORK/questions" 2>/dev/null)" = "$QUESTIONS" ] \
+  || { python3 scripts/gen_label_bench.py "$WORK" "$QUESTIONS" && echo "$QUESTIONS" > "$WORK/questions"; }
+
+# One pipeline file, two runs: ingest alone (the label stage dropped) and ingest + label.
+write_pipeline() { # FILE OUTPUT WITH_LABEL
+  cat > "$1" <<TOML
+version = 1
+name = "bench-label"
+output = "$2"
+[run]
+shards = 4
+parallelism = 1
+[[inputs]]
+name = "hotpotqa"
+format = "hotpotqa"
+paths = ["$WORK/hotpot.json"]
+[[inputs]]
+name = "musique"
+format = "musique"
+paths = ["$WORK/musique.jsonl"]
+TOML
+  if [ "$3" = yes ]; then
+    printf '[[stages]]\nkind = "label"\noptions = { methods = ["hseq-paper", "answer-aware"] }\n' >> "$1"
+  fi
+}
+write_pipeline "$WORK/ingest.toml" "$WORK/out-ingest" no
+write_pipeline "$WORK/label.toml" "$WORK/out-label" yes
+
+echo "== ingest only (one core)"
+ingest=$(secs "$PIN $BIN --quiet run $WORK/ingest.toml > /dev/null")
+echo "== ingest + label, methods hseq-paper and answer-aware (one core)"
+total=$(secs "$PIN $BIN --quiet run $WORK/label.toml > /dev/null")
+
+python3 - "$WORK/out-label/_summary.json" "$ingest" "$total" <<'PY'
+import json, sys
+summary, ingest, total = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+s = json.load(open(summary))
+label = next(st for st in s["stages"] if st["stage"] == "label")
+c = label["counters"]
+q = c["questions"]
+print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
+      f"duplicates removed {c.get('duplicates_removed', 0)}")
+print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   ratio {total / ingest:.2f}x")
+print(f"label stage: {label['seconds']:.2f} s = {q / label['seconds']:,.0f} questions/s per core "
+      f"(end to end {q / total:,.0f} questions/s per core)")
+PY

@@ -1,0 +1,595 @@
+//! The label stage end to end: the SFT files of the quick start and of the shared samples,
+//! their listing in the manifest, `report labels`, the `label` command, decontamination,
+//! duplicate removal, byte-identical reruns, stale files, and the Python loadability check
+//! (`tests/python/check_sft.py`: Hugging Face `datasets` loads the JSONL, a locally built
+//! tokenizer's chat template masks exactly the assistant turn).
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use super::{count, manifest, ok, repo, run, shared, sql_json, stage, summary};
+
+/// The files a label stage adds to an output, besides its tables.
+const FILES: [&str; 4] = [
+    "sft/train.jsonl",
+    "sft/validation.jsonl",
+    "sft/dataset_info.json",
+    "label_report.json",
+];
+
+fn run_quickstart(out_dir: &Path, extra: &[&str]) {
+    let set = format!("output={}", out_dir.display());
+    let mut args = vec!["run", "pipelines/quickstart.toml", "--set", &set];
+    args.extend_from_slice(extra);
+    ok(&args);
+}
+
+fn jsonl(out_dir: &Path) -> Vec<Value> {
+    let mut v = Vec::new();
+    for rel in ["sft/train.jsonl", "sft/validation.jsonl"] {
+        let text = std::fs::read_to_string(out_dir.join(rel)).unwrap();
+        for line in text.lines() {
+            v.push(serde_json::from_str(line).unwrap_or_else(|e| panic!("{rel}: {e}: {line}")));
+        }
+    }
+    v
+}
+
+fn counter(out_dir: &Path, name: &str) -> u64 {
+    let s = summary(out_dir);
+    stage(&s, "label")["counters"][name].as_u64().unwrap_or(0)
+}
+
+/// Hugging Face `datasets` loads the file and a local tokenizer's chat template masks exactly
+/// the assistant turn. In CI (`CI` set) `datasets` and `transformers` must be installed;
+/// elsewhere the check is skipped with a message when they are not.
+fn sft_check(file: &Path) {
+    let has = Command::new("python3")
+        .args(["-c", "import datasets, transformers, tokenizers, jinja2"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "datasets and transformers are required in CI (.ci/run installs them)"
+        );
+        eprintln!(
+            "skipping the SFT loadability check: python3 with datasets and transformers not found"
+        );
+        return;
+    }
+    let out = Command::new("python3")
+        .arg(repo().join("tests/python/check_sft.py"))
+        .arg(file)
+        .env("HF_HUB_OFFLINE", "1")
+        .env("HF_DATASETS_OFFLINE", "1")
+        .output()
+        .unwrap();
+    eprintln!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "check_sft.py failed on {}",
+        file.display()
+    );
+}
+
+#[test]
+fn quickstart_writes_sft_files_listed_in_the_manifest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("qs");
+    run_quickstart(&out_dir, &[]);
+
+    // Every file is listed in the manifest with its size and rows.
+    let m = manifest(&out_dir);
+    let files = m["files"].as_array().expect("manifest lists files");
+    for rel in FILES {
+        let entry = files
+            .iter()
+            .find(|f| f["path"] == rel)
+            .unwrap_or_else(|| panic!("{rel} not in the manifest: {m}"));
+        let bytes = std::fs::read(out_dir.join(rel)).unwrap();
+        assert_eq!(
+            entry["bytes"].as_u64().unwrap(),
+            bytes.len() as u64,
+            "{rel}"
+        );
+        if rel.ends_with(".jsonl") {
+            let lines = bytes.iter().filter(|b| **b == b'\n').count() as u64;
+            assert_eq!(entry["rows"].as_u64().unwrap(), lines, "{rel}");
+        }
+    }
+    let train = std::fs::read_to_string(out_dir.join("sft/train.jsonl")).unwrap();
+    assert!(train.lines().count() > 0);
+
+    // The JSONL files hold the sft table, split by split.
+    let samples = jsonl(&out_dir);
+    let table_rows = count(&out_dir, "SELECT count(*) FROM sft");
+    assert_eq!(samples.len() as i64, table_rows);
+    let train_ids: HashSet<String> = train
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let table_train: HashSet<String> =
+        sql_json(&out_dir, "SELECT id FROM sft WHERE split = 'train'")
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect();
+    assert_eq!(train_ids, table_train);
+    for s in &samples {
+        let keys: Vec<&str> = s.as_object().unwrap().keys().map(|k| k.as_str()).collect();
+        assert_eq!(&keys[..3], ["id", "messages", "weight"], "{s}");
+        assert!(s["params"].is_object(), "params is a JSON object: {s}");
+        let roles: Vec<&str> = s["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles.last(), Some(&"assistant"), "{s}");
+        assert_eq!(s["pipeline_hash"], m["pipeline_hash"]);
+    }
+
+    // LLaMA-Factory's dataset_info.json, sharegpt form, file names relative to sft/.
+    let info: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("sft/dataset_info.json")).unwrap())
+            .unwrap();
+    let e = &info["distillery_train"];
+    assert_eq!(e["file_name"], "train.jsonl");
+    assert_eq!(e["formatting"], "sharegpt");
+    assert_eq!(e["columns"]["messages"], "messages");
+    for (k, v) in [
+        ("role_tag", "role"),
+        ("content_tag", "content"),
+        ("user_tag", "user"),
+        ("assistant_tag", "assistant"),
+        ("system_tag", "system"),
+    ] {
+        assert_eq!(e["tags"][k], v, "{info}");
+    }
+
+    // One label record per question and method; summary counters.
+    let questions = count(&out_dir, "SELECT count(*) FROM questions");
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM labels"),
+        2 * questions
+    );
+    let s = summary(&out_dir);
+    let c = &stage(&s, "label")["counters"];
+    assert_eq!(c["questions"].as_i64(), Some(questions), "{c}");
+    for key in [
+        "labels.hseq-paper",
+        "labels.answer-aware",
+        "positives.hseq-paper",
+        "sufficient.answer-aware",
+        "samples.hseq_iteration",
+        "samples.train",
+    ] {
+        assert!(c[key].as_u64().unwrap_or(0) > 0, "{key} in {c}");
+    }
+    for key in [
+        "questions_missing_context",
+        "low_confidence.hseq-paper",
+        "low_confidence.answer-aware",
+        "samples.validation",
+        "duplicates_removed",
+        "decontaminated",
+    ] {
+        assert!(c[key].is_u64(), "{key} in {c}");
+    }
+    assert_eq!(c["duplicates_removed"], 0);
+    assert_eq!(c["decontaminated"], 0);
+    assert_eq!(
+        c["samples.train"].as_u64().unwrap() + c["samples.validation"].as_u64().unwrap(),
+        samples.len() as u64
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("label_report.json")).unwrap()).unwrap();
+    assert!(
+        report["hotpotqa"]["answer-aware"]["paragraph"]["f1"].is_number(),
+        "{report}"
+    );
+
+    // The overview shows the dataset view; the plan lists the files; the report renders.
+    let overview = ok(&["inspect", out_dir.to_str().unwrap()]);
+    for needle in [
+        "sft/train.jsonl",
+        "sft samples per task and dataset",
+        "hseq_iteration",
+        "p99",
+        "steps per trajectory",
+        "sufficient at step n",
+        "labels per dataset and method",
+    ] {
+        assert!(
+            overview.contains(needle),
+            "{needle} missing from:\n{overview}"
+        );
+    }
+    let plan = ok(&["plan", "pipelines/quickstart.toml"]);
+    for rel in FILES {
+        assert!(plan.contains(rel), "{rel} missing from:\n{plan}");
+    }
+    let table = ok(&["report", "labels", out_dir.to_str().unwrap()]);
+    assert!(table.contains("== hotpotqa =="), "{table}");
+
+    sft_check(&out_dir.join("sft/train.jsonl"));
+}
+
+#[test]
+fn labels_pipeline_labels_the_shared_samples_in_one_run() {
+    if shared("").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("labels");
+    ok(&[
+        "run",
+        "pipelines/labels.toml",
+        "--set",
+        &format!("output={}", out_dir.display()),
+    ]);
+    let s = summary(&out_dir);
+    let c = &stage(&s, "label")["counters"];
+    eprintln!("label stage counters on the shared samples: {c}");
+    let questions = count(&out_dir, "SELECT count(*) FROM questions");
+    assert_eq!(c["questions"].as_i64(), Some(questions));
+    for m in ["hseq-paper", "answer-aware"] {
+        assert_eq!(c[format!("labels.{m}")].as_i64(), Some(questions), "{c}");
+    }
+    for task in [
+        "hseq_iteration",
+        "hanrag_refiner",
+        "hanrag_ending",
+        "hanrag_router",
+    ] {
+        assert!(
+            c[format!("samples.{task}")].as_u64().unwrap_or(0) > 0,
+            "{task}: {c}"
+        );
+    }
+    for d in ["hotpotqa", "musique", "tatqa", "hybridqa", "metaqa"] {
+        assert!(
+            count(
+                &out_dir,
+                &format!("SELECT count(*) FROM labels WHERE dataset = '{d}'")
+            ) > 0,
+            "{d}"
+        );
+    }
+    // MetaQA questions get positives from their KB neighbourhood.
+    assert!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM labels WHERE dataset = 'metaqa' AND cardinality(positives) > 0"
+        ) > 0
+    );
+
+    // dataset -> method -> level -> precision/recall/f1, the same as the stage's report.
+    let text = ok(&[
+        "report",
+        "labels",
+        out_dir.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let r: Value = serde_json::from_str(&text).unwrap();
+    for (d, levels) in [
+        ("hotpotqa", &["sentence", "paragraph"][..]),
+        ("musique", &["paragraph"][..]),
+        ("tatqa", &["paragraph"][..]),
+    ] {
+        for m in ["hseq-paper", "answer-aware"] {
+            for l in levels {
+                for k in ["precision", "recall", "f1"] {
+                    let v = r[d][m][l][k]
+                        .as_f64()
+                        .unwrap_or_else(|| panic!("{d}.{m}.{l}.{k} missing: {text}"));
+                    assert!((0.0..=100.0).contains(&v), "{d}.{m}.{l}.{k} = {v}");
+                }
+            }
+        }
+    }
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("label_report.json")).unwrap()).unwrap();
+    assert_eq!(
+        r, written,
+        "report labels differs from the stage's label_report.json"
+    );
+    eprintln!("{}", ok(&["report", "labels", out_dir.to_str().unwrap()]));
+    sft_check(&out_dir.join("sft/train.jsonl"));
+}
+
+#[test]
+fn label_command_runs_the_reader_hseq_and_the_label_stage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("hp");
+    ok(&[
+        "label",
+        "hotpotqa",
+        "data/quickstart/hotpot.json",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--method",
+        "answer-aware,hseq-paper",
+        "--preset",
+        "medium",
+        "--shards",
+        "2",
+    ]);
+    let m = manifest(&out_dir);
+    assert_eq!(m["shards"], 2);
+    assert!(count(&out_dir, "SELECT count(*) FROM segments") > 0);
+    assert_eq!(
+        count(&out_dir, "SELECT count(DISTINCT method) FROM labels"),
+        2
+    );
+    // The first method's trajectories become the samples.
+    let methods = sql_json(&out_dir, "SELECT DISTINCT method FROM sft");
+    assert_eq!(methods.len(), 1);
+    assert_eq!(methods[0]["method"], "answer-aware");
+    let samples = jsonl(&out_dir);
+    assert!(!samples.is_empty());
+    assert!(
+        samples[0]["params"].to_string().contains("medium"),
+        "{}",
+        samples[0]
+    );
+
+    // A MetaQA file with the quick start's KB: questions get k-hop subgraph positives.
+    let hop = tmp.path().join("1-hop");
+    std::fs::create_dir_all(&hop).unwrap();
+    let qa = hop.join("qa_test.txt");
+    std::fs::write(
+        &qa,
+        "who directed [The Lantern Keeper]\tInes Calloway\n\
+         which movies did [Oskar Vey] direct\tHarbor of Glass\n\
+         what language is [The Lantern Keeper] in\tEnglish\n",
+    )
+    .unwrap();
+    let kb_out = tmp.path().join("metaqa");
+    ok(&[
+        "label",
+        "metaqa",
+        qa.to_str().unwrap(),
+        "--out",
+        kb_out.to_str().unwrap(),
+        "--kb-input",
+        "data/quickstart/kb.txt",
+    ]);
+    assert_eq!(count(&kb_out, "SELECT count(*) FROM questions"), 3);
+    assert!(count(&kb_out, "SELECT count(*) FROM triples") > 0);
+    assert!(
+        count(
+            &kb_out,
+            "SELECT count(*) FROM labels WHERE cardinality(positives) > 0"
+        ) >= 2
+    );
+    assert!(count(&kb_out, "SELECT count(*) FROM sft") > 0);
+
+    // Not a QA format: refused with the list of those that are.
+    let out = run(&["label", "metaqa-kb", "x.txt", "--out", "unused"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a QA dataset format"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The quick start's questions with the given ids, in HotpotQA's format, each renamed and
+/// with its question text shouted (normalisation must still find it).
+fn eval_file(dir: &Path, ids: &[&str]) -> std::path::PathBuf {
+    let all: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(repo().join("data/quickstart/hotpot.json")).unwrap())
+            .unwrap();
+    let picked: Vec<Value> = all
+        .into_iter()
+        .filter(|r| ids.contains(&r["_id"].as_str().unwrap()))
+        .map(|mut r| {
+            r["_id"] = Value::from(format!("eval-{}", r["_id"].as_str().unwrap()));
+            let q = r["question"].as_str().unwrap().to_uppercase();
+            r["question"] = Value::from(q.trim_end_matches('?').to_string());
+            r
+        })
+        .collect();
+    assert_eq!(picked.len(), ids.len());
+    let path = dir.join("eval.json");
+    std::fs::write(&path, serde_json::to_vec(&picked).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn decontamination_removes_samples_of_evaluation_questions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let eval = eval_file(tmp.path(), &["qs-0001", "qs-0004"]);
+    let base = tmp.path().join("base");
+    run_quickstart(&base, &[]);
+    let clean = tmp.path().join("clean");
+    let set = format!(
+        "stages.label.options.decontaminate=[\"{}\"]",
+        eval.display()
+    );
+    run_quickstart(&clean, &["--set", &set]);
+
+    let removed = counter(&clean, "decontaminated");
+    assert!(removed > 0, "nothing decontaminated");
+    assert_eq!(counter(&clean, "decontaminate.questions"), 2);
+    assert_eq!(counter(&base, "decontaminated"), 0);
+    let (before, after) = (jsonl(&base), jsonl(&clean));
+    assert_eq!(before.len() as u64 - after.len() as u64, removed);
+    assert_eq!(
+        count(&clean, "SELECT count(*) FROM sft"),
+        after.len() as i64
+    );
+
+    // No remaining sample belongs to or shows an evaluation question.
+    let ids: HashSet<String> = sql_json(
+        &base,
+        "SELECT id FROM questions WHERE question_id IN ('qs-0001', 'qs-0004')",
+    )
+    .iter()
+    .map(|r| r["id"].as_str().unwrap().to_string())
+    .collect();
+    assert_eq!(ids.len(), 2);
+    let of_eval = |v: &[Value]| {
+        v.iter()
+            .filter(|s| ids.contains(s["question_id"].as_str().unwrap()))
+            .count()
+    };
+    assert!(of_eval(&before) > 0);
+    assert_eq!(of_eval(&after), 0);
+    let texts = [
+        "What nationality is the director of the film in which Mara Lindqvist plays a lighthouse keeper",
+        "Who was born earlier, Ines Calloway or Oskar Vey",
+    ];
+    for s in &after {
+        for m in s["messages"].as_array().unwrap() {
+            for t in texts {
+                assert!(!m["content"].as_str().unwrap().contains(t), "{t} in {s}");
+            }
+        }
+    }
+
+    // The `label` command's flag does the same.
+    let cmd = tmp.path().join("cmd");
+    ok(&[
+        "label",
+        "hotpotqa",
+        "data/quickstart/hotpot.json",
+        "--out",
+        cmd.to_str().unwrap(),
+        "--decontaminate",
+        eval.to_str().unwrap(),
+        "--decontaminate-format",
+        "hotpotqa",
+    ]);
+    assert!(counter(&cmd, "decontaminated") > 0);
+
+    // A missing evaluation file is reported before anything runs.
+    let out = run(&[
+        "validate",
+        "pipelines/quickstart.toml",
+        "--set",
+        "stages.label.options.decontaminate=[\"no/such/eval.json\"]",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no/such/eval.json: no such file"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn exact_duplicate_samples_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The quick start's questions plus a second copy of the first one under another id: the
+    // copy's samples are the same messages.
+    let mut all: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(repo().join("data/quickstart/hotpot.json")).unwrap())
+            .unwrap();
+    let mut copy = all[0].clone();
+    copy["_id"] = Value::from("qs-0001-copy");
+    all.push(copy);
+    let dir = tmp.path().join("in");
+    std::fs::create_dir_all(&dir).unwrap();
+    let dup = dir.join("hotpot.json");
+    std::fs::write(&dup, serde_json::to_vec(&all).unwrap()).unwrap();
+
+    let label = |input: &Path, out: &Path| {
+        ok(&[
+            "label",
+            "hotpotqa",
+            input.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+    };
+    let base = tmp.path().join("base");
+    label(&repo().join("data/quickstart/hotpot.json"), &base);
+    let out_dir = tmp.path().join("dup");
+    label(&dup, &out_dir);
+
+    let removed = counter(&out_dir, "duplicates_removed");
+    let first = sql_json(
+        &base,
+        "SELECT count(*) AS n FROM sft s JOIN questions q ON s.question_id = q.id \
+         WHERE q.question_id = 'qs-0001'",
+    )[0]["n"]
+        .as_u64()
+        .unwrap();
+    assert!(first > 0);
+    assert_eq!(
+        removed, first,
+        "one duplicate per sample of the copied question"
+    );
+    assert_eq!(counter(&base, "duplicates_removed"), 0);
+    let samples = jsonl(&out_dir);
+    assert_eq!(samples.len(), jsonl(&base).len());
+    let distinct: HashSet<String> = samples.iter().map(|s| s["messages"].to_string()).collect();
+    assert_eq!(distinct.len(), samples.len());
+    assert_eq!(
+        count(&out_dir, "SELECT count(*) FROM labels"),
+        7,
+        "every question is still labelled (by the default method)"
+    );
+}
+
+#[test]
+fn reruns_write_byte_identical_sft_files_and_stale_ones_are_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    run_quickstart(&a, &["--set", "run.shards=3"]);
+    run_quickstart(&b, &["--set", "run.shards=3"]);
+    let read = |d: &Path| -> Vec<Vec<u8>> {
+        FILES
+            .iter()
+            .map(|rel| std::fs::read(d.join(rel)).unwrap())
+            .collect()
+    };
+    let first = read(&a);
+    assert!(!first[0].is_empty());
+    assert!(first == read(&b), "two runs wrote different SFT files");
+    // Into the same place again.
+    run_quickstart(&a, &["--set", "run.shards=3"]);
+    assert!(first == read(&a), "a rerun wrote different SFT files");
+    // Parallelism does not change the order of anything.
+    run_quickstart(&b, &["--set", "run.shards=3", "--set", "run.parallelism=1"]);
+    assert!(first == read(&b), "parallelism changed the SFT files");
+
+    // A later run without a label stage removes the files the previous manifest listed, and
+    // only those.
+    std::fs::write(a.join("notes.txt"), "mine").unwrap();
+    std::fs::write(a.join("sft/notes.txt"), "mine too").unwrap();
+    ok(&[
+        "ingest",
+        "hotpotqa",
+        "data/quickstart/hotpot.json",
+        "--out",
+        a.to_str().unwrap(),
+    ]);
+    for rel in FILES {
+        assert!(!a.join(rel).exists(), "{rel} left behind");
+    }
+    assert!(a.join("notes.txt").exists() && a.join("sft/notes.txt").exists());
+    let left: Vec<String> = std::fs::read_dir(a.join("sft"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["notes.txt"]);
+    assert_eq!(manifest(&a)["files"], Value::Array(vec![]));
+}
