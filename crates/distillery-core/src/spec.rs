@@ -393,9 +393,6 @@ fn default_methods() -> Vec<String> {
 fn default_preset() -> String {
     "small".to_string()
 }
-fn default_window() -> u32 {
-    8
-}
 fn default_u() -> f64 {
     1.0
 }
@@ -445,9 +442,11 @@ pub struct LabelOptions {
     pub max_segments: Option<u32>,
     #[serde(default)]
     pub max_tokens: Option<u32>,
-    /// Candidate window W over the ordered stream.
-    #[serde(default = "default_window")]
-    pub window: u32,
+    /// Candidate window W over the ordered stream: how many candidate segments a step shows.
+    /// Default: the preset's segment cap (48 small/medium, 32 large), as the paper's
+    /// per-step `max_segments`; the token budget then trims what does not fit.
+    #[serde(default)]
+    pub window: Option<u32>,
     /// Sufficiency threshold u: share of the positive pool that must be selected.
     #[serde(default = "default_u")]
     pub sufficiency: f64,
@@ -1340,7 +1339,7 @@ fn check_label_options(
             "`validation_share` must be in [0, 1)",
         );
     }
-    if o.window == 0 || o.max_steps == 0 {
+    if o.window == Some(0) || o.max_steps == 0 {
         c.push(at("window"), "`window` and `max_steps` must be at least 1");
     }
     if o.chars_per_token <= 0.0 {

@@ -258,7 +258,7 @@ fn step_sample(
         "k": preset.top_k,
         "max_segments": preset.max_segments,
         "max_tokens": preset.max_tokens,
-        "window": o.window,
+        "window": TrajectoryParams::from_options(o).window,
         "sufficiency": o.sufficiency,
         "max_steps": o.max_steps,
         "snippet_chars": o.snippet_chars,

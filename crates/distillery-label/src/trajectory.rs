@@ -100,9 +100,10 @@ pub struct TrajectoryParams {
 impl TrajectoryParams {
     /// From the label options, the preset resolved ([`Preset::from_options`]).
     pub fn from_options(o: &LabelOptions) -> TrajectoryParams {
+        let preset = Preset::from_options(o);
         TrajectoryParams {
-            k: Preset::from_options(o).top_k,
-            window: o.window,
+            k: preset.top_k,
+            window: o.window.unwrap_or(preset.max_segments),
             sufficiency: o.sufficiency,
             max_steps: o.max_steps,
             lexical_weight: o.lexical_weight,
