@@ -18,7 +18,7 @@ use futures::StreamExt;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
 use crate::plan::tag_input;
 use crate::run::StageOutput;
 use crate::store::Location;
@@ -226,7 +226,15 @@ async fn hseq_group(
     });
     let mut summary = StageSummary::new("hseq");
     for src in &sources {
-        let mut stream = Box::pin(read_part(&out, &format!("{staging}/{}", src.rel)).await?);
+        // Documents are whole pages (a wiki page can be megabytes, and its segments several
+        // times that): read them a few at a time so the stage's memory is bounded by a batch.
+        let rows = match src.table {
+            TableKind::Documents => 64,
+            TableKind::Tables => 256,
+            _ => 4096,
+        };
+        let mut stream =
+            Box::pin(read_part_rows(&out, &format!("{staging}/{}", src.rel), rows).await?);
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             summary.records_in += batch.num_rows() as u64;

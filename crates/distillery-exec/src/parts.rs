@@ -235,10 +235,20 @@ impl MetadataSuffixFetch for &mut StoreReader {
     }
 }
 
-/// Streams the batches of one Parquet object.
+/// Streams the batches of one Parquet object (4096 rows a batch).
 pub async fn read_part(
     loc: &Location,
     rel: &str,
+) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
+    read_part_rows(loc, rel, 4096).await
+}
+
+/// Streams the batches of one Parquet object, `rows` rows a batch: tables of large records
+/// (whole wiki pages) are read in small batches so memory stays bounded by the batch.
+pub async fn read_part_rows(
+    loc: &Location,
+    rel: &str,
+    rows: usize,
 ) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
     let reader = StoreReader {
         store: Arc::clone(&loc.store),
@@ -248,7 +258,7 @@ pub async fn read_part(
     let stream = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(|e| ExecError::parquet(&show, e))?
-        .with_batch_size(4096)
+        .with_batch_size(rows.max(1))
         .build()
         .map_err(|e| ExecError::parquet(&show, e))?;
     Ok(stream.map_err(move |e| ExecError::parquet(&show, e)))

@@ -16,7 +16,7 @@ use distillery_hseq::{Verifier, VerifyCounts, level};
 use futures::{Stream, StreamExt};
 
 use crate::error::ExecError;
-use crate::parts::{parse_part_name, read_part};
+use crate::parts::{parse_part_name, read_part_rows};
 use crate::publish::read_manifest;
 use crate::store::{Location, open_location};
 
@@ -71,7 +71,13 @@ async fn records_of(
     rel: &str,
     table: TableKind,
 ) -> Result<RecordStream, ExecError> {
-    let s = read_part(loc, rel).await?;
+    // Whole pages and their segments are large: a few at a time keeps memory bounded.
+    let rows = match table {
+        TableKind::Documents => 64,
+        TableKind::Tables | TableKind::Segments => 1024,
+        _ => 4096,
+    };
+    let s = read_part_rows(loc, rel, rows).await?;
     Ok(Box::pin(
         s.map(move |b| {
             b.and_then(|b| batch_to_records(table, &b).map_err(ExecError::from))
