@@ -14,6 +14,8 @@
 //!
 //! `anyhow` is used here only; the library crates return typed errors. DataFusion is a
 //! dependency of this crate alone (it is the heaviest part of the build), for `inspect`.
+//! `mimalloc` is the global allocator (faster than glibc's for the labeller's many small
+//! strings; measured in `scripts/bench-label.sh`).
 
 mod inspect;
 mod report;
@@ -218,6 +220,12 @@ fn parse_qa_format(s: &str) -> Result<Format, String> {
         ))
     }
 }
+
+/// mimalloc rather than the system allocator: the label stage allocates many short-lived
+/// strings per question, and glibc malloc was a quarter of its profile (see
+/// `scripts/bench-label.sh`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

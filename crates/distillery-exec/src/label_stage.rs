@@ -16,7 +16,8 @@
 //!    flight, results consumed in chunk order (so the output does not depend on timing). A
 //!    context id with no record is skipped and its question counted in
 //!    `questions_missing_context`. In flight: `parallelism` × [`CHUNK`] questions with their
-//!    labels and samples; buffered for Parquet: up to `run.batch_size` rows per table and shard.
+//!    labels and samples; buffered for Parquet: up to `run.batch_size` rows per table and shard
+//!    (samples also flush at 8 MiB of message text per shard).
 //!
 //! What a chunk produced is consumed in order, streaming (no list of all samples is held):
 //!
@@ -435,34 +436,48 @@ pub fn content_hash(s: &SftSample) -> u128 {
 /// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
 /// sufficient, prompt_tokens, target_tokens`, in that order, and a newline.
 pub fn jsonl_line(s: &SftSample) -> String {
-    let mut o = serde_json::Map::new();
-    o.insert("id".into(), json!(s.id));
-    o.insert(
-        "messages".into(),
-        Value::Array(
-            s.messages
-                .iter()
-                .map(|m| json!({"role": m.role, "content": m.content}))
-                .collect(),
-        ),
-    );
-    o.insert("weight".into(), json!(s.weight));
-    o.insert("task".into(), json!(s.task));
-    o.insert("dataset".into(), json!(s.dataset));
-    o.insert("question_id".into(), json!(s.question_id));
-    o.insert("segment_ids".into(), json!(s.segment_ids));
-    o.insert("method".into(), json!(s.method));
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        id: &'a str,
+        messages: &'a [distillery_core::Message],
+        weight: f64,
+        task: &'a str,
+        dataset: &'a str,
+        question_id: &'a str,
+        segment_ids: &'a [String],
+        method: &'a str,
+        params: Value,
+        template_id: &'a str,
+        template_version: &'a str,
+        pipeline_hash: &'a str,
+        step: Option<u32>,
+        steps: Option<u32>,
+        sufficient: Option<bool>,
+        prompt_tokens: u32,
+        target_tokens: u32,
+    }
+    // Small: parsed so that it is written as a JSON object (a string when it is not JSON).
     let params = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
-    o.insert("params".into(), params);
-    o.insert("template_id".into(), json!(s.template_id));
-    o.insert("template_version".into(), json!(s.template_version));
-    o.insert("pipeline_hash".into(), json!(s.pipeline_hash));
-    o.insert("step".into(), json!(s.step));
-    o.insert("steps".into(), json!(s.steps));
-    o.insert("sufficient".into(), json!(s.sufficient));
-    o.insert("prompt_tokens".into(), json!(s.prompt_tokens));
-    o.insert("target_tokens".into(), json!(s.target_tokens));
-    let mut line = serde_json::to_string(&Value::Object(o)).expect("json values serialize");
+    let mut line = serde_json::to_string(&Line {
+        id: &s.id,
+        messages: &s.messages,
+        weight: s.weight,
+        task: &s.task,
+        dataset: &s.dataset,
+        question_id: &s.question_id,
+        segment_ids: &s.segment_ids,
+        method: &s.method,
+        params,
+        template_id: &s.template_id,
+        template_version: &s.template_version,
+        pipeline_hash: &s.pipeline_hash,
+        step: s.step,
+        steps: s.steps,
+        sufficient: s.sufficient,
+        prompt_tokens: s.prompt_tokens,
+        target_tokens: s.target_tokens,
+    })
+    .expect("sft lines serialize");
     line.push('\n');
     line
 }
@@ -683,12 +698,19 @@ impl Jsonl {
     }
 }
 
+/// Message bytes of SFT samples buffered per shard before a Parquet batch is written, whatever
+/// `run.batch_size` says: samples carry whole prompts (kilobytes each), so a row cap alone
+/// would buffer hundreds of megabytes across the shards.
+const SAMPLE_BUFFER_BYTES: usize = 8 << 20;
+
 /// The part writers of the current question part tag, with per-shard buffers.
 struct TagWriters {
     tag: String,
     writers: PartWriters,
     labels: BTreeMap<u32, Vec<LabelRecord>>,
     samples: BTreeMap<u32, Vec<SftSample>>,
+    /// Message bytes buffered per shard in `samples`.
+    sample_bytes: BTreeMap<u32, usize>,
 }
 
 /// Everything the stage writes, consumed in order.
@@ -740,6 +762,7 @@ impl Outputs {
             writers: PartWriters::new(self.out.clone(), &self.staging, tag),
             labels: BTreeMap::new(),
             samples: BTreeMap::new(),
+            sample_bytes: BTreeMap::new(),
         });
         Ok(())
     }
@@ -817,9 +840,17 @@ impl Outputs {
                 self.train.write(&p.line).await?;
             }
             let shard = shard_of(&sample.id, self.shards);
+            let bytes = c.sample_bytes.entry(shard).or_default();
+            *bytes += sample
+                .messages
+                .iter()
+                .map(|m| m.content.len())
+                .sum::<usize>();
+            let full = *bytes >= SAMPLE_BUFFER_BYTES;
             let buf = c.samples.entry(shard).or_default();
             buf.push(sample);
-            if buf.len() >= self.batch_size {
+            if buf.len() >= self.batch_size || full {
+                c.sample_bytes.insert(shard, 0);
                 let rows = std::mem::take(buf);
                 write_rows(&mut c.writers, TableKind::Sft, shard, &rows).await?;
             }

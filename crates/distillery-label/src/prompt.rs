@@ -160,20 +160,28 @@ impl Prompts {
         let system_tokens = counter.count(&system);
         let mut shown: Vec<usize> = (0..input.window.len()).collect();
         let mut snippet = snippet_chars.max(1);
-        let render = |shown: &[usize], snippet: u32| -> (String, u32) {
-            let selected = lines(input.selected.iter().copied(), snippet);
-            let candidates = lines(shown.iter().map(|&i| input.window[i]), snippet);
-            let user = fill(
+        let user_of = |selected: &str, candidates: &str| {
+            fill(
                 &self.iteration.user,
                 &[
                     ("instruction", &system),
                     ("question", input.question),
                     ("guidance", input.guidance),
-                    ("selected", &selected),
-                    ("candidates", &candidates),
+                    ("selected", selected),
+                    ("candidates", candidates),
                     ("top_k", &top_k),
                 ],
-            );
+            )
+        };
+        // The prompt lines at one snippet length, formatted once per length.
+        let format = |snippet: u32| -> (String, Vec<String>) {
+            let selected = join_lines(input.selected.iter().map(|s| line(*s, snippet)));
+            let window = input.window.iter().map(|s| line(*s, snippet)).collect();
+            (selected, window)
+        };
+        let render = |shown: &[usize], (selected, window): &(String, Vec<String>)| {
+            let candidates = join_lines(shown.iter().map(|&i| window[i].as_str()));
+            let user = user_of(selected, &candidates);
             let tokens = system_tokens.saturating_add(counter.count(&user));
             (user, tokens)
         };
@@ -185,7 +193,8 @@ impl Prompts {
             snippet_chars: snippet,
             over_budget: tokens > max_tokens,
         };
-        let (mut user, mut tokens) = render(&shown, snippet);
+        let mut lines = format(snippet);
+        let (mut user, mut tokens) = render(&shown, &lines);
         if tokens <= max_tokens {
             return done(user, tokens, shown, snippet);
         }
@@ -193,18 +202,39 @@ impl Prompts {
         let first = (snippet / 2).max(FIRST_SHRINK_FLOOR);
         if first < snippet {
             snippet = first;
-            (user, tokens) = render(&shown, snippet);
+            lines = format(snippet);
+            (user, tokens) = render(&shown, &lines);
             if tokens <= max_tokens {
                 return done(user, tokens, shown, snippet);
             }
         }
-        // (2) Drop trailing non-target candidates.
+        // (2) Drop trailing non-target candidates, one at a time. With the character estimate
+        // the user turn's length is known without rendering: the template filled with no
+        // candidates plus the candidate list's length once per `{candidates}` placeholder.
+        let estimate = (!counter.has_tokenizer()).then(|| {
+            let empty = user_of(&lines.0, "").chars().count();
+            let per_list = user_of(&lines.0, "x").chars().count() - empty;
+            let line_chars: Vec<usize> = lines.1.iter().map(|l| l.chars().count()).collect();
+            (empty, per_list, line_chars)
+        });
         while let Some(pos) = shown
             .iter()
             .rposition(|&i| !input.keep.get(i).copied().unwrap_or(false))
         {
             shown.remove(pos);
-            (user, tokens) = render(&shown, snippet);
+            if let Some((empty, per_list, line_chars)) = &estimate {
+                let list = if shown.is_empty() {
+                    EMPTY_LIST.chars().count()
+                } else {
+                    shown.iter().map(|&i| line_chars[i]).sum::<usize>() + shown.len() - 1
+                };
+                let estimated =
+                    system_tokens.saturating_add(counter.count_chars(empty + per_list * list));
+                if estimated > max_tokens && shown.iter().any(|&i| !input.keep[i]) {
+                    continue;
+                }
+            }
+            (user, tokens) = render(&shown, &lines);
             if tokens <= max_tokens {
                 return done(user, tokens, shown, snippet);
             }
@@ -212,7 +242,8 @@ impl Prompts {
         // (3) Halve the snippets down to the floor.
         while snippet > MIN_SNIPPET {
             snippet = (snippet / 2).max(MIN_SNIPPET);
-            (user, tokens) = render(&shown, snippet);
+            lines = format(snippet);
+            (user, tokens) = render(&shown, &lines);
             if tokens <= max_tokens {
                 break;
             }
@@ -280,7 +311,8 @@ fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
 
 /// Fills `{name}` placeholders in one pass; unknown `{...}` stay as written.
 pub fn fill(template: &str, vars: &[(&str, &str)]) -> String {
-    let mut out = String::with_capacity(template.len() + 256);
+    let mut out =
+        String::with_capacity(template.len() + vars.iter().map(|(_, v)| v.len()).sum::<usize>());
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
@@ -345,18 +377,43 @@ pub struct RenderedIteration {
 /// The display form of a segment's text: whitespace collapsed, cut to `budget` chars at a
 /// word boundary with `…`.
 pub fn snippet(content: &str, budget: u32) -> String {
-    let flat = content.split_whitespace().collect::<Vec<_>>().join(" ");
-    truncate_snippet(&flat, budget as usize).0
+    // The cut depends only on the first `budget` characters and on whether there are more:
+    // collapse no further than one character past the budget.
+    let budget = budget as usize;
+    let mut flat = String::with_capacity(content.len().min(budget.saturating_mul(4) + 64));
+    let mut chars = 0usize;
+    for w in content.split_whitespace() {
+        if chars > budget {
+            break;
+        }
+        if !flat.is_empty() {
+            flat.push(' ');
+            chars += 1;
+        }
+        flat.push_str(w);
+        chars += w.chars().count();
+    }
+    truncate_snippet(&flat, budget).0
 }
 
-fn lines<'a>(items: impl Iterator<Item = SegmentLine<'a>>, budget: u32) -> String {
-    let v: Vec<String> = items
-        .map(|s| format!("- [{}] {}", s.id, snippet(s.content, budget)))
-        .collect();
-    if v.is_empty() {
+/// One prompt line: `- [id] snippet`.
+fn line(s: SegmentLine<'_>, budget: u32) -> String {
+    format!("- [{}] {}", s.id, snippet(s.content, budget))
+}
+
+/// Lines joined by newlines, or [`EMPTY_LIST`] when there are none.
+fn join_lines<S: AsRef<str>>(lines: impl Iterator<Item = S>) -> String {
+    let mut out = String::new();
+    for l in lines {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(l.as_ref());
+    }
+    if out.is_empty() {
         EMPTY_LIST.to_string()
     } else {
-        v.join("\n")
+        out
     }
 }
 
@@ -431,8 +488,13 @@ impl TokenCounter {
         {
             return u32::try_from(enc.len()).unwrap_or(u32::MAX);
         }
-        let chars = text.chars().count() as f64;
-        (chars / self.chars_per_token).ceil() as u32
+        self.count_chars(text.chars().count())
+    }
+
+    /// The character estimate for a text of `chars` characters (what [`TokenCounter::count`]
+    /// returns without a tokenizer).
+    pub fn count_chars(&self, chars: usize) -> u32 {
+        (chars as f64 / self.chars_per_token).ceil() as u32
     }
 }
 
@@ -483,5 +545,14 @@ mod tests {
     fn snippets_cut_at_words() {
         assert_eq!(snippet("alpha  beta\ngamma", 100), "alpha beta gamma");
         assert_eq!(snippet("alpha beta gamma delta", 14), "alpha beta…");
+        // The early stop gives what collapsing everything and cutting gives.
+        let text = "  Der  Große\tBär ist ein Sternbild\n des Nordhimmels, nahe dem Pol.  ";
+        for budget in 0..80 {
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert_eq!(
+                snippet(text, budget),
+                truncate_snippet(&flat, budget as usize).0
+            );
+        }
     }
 }

@@ -29,7 +29,7 @@ use distillery_core::id::stable_id;
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
 
-use crate::positives::{Method, Positives, is_root, labeled_segment, max_segments};
+use crate::positives::{Method, Positives, Prepared, is_root, labeled_segment, max_segments};
 use crate::prompt::{IterationInput, SegmentLine};
 use crate::sh::build_sh;
 use crate::trajectory::{Preset, Step, Trajectory, TrajectoryParams, synthesize};
@@ -126,9 +126,10 @@ pub fn label_question(
         .filter(|n| methods.iter().any(|m| m.name() == *n))
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();
+    let prep = Prepared::new(&sh);
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
-            m.label(q, &sh, ctx)
+            m.label_prepared(q, &sh, &prep, ctx)
         } else {
             Positives {
                 items: Vec::new(),

@@ -36,8 +36,8 @@
 //! `low_confidence` is set when fewer than `min_positives` positives hold the answer (always
 //! for yes/no questions). `candidates` is the number of units.
 
-use super::{Method, Positive, Positives, is_gap, is_root};
-use crate::normalize::{answer_variants, contains_phrase, normalize_answer, tokens};
+use super::{Method, Positive, Positives, Prepared, is_gap, is_root};
+use crate::normalize::{Phrase, answer_variants, contains_phrase, normalize_answer, tokens};
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level;
@@ -67,46 +67,62 @@ fn content_terms(s: &str) -> Vec<String> {
     tokens(s).into_iter().filter(|w| !is_stop(w)).collect()
 }
 
-/// Okapi BM25 over a small in-memory collection.
+/// Okapi BM25 of one query over a small in-memory collection. Only the query's terms are
+/// counted (a document's other terms only matter through its length), so nothing is
+/// allocated per document term.
 struct Bm25 {
-    docs: Vec<HashMap<String, u32>>,
+    /// `tf[d][j]`: occurrences of query term `j` in document `d`.
+    tf: Vec<Vec<u32>>,
     lens: Vec<f64>,
-    idf: HashMap<String, f64>,
+    /// Per query term.
+    idf: Vec<f64>,
     avg: f64,
     k1: f64,
     b: f64,
 }
 
 impl Bm25 {
-    fn new(docs: &[Vec<String>], k1: f64, b: f64) -> Bm25 {
-        let n = docs.len() as f64;
-        let mut df: HashMap<String, u32> = HashMap::new();
-        let mut tfs = Vec::with_capacity(docs.len());
+    /// `query`: distinct terms; `docs`: each document's terms.
+    fn new<'t, D, T>(query: &[String], docs: D, k1: f64, b: f64) -> Bm25
+    where
+        D: IntoIterator<Item = T>,
+        T: IntoIterator<Item = &'t str>,
+    {
+        let mut tf = Vec::new();
+        let mut lens = Vec::new();
+        let mut df = vec![0u32; query.len()];
         for d in docs {
-            let mut tf: HashMap<String, u32> = HashMap::new();
+            let mut counts = vec![0u32; query.len()];
+            let mut len = 0usize;
             for w in d {
-                *tf.entry(w.clone()).or_insert(0) += 1;
+                len += 1;
+                if let Some(j) = query.iter().position(|q| q == w) {
+                    counts[j] += 1;
+                }
             }
-            for w in tf.keys() {
-                *df.entry(w.clone()).or_insert(0) += 1;
+            for (j, &c) in counts.iter().enumerate() {
+                if c > 0 {
+                    df[j] += 1;
+                }
             }
-            tfs.push(tf);
+            tf.push(counts);
+            lens.push(len as f64);
         }
+        let n = tf.len() as f64;
         let idf = df
-            .into_iter()
-            .map(|(w, c)| {
+            .iter()
+            .map(|&c| {
                 let c = f64::from(c);
-                (w, (1.0 + (n - c + 0.5) / (c + 0.5)).ln())
+                (1.0 + (n - c + 0.5) / (c + 0.5)).ln()
             })
             .collect();
-        let lens: Vec<f64> = docs.iter().map(|d| d.len() as f64).collect();
-        let avg = if docs.is_empty() {
+        let avg = if tf.is_empty() {
             0.0
         } else {
             lens.iter().sum::<f64>() / n
         };
         Bm25 {
-            docs: tfs,
+            tf,
             lens,
             idf,
             avg,
@@ -115,19 +131,20 @@ impl Bm25 {
         }
     }
 
-    fn score(&self, query: &[String], i: usize) -> f64 {
-        let tf = &self.docs[i];
+    /// The score of document `i`.
+    fn score(&self, i: usize) -> f64 {
         let norm = if self.avg > 0.0 {
             self.lens[i] / self.avg
         } else {
             1.0
         };
-        query
+        self.tf[i]
             .iter()
-            .filter_map(|w| {
-                let f = f64::from(*tf.get(w)?);
-                let idf = self.idf.get(w).copied().unwrap_or(0.0);
-                Some(idf * f * (self.k1 + 1.0) / (f + self.k1 * (1.0 - self.b + self.b * norm)))
+            .zip(&self.idf)
+            .filter(|(f, _)| **f > 0)
+            .map(|(&f, idf)| {
+                let f = f64::from(f);
+                idf * f * (self.k1 + 1.0) / (f + self.k1 * (1.0 - self.b + self.b * norm))
             })
             .sum()
     }
@@ -172,9 +189,9 @@ fn title_form(s: &str) -> String {
     }
 }
 
-struct Unit {
+struct Unit<'p> {
     seg: usize,
-    norm: String,
+    norm: &'p str,
     lead: bool,
 }
 
@@ -221,6 +238,16 @@ impl Method for AnswerAware {
     }
 
     fn label(&self, q: &Question, sh: &[Segment], ctx: &crate::QuestionContext<'_>) -> Positives {
+        self.label_prepared(q, sh, &Prepared::new(sh), ctx)
+    }
+
+    fn label_prepared(
+        &self,
+        q: &Question,
+        sh: &[Segment],
+        prep: &Prepared<'_>,
+        ctx: &crate::QuestionContext<'_>,
+    ) -> Positives {
         // Sources and their titles.
         let mut src_ix: HashMap<&str, usize> = HashMap::new();
         let mut sources: Vec<Source> = Vec::new();
@@ -273,7 +300,7 @@ impl Method for AnswerAware {
             if !(text_unit || s.level == level::TABLE_ROW || s.level == level::TRIPLET) {
                 continue;
             }
-            let norm = normalize_answer(&s.content);
+            let norm = prep.norm(i);
             if norm.is_empty() {
                 continue;
             }
@@ -301,28 +328,30 @@ impl Method for AnswerAware {
         let mut query = content_terms(&q.question);
         let mut seen = HashSet::new();
         query.retain(|w| seen.insert(w.clone()));
-        let unit_terms: Vec<Vec<String>> = units
-            .iter()
-            .map(|u| {
-                u.norm
-                    .split(' ')
-                    .filter(|w| !is_stop(w))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .collect();
-        let bm = Bm25::new(&unit_terms, self.k1, self.b);
-        let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(&query, u)).collect();
-        let title_terms: Vec<Vec<String>> = sources.iter().map(|s| s.terms.clone()).collect();
-        let tbm = Bm25::new(&title_terms, self.k1, self.b);
+        let bm = Bm25::new(
+            &query,
+            units
+                .iter()
+                .map(|u| u.norm.split(' ').filter(|w| !is_stop(w))),
+            self.k1,
+            self.b,
+        );
+        let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(u)).collect();
+        let tbm = Bm25::new(
+            &query,
+            sources.iter().map(|s| s.terms.iter().map(String::as_str)),
+            self.k1,
+            self.b,
+        );
         let variants = answer_variants(q);
+        let phrases: Vec<Phrase<'_>> = variants.iter().map(|v| Phrase::new(v)).collect();
         // 2 = the unit is an answer, 1 = it contains one, 0 = neither.
         let answer: Vec<u8> = units
             .iter()
             .map(|u| {
-                if variants.contains(&u.norm) {
+                if variants.iter().any(|v| v == u.norm) {
                     2
-                } else if variants.iter().any(|v| contains_phrase(&u.norm, v)) {
+                } else if phrases.iter().any(|p| p.in_text(u.norm)) {
                     1
                 } else {
                     0
@@ -340,7 +369,7 @@ impl Method for AnswerAware {
             .iter()
             .map(|s| s.units.iter().map(|&u| unit_bm[u]).fold(0.0, f64::max))
             .collect();
-        let title_bm: Vec<f64> = (0..n).map(|i| tbm.score(&query, i)).collect();
+        let title_bm: Vec<f64> = (0..n).map(|i| tbm.score(i)).collect();
         let max_bm = best_bm.iter().copied().fold(0.0, f64::max);
         let max_tbm = title_bm.iter().copied().fold(0.0, f64::max);
         let share = |x: f64, m: f64| if m > 0.0 { x / m } else { 0.0 };
@@ -360,17 +389,30 @@ impl Method for AnswerAware {
                     + if holds[i] { 1.0 } else { 0.0 }
             })
             .collect();
+        // names[p][u]: unit u (of another source) mentions the title of source p.
+        let mut unit_src = vec![0; units.len()];
+        for (c, s) in sources.iter().enumerate() {
+            for &u in &s.units {
+                unit_src[u] = c;
+            }
+        }
+        let names: Vec<Vec<bool>> = sources
+            .iter()
+            .enumerate()
+            .map(|(p, s)| {
+                let title = Phrase::new(&s.title);
+                units
+                    .iter()
+                    .zip(&unit_src)
+                    .map(|(u, &c)| c != p && title.in_text(u.norm))
+                    .collect()
+            })
+            .collect();
         // mentions[c][p]: a unit of source c mentions the title of source p.
         let mentions: Vec<Vec<bool>> = (0..n)
             .map(|c| {
                 (0..n)
-                    .map(|p| {
-                        p != c
-                            && sources[c]
-                                .units
-                                .iter()
-                                .any(|&u| contains_phrase(&units[u].norm, &sources[p].title))
-                    })
+                    .map(|p| p != c && sources[c].units.iter().any(|&u| names[p][u]))
                     .collect()
             })
             .collect();
@@ -414,9 +456,7 @@ impl Method for AnswerAware {
             let mut picked = false;
             for &u in &sources[c].units {
                 let unit = &units[u];
-                let bridge = chosen
-                    .iter()
-                    .any(|&o| o != c && contains_phrase(&unit.norm, &sources[o].title));
+                let bridge = chosen.iter().any(|&o| o != c && names[o][u]);
                 let (reason, score) = match answer[u] {
                     2 => ("exact", 1.0),
                     1 => ("substring", 0.9),
@@ -489,13 +529,13 @@ mod tests {
 
     #[test]
     fn bm25_prefers_rarer_terms() {
-        let docs: Vec<Vec<String>> = ["rust language", "rust belt", "language model"]
-            .iter()
-            .map(|s| s.split(' ').map(str::to_string).collect())
-            .collect();
-        let bm = Bm25::new(&docs, 1.2, 0.75);
         let q = vec!["belt".to_string(), "rust".to_string()];
-        assert!(bm.score(&q, 1) > bm.score(&q, 0));
-        assert_eq!(bm.score(&q, 2), 0.0);
+        let docs = ["rust language", "rust belt", "language model"];
+        let bm = Bm25::new(&q, docs.iter().map(|d| d.split(' ')), 1.2, 0.75);
+        assert!(bm.score(1) > bm.score(0));
+        assert_eq!(bm.score(2), 0.0);
+        // Three documents, "rust" in two: idf = ln(1 + 1.5 / 2.5); doc 0 has average length.
+        let idf = (1.0f64 + 1.5 / 2.5).ln();
+        assert!((bm.score(0) - idf * 2.2 / 2.2).abs() < 1e-12);
     }
 }

@@ -24,6 +24,9 @@ pub mod paper;
 use distillery_core::spec::LabelOptions;
 use distillery_core::{LabeledSegment, Question, Segment};
 use distillery_hseq::level;
+use std::cell::OnceCell;
+
+use crate::normalize::normalize_answer;
 
 /// One weak positive.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +61,29 @@ impl Positives {
     }
 }
 
+/// Per-question work shared by the methods: each segment's [`normalize_answer`]ed content,
+/// computed on first use (both built-in methods match answers against it; computing it once
+/// halves the labeller's normalisation work when both run).
+#[derive(Debug)]
+pub struct Prepared<'a> {
+    sh: &'a [Segment],
+    norms: Vec<OnceCell<String>>,
+}
+
+impl<'a> Prepared<'a> {
+    pub fn new(sh: &'a [Segment]) -> Prepared<'a> {
+        Prepared {
+            sh,
+            norms: (0..sh.len()).map(|_| OnceCell::new()).collect(),
+        }
+    }
+
+    /// The normalised content of segment `i` of S_h.
+    pub fn norm(&self, i: usize) -> &str {
+        self.norms[i].get_or_init(|| normalize_answer(&self.sh[i].content))
+    }
+}
+
 /// A weak-positive labelling method.
 pub trait Method {
     /// The method's name as written in `LabelOptions::methods`.
@@ -66,6 +92,18 @@ pub trait Method {
     fn params(&self) -> serde_json::Value;
     /// Labels one question; `sh` is its S_h, `ctx` the records it was built from.
     fn label(&self, q: &Question, sh: &[Segment], ctx: &crate::QuestionContext<'_>) -> Positives;
+    /// [`Method::label`] with per-question work shared between methods (`prep` is built over
+    /// the same `sh`). The default ignores `prep`.
+    fn label_prepared(
+        &self,
+        q: &Question,
+        sh: &[Segment],
+        prep: &Prepared<'_>,
+        ctx: &crate::QuestionContext<'_>,
+    ) -> Positives {
+        let _ = prep;
+        self.label(q, sh, ctx)
+    }
 }
 
 /// The method called `name` (`hseq-paper`, `answer-aware`), configured from `opts`.

@@ -14,8 +14,8 @@
 //!    content tokens are added (`lexical`, score = the overlap; ties in candidate order;
 //!    only candidates with some overlap) until `min_positives` is reached.
 
-use super::{Method, Positive, Positives, is_root, max_segments};
-use crate::normalize::{answer_variants, contains_phrase, jaccard, normalize_answer, tokens};
+use super::{Method, Positive, Positives, Prepared, is_root, max_segments};
+use crate::normalize::{Phrase, answer_variants, jaccard, tokens};
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level_rank;
@@ -54,21 +54,35 @@ impl Method for HseqPaper {
         })
     }
 
-    fn label(&self, q: &Question, sh: &[Segment], _ctx: &crate::QuestionContext<'_>) -> Positives {
+    fn label(&self, q: &Question, sh: &[Segment], ctx: &crate::QuestionContext<'_>) -> Positives {
+        self.label_prepared(q, sh, &Prepared::new(sh), ctx)
+    }
+
+    fn label_prepared(
+        &self,
+        q: &Question,
+        sh: &[Segment],
+        prep: &Prepared<'_>,
+        _ctx: &crate::QuestionContext<'_>,
+    ) -> Positives {
         let mut cands: Vec<usize> = (0..sh.len()).filter(|&i| !is_root(&sh[i].level)).collect();
         cands.sort_by_key(|&i| level_rank(&sh[i].level));
         cands.truncate(self.max_segments);
 
         let variants = answer_variants(q);
+        let phrases: Vec<(Phrase<'_>, usize)> = variants
+            .iter()
+            .map(|v| (Phrase::new(v), v.split(' ').count()))
+            .collect();
         let mut items = Vec::new();
         let mut rest = Vec::new();
         for &i in &cands {
-            let content = normalize_answer(&sh[i].content);
-            let exact = variants.contains(&content);
-            let sub = variants
+            let content = prep.norm(i);
+            let exact = variants.iter().any(|v| v == content);
+            let sub = phrases
                 .iter()
-                .filter(|v| contains_phrase(&content, v))
-                .map(|v| v.split(' ').count())
+                .filter(|(p, _)| p.in_text(content))
+                .map(|&(_, words)| words)
                 .max();
             if exact {
                 items.push(Positive {
@@ -95,7 +109,14 @@ impl Method for HseqPaper {
             let qt = tokens(&q.question);
             let mut scored: Vec<(f64, usize)> = rest
                 .iter()
-                .map(|&i| (jaccard(&qt, &tokens(&sh[i].content)), i))
+                .map(|&i| {
+                    let t: Vec<String> = prep
+                        .norm(i)
+                        .split_whitespace()
+                        .map(str::to_string)
+                        .collect();
+                    (jaccard(&qt, &t), i)
+                })
                 .filter(|(s, _)| *s > 0.0)
                 .collect();
             scored.sort_by(|a, b| b.0.total_cmp(&a.0));
