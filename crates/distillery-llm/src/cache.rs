@@ -1,0 +1,338 @@
+//! The LLM response cache: nothing is asked twice.
+//!
+//! A [`CacheKey`] is what makes two calls the same call: the prompt template's id and
+//! version, a hash of the rendered request body, the model id and its revision, the decoding
+//! parameters (temperature, top_p, max_tokens, seed, response_format) and the version of the
+//! output schema. Its digest names one JSON object, `PREFIX/<2 hex>/<digest>.json`, holding a
+//! [`CacheEntry`]: the key, the raw answer, the parsed value (absent when the parser rejected
+//! the answer), the parser version, the usage and when it was written.
+//!
+//! - Many writers: entries are written with object_store's create-if-not-exists; when two
+//!   workers answer the same call, the first entry stays and the second write is a no-op.
+//! - Parser upgrades: an entry parsed by another parser version is parsed again from its raw
+//!   text ([`cached_chat`] reports `reparsed`) and rewritten; no call is made.
+//! - Invalid answers are kept as raw text only (so a rerun does not pay for them again) and
+//!   come back as [`Outcome::Invalid`] with the reason, for the caller's quarantine table.
+//! - [`ResponseCache::get_many`] looks keys up concurrently, for batches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use distillery_core::id::stable_id;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::LlmError;
+use crate::client::{ChatRequest, Client, Usage};
+
+/// Everything that makes two LLM calls the same call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheKey {
+    pub template_id: String,
+    pub template_version: String,
+    /// SHA-1 (hex) of the request body as sent.
+    pub request_hash: String,
+    pub model: String,
+    pub model_revision: String,
+    /// The decoding parameters of the body, as compact JSON.
+    pub decoding: String,
+    pub schema_version: String,
+}
+
+impl CacheKey {
+    /// The key of `body` (a chat request body, see [`Client::request_body`]).
+    pub fn new(
+        (template_id, template_version): (&str, &str),
+        model_revision: &str,
+        schema_version: &str,
+        body: &Value,
+    ) -> CacheKey {
+        let decoding: serde_json::Map<String, Value> = [
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "seed",
+            "response_format",
+        ]
+        .iter()
+        .filter_map(|k| Some((k.to_string(), body.get(*k)?.clone())))
+        .collect();
+        CacheKey {
+            template_id: template_id.to_string(),
+            template_version: template_version.to_string(),
+            request_hash: stable_id(&[&body.to_string()]),
+            model: body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            model_revision: model_revision.to_string(),
+            decoding: Value::Object(decoding).to_string(),
+            schema_version: schema_version.to_string(),
+        }
+    }
+
+    /// The digest naming the entry.
+    pub fn digest(&self) -> String {
+        stable_id(&[
+            &self.template_id,
+            &self.template_version,
+            &self.request_hash,
+            &self.model,
+            &self.model_revision,
+            &self.decoding,
+            &self.schema_version,
+        ])
+    }
+}
+
+/// One cached answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheEntry {
+    pub key: CacheKey,
+    pub raw: String,
+    /// `None` when the parser of `parser_version` rejected `raw`.
+    pub parsed: Option<Value>,
+    /// Why the parser rejected `raw`.
+    pub invalid_reason: Option<String>,
+    pub parser_version: String,
+    pub usage: Usage,
+    /// The model the server said answered.
+    pub served_model: String,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// Turns raw answers into values; its version is stored with every entry.
+pub trait Parser: Send + Sync {
+    fn version(&self) -> &str;
+    /// The parsed value, or why the answer is not valid.
+    fn parse(&self, raw: &str) -> Result<Value, String>;
+}
+
+/// Cache counters.
+#[derive(Debug, Default)]
+pub struct CacheStats {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub reparsed: AtomicU64,
+    pub invalid: AtomicU64,
+    /// Writes that found the entry already created by another writer.
+    pub lost_races: AtomicU64,
+}
+
+/// The cache: a prefix in an object store.
+#[derive(Debug, Clone)]
+pub struct ResponseCache {
+    store: Arc<dyn ObjectStore>,
+    prefix: String,
+    stats: Arc<CacheStats>,
+}
+
+impl ResponseCache {
+    pub fn new(store: Arc<dyn ObjectStore>, prefix: &str) -> ResponseCache {
+        ResponseCache {
+            store,
+            prefix: prefix.trim_matches('/').to_string(),
+            stats: Arc::new(CacheStats::default()),
+        }
+    }
+
+    pub fn stats(&self) -> &CacheStats {
+        &self.stats
+    }
+
+    fn path(&self, digest: &str) -> Path {
+        let fan = &digest[..2.min(digest.len())];
+        if self.prefix.is_empty() {
+            Path::from(format!("{fan}/{digest}.json"))
+        } else {
+            Path::from(format!("{}/{fan}/{digest}.json", self.prefix))
+        }
+    }
+
+    fn err(path: &Path, e: impl std::fmt::Display) -> LlmError {
+        LlmError::Cache {
+            path: path.to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    /// The entry of `key`, if any. An entry whose key differs (a digest collision or a
+    /// foreign file) counts as absent.
+    pub async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, LlmError> {
+        let path = self.path(&key.digest());
+        let bytes = match self.store.get(&path).await {
+            Ok(r) => r.bytes().await.map_err(|e| Self::err(&path, e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(Self::err(&path, e)),
+        };
+        let entry: CacheEntry = serde_json::from_slice(&bytes)
+            .map_err(|e| Self::err(&path, format!("not a cache entry: {e}")))?;
+        Ok((entry.key == *key).then_some(entry))
+    }
+
+    /// [`ResponseCache::get`] for many keys, 32 lookups in flight, results in key order.
+    pub async fn get_many(&self, keys: &[CacheKey]) -> Result<Vec<Option<CacheEntry>>, LlmError> {
+        futures::stream::iter(keys.iter().map(|k| self.get(k)))
+            .buffered(32)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Creates the entry unless one exists; `false` when another writer was first.
+    pub async fn put(&self, entry: &CacheEntry) -> Result<bool, LlmError> {
+        self.write(entry, PutMode::Create).await
+    }
+
+    async fn write(&self, entry: &CacheEntry, mode: PutMode) -> Result<bool, LlmError> {
+        let path = self.path(&entry.key.digest());
+        let body = serde_json::to_vec(entry).expect("entries serialize");
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(&path, PutPayload::from(body), opts)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                self.stats.lost_races.fetch_add(1, Ordering::Relaxed);
+                Ok(false)
+            }
+            Err(e) => Err(Self::err(&path, e)),
+        }
+    }
+}
+
+/// What a cached call gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Parsed {
+        value: Value,
+        raw: String,
+        usage: Usage,
+        /// Answered from the cache (no call).
+        cached: bool,
+        /// Parsed again from a cached raw answer of another parser version.
+        reparsed: bool,
+    },
+    /// The parser rejected the answer: quarantine `raw` with `reason`.
+    Invalid {
+        raw: String,
+        reason: String,
+        cached: bool,
+    },
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// One chat call through the cache: a hit makes no call (re-parsing when the parser version
+/// changed); a miss calls the server, parses, and stores the answer.
+/// `schema_version` versions the output schema the request asks for (part of the key); the
+/// parser's own version is not (see the module docs).
+pub async fn cached_chat(
+    client: &Client,
+    cache: &ResponseCache,
+    template: (&str, &str),
+    (model_revision, schema_version): (&str, &str),
+    parser: &dyn Parser,
+    req: &ChatRequest,
+) -> Result<Outcome, LlmError> {
+    let body = client.request_body(req);
+    let key = CacheKey::new(template, model_revision, schema_version, &body);
+    let stats = &cache.stats;
+    if let Some(mut entry) = cache.get(&key).await? {
+        stats.hits.fetch_add(1, Ordering::Relaxed);
+        if entry.parser_version != parser.version() {
+            stats.reparsed.fetch_add(1, Ordering::Relaxed);
+            let (parsed, reason) = split(parser.parse(&entry.raw));
+            entry.parsed = parsed;
+            entry.invalid_reason = reason;
+            entry.parser_version = parser.version().to_string();
+            cache.write(&entry, PutMode::Overwrite).await?;
+            return Ok(outcome(entry, true, true, stats));
+        }
+        return Ok(outcome(entry, true, false, stats));
+    }
+    stats.misses.fetch_add(1, Ordering::Relaxed);
+    let resp = client.chat(req).await?;
+    let (parsed, invalid_reason) = split(parser.parse(&resp.content));
+    let entry = CacheEntry {
+        key,
+        raw: resp.content,
+        parsed,
+        invalid_reason,
+        parser_version: parser.version().to_string(),
+        usage: resp.usage,
+        served_model: resp.model,
+        created_at: now_secs(),
+    };
+    cache.put(&entry).await?;
+    Ok(outcome(entry, false, false, stats))
+}
+
+fn split(r: Result<Value, String>) -> (Option<Value>, Option<String>) {
+    match r {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    }
+}
+
+fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) -> Outcome {
+    match entry.parsed {
+        Some(value) => Outcome::Parsed {
+            value,
+            raw: entry.raw,
+            usage: entry.usage,
+            cached,
+            reparsed,
+        },
+        None => {
+            stats.invalid.fetch_add(1, Ordering::Relaxed);
+            Outcome::Invalid {
+                raw: entry.raw,
+                reason: entry.invalid_reason.unwrap_or_default(),
+                cached,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn keys_change_with_every_part() {
+        let body = json!({"model": "m", "messages": [], "temperature": 0.0});
+        let k = CacheKey::new(("t", "1"), "rev", "s1", &body);
+        assert_eq!(k.decoding, r#"{"temperature":0.0}"#);
+        assert_eq!(
+            k.digest(),
+            CacheKey::new(("t", "1"), "rev", "s1", &body).digest()
+        );
+        let other_body = json!({"model": "m", "messages": [], "temperature": 0.5});
+        for other in [
+            CacheKey::new(("t", "2"), "rev", "s1", &body),
+            CacheKey::new(("u", "1"), "rev", "s1", &body),
+            CacheKey::new(("t", "1"), "rev2", "s1", &body),
+            CacheKey::new(("t", "1"), "rev", "s2", &body),
+            CacheKey::new(("t", "1"), "rev", "s1", &other_body),
+        ] {
+            assert_ne!(k.digest(), other.digest(), "{other:?}");
+        }
+    }
+}

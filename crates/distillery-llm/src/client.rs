@@ -1,0 +1,474 @@
+//! An async client for the chat completions endpoint of an OpenAI-compatible server.
+//!
+//! [`Client::chat`] takes a permit from the client's semaphore (`max_concurrency` requests in
+//! flight per client, that is per server and worker), posts the request and retries what may
+//! succeed later: 429 and 5xx answers, connection errors, timeouts, and success answers whose
+//! body is truncated or not a chat completion. The delay before retry `n` is `Retry-After`
+//! when the server sent one (capped at `backoff_max`), else a uniformly random duration in
+//! `[0, min(backoff_max, backoff_base · 2^(n-1))]` ("full jitter"). 4xx answers other than 429
+//! are not retried. [`ClientStats`] counts calls, retries, failures and tokens.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use distillery_core::HasKind;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::sync::Semaphore;
+
+use crate::LlmError;
+
+/// A secret (an API key): `Debug` and `Display` never show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Secret {
+        Secret(s.into())
+    }
+
+    /// The secret itself, for the `Authorization` header only.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// Where the server is and how to talk to it.
+#[derive(Debug, Clone)]
+pub struct LlmConfig {
+    /// The API root, e.g. `http://vllm:8000/v1` (`/chat/completions` is appended).
+    pub base_url: String,
+    /// The served model name.
+    pub model: String,
+    pub api_key: Option<Secret>,
+    /// Requests in flight per client.
+    pub max_concurrency: usize,
+    /// Per-request timeout (connect to last byte).
+    pub timeout: Duration,
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+}
+
+impl LlmConfig {
+    /// Defaults: 8 in flight, 120 s timeout, 6 retries, backoff 0.5 s doubling up to 30 s.
+    pub fn new(base_url: &str, model: &str) -> LlmConfig {
+        LlmConfig {
+            base_url: base_url.trim_end_matches('/').to_string(),
+            model: model.to_string(),
+            api_key: None,
+            max_concurrency: 8,
+            timeout: Duration::from_secs(120),
+            max_retries: 6,
+            backoff_base: Duration::from_millis(500),
+            backoff_max: Duration::from_secs(30),
+        }
+    }
+
+    /// Reads the API key from the environment variable `var` (an error names the variable,
+    /// never a value).
+    pub fn api_key_from_env(mut self, var: &str) -> Result<LlmConfig, LlmError> {
+        match std::env::var(var) {
+            Ok(v) if !v.is_empty() => {
+                self.api_key = Some(Secret(v));
+                Ok(self)
+            }
+            _ => Err(LlmError::Config(format!(
+                "environment variable {var} (the API key) is not set"
+            ))),
+        }
+    }
+}
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.to_string(),
+            content: content.into(),
+        }
+    }
+}
+
+/// Structured output, as OpenAI's `response_format`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResponseFormat {
+    /// `{"type": "json_object"}`: any JSON object.
+    JsonObject,
+    /// `{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}`.
+    JsonSchema {
+        name: String,
+        schema: Value,
+        strict: bool,
+    },
+}
+
+impl ResponseFormat {
+    /// The request field's value.
+    pub fn to_json(&self) -> Value {
+        match self {
+            ResponseFormat::JsonObject => json!({"type": "json_object"}),
+            ResponseFormat::JsonSchema {
+                name,
+                schema,
+                strict,
+            } => json!({
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": strict},
+            }),
+        }
+    }
+}
+
+/// A chat completion request (the model comes from the client's configuration).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub seed: Option<u64>,
+    pub response_format: Option<ResponseFormat>,
+}
+
+/// Token counts from a response's `usage`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+/// A successful chat completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatResponse {
+    /// The first choice's message content.
+    pub content: String,
+    pub finish_reason: Option<String>,
+    pub usage: Usage,
+    /// The model the server says answered.
+    pub model: String,
+    /// Attempts it took (1 = no retry).
+    pub attempts: u32,
+}
+
+/// Counters of one client (shared by its clones).
+#[derive(Debug, Default)]
+pub struct ClientStats {
+    pub calls: AtomicU64,
+    pub retries: AtomicU64,
+    pub failures: AtomicU64,
+    pub prompt_tokens: AtomicU64,
+    pub completion_tokens: AtomicU64,
+}
+
+impl ClientStats {
+    /// `(calls, retries, failures, prompt_tokens, completion_tokens)`.
+    pub fn snapshot(&self) -> [u64; 5] {
+        [
+            self.calls.load(Ordering::Relaxed),
+            self.retries.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+            self.prompt_tokens.load(Ordering::Relaxed),
+            self.completion_tokens.load(Ordering::Relaxed),
+        ]
+    }
+}
+
+/// The client. Cheap to clone (clones share the connection pool, the semaphore and the
+/// counters).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    config: Arc<LlmConfig>,
+    permits: Arc<Semaphore>,
+    stats: Arc<ClientStats>,
+}
+
+impl Client {
+    pub fn new(config: LlmConfig) -> Result<Client, LlmError> {
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+            return Err(LlmError::Config(format!(
+                "base_url {:?} is not an http(s) URL",
+                config.base_url
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(|e| LlmError::Config(format!("http client: {e}")))?;
+        Ok(Client {
+            http,
+            permits: Arc::new(Semaphore::new(config.max_concurrency.max(1))),
+            config: Arc::new(config),
+            stats: Arc::new(ClientStats::default()),
+        })
+    }
+
+    pub fn config(&self) -> &LlmConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// The JSON body posted for `req` (also what the cache key hashes).
+    pub fn request_body(&self, req: &ChatRequest) -> Value {
+        let mut body = serde_json::Map::new();
+        body.insert("model".into(), json!(self.config.model));
+        body.insert("messages".into(), json!(req.messages));
+        if let Some(t) = req.temperature {
+            body.insert("temperature".into(), json!(t));
+        }
+        if let Some(p) = req.top_p {
+            body.insert("top_p".into(), json!(p));
+        }
+        if let Some(m) = req.max_tokens {
+            body.insert("max_tokens".into(), json!(m));
+        }
+        if let Some(s) = req.seed {
+            body.insert("seed".into(), json!(s));
+        }
+        if let Some(f) = &req.response_format {
+            body.insert("response_format".into(), f.to_json());
+        }
+        Value::Object(body)
+    }
+
+    fn url(&self) -> String {
+        format!("{}/chat/completions", self.config.base_url)
+    }
+
+    /// Sends `req`, retrying as the module docs say.
+    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let body = serde_json::to_vec(&self.request_body(req)).expect("json values serialize");
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| LlmError::Config("client closed".into()))?;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            self.stats.calls.fetch_add(1, Ordering::Relaxed);
+            match self.send_once(&body).await {
+                Ok(mut r) => {
+                    r.attempts = attempt;
+                    self.stats
+                        .prompt_tokens
+                        .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
+                    self.stats
+                        .completion_tokens
+                        .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
+                    return Ok(r);
+                }
+                Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
+                    self.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    let retry_after = match &e {
+                        LlmError::Http { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let delay = backoff(
+                        attempt,
+                        self.config.backoff_base,
+                        self.config.backoff_max,
+                        retry_after,
+                    );
+                    tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm request failed, retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(e) => {
+                    self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    async fn send_once(&self, body: &[u8]) -> Result<ChatResponse, LlmError> {
+        let url = self.url();
+        let mut rb = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(self.config.timeout)
+            .body(body.to_vec());
+        if let Some(key) = &self.config.api_key {
+            rb = rb.bearer_auth(key.expose());
+        }
+        let transport = |e: reqwest::Error| LlmError::Transport {
+            url: url.clone(),
+            message: if e.is_timeout() {
+                format!("timed out after {:?}", self.config.timeout)
+            } else {
+                error_chain(&e)
+            },
+        };
+        let resp = rb.send().await.map_err(transport)?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0);
+        let bytes = resp.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            return Err(LlmError::Http {
+                url,
+                status: status.as_u16(),
+                message: error_message(&bytes),
+                retry_after,
+            });
+        }
+        parse_completion(&bytes).map_err(|message| LlmError::BadResponse { url, message })
+    }
+}
+
+/// The delay before retry `attempt` (1-based).
+pub fn backoff(attempt: u32, base: Duration, max: Duration, retry_after: Option<f64>) -> Duration {
+    if let Some(s) = retry_after {
+        return Duration::from_secs_f64(s).min(max);
+    }
+    let cap = base
+        .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(20))
+        .min(max);
+    Duration::from_nanos(fastrand::u64(0..=cap.as_nanos() as u64))
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s.push_str(": ");
+        s.push_str(&x.to_string());
+        src = x.source();
+    }
+    s
+}
+
+/// `error.message` of an OpenAI error body, else the body's start.
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| v.pointer("/error/message")?.as_str().map(str::to_string))
+        .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned())
+}
+
+fn parse_completion(body: &[u8]) -> Result<ChatResponse, String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "not JSON ({e}): {:?}",
+            String::from_utf8_lossy(&body[..body.len().min(120)])
+        )
+    })?;
+    let choice = v
+        .pointer("/choices/0")
+        .ok_or_else(|| "no choices in the response".to_string())?;
+    let content = choice
+        .pointer("/message/content")
+        .and_then(Value::as_str)
+        .ok_or_else(|| "the first choice has no message content".to_string())?;
+    let usage = v
+        .get("usage")
+        .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok())
+        .unwrap_or_default();
+    Ok(ChatResponse {
+        content: content.to_string(),
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        usage,
+        model: v
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        attempts: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_is_capped_and_honours_retry_after() {
+        let (base, max) = (Duration::from_millis(100), Duration::from_secs(1));
+        for attempt in 1..30 {
+            let d = backoff(attempt, base, max, None);
+            let cap = (base * 2u32.pow((attempt - 1).min(20))).min(max);
+            assert!(d <= cap, "attempt {attempt}: {d:?} > {cap:?}");
+        }
+        assert_eq!(
+            backoff(3, base, max, Some(0.25)),
+            Duration::from_millis(250)
+        );
+        assert_eq!(backoff(3, base, max, Some(60.0)), max);
+    }
+
+    #[test]
+    fn secrets_do_not_print() {
+        let mut c = LlmConfig::new("http://x/v1", "m");
+        c.api_key = Some(Secret::new("sk-very-secret"));
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-very-secret"), "{shown}");
+        assert!(shown.contains("***"));
+    }
+
+    #[test]
+    fn request_body_uses_response_format_not_guided_json() {
+        let client = Client::new(LlmConfig::new("http://127.0.0.1:1/v1", "tiny")).unwrap();
+        let body = client.request_body(&ChatRequest {
+            messages: vec![ChatMessage::new("user", "hi")],
+            temperature: Some(0.0),
+            max_tokens: Some(8),
+            response_format: Some(ResponseFormat::JsonSchema {
+                name: "t".into(),
+                schema: json!({"type": "object"}),
+                strict: true,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(body["response_format"]["type"], "json_schema");
+        assert_eq!(body["response_format"]["json_schema"]["strict"], true);
+        assert!(body.get("guided_json").is_none());
+        assert_eq!(body["model"], "tiny");
+    }
+
+    #[test]
+    fn completions_parse_or_say_why_not() {
+        let ok = br#"{"model":"tiny","choices":[{"message":{"role":"assistant","content":"hey"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}"#;
+        let r = parse_completion(ok).unwrap();
+        assert_eq!((r.content.as_str(), r.usage.prompt_tokens), ("hey", 3));
+        assert!(
+            parse_completion(b"{\"choices\":[]}")
+                .unwrap_err()
+                .contains("no choices")
+        );
+        assert!(
+            parse_completion(b"<html>")
+                .unwrap_err()
+                .contains("not JSON")
+        );
+        assert!(
+            parse_completion(&ok[..40])
+                .unwrap_err()
+                .contains("not JSON")
+        );
+    }
+}

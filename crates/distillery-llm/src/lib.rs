@@ -1,0 +1,76 @@
+//! The teacher side of Distillery: an OpenAI-compatible client and the LLM response cache.
+//!
+//! - [`client`]: chat completions against any OpenAI-compatible server (vLLM in production):
+//!   a concurrency limit per client, a per-request timeout, retries with exponential backoff
+//!   and full jitter on 429 (honouring `Retry-After`), 5xx, connection errors, timeouts and
+//!   broken bodies; structured output through `response_format` (`json_schema` or
+//!   `json_object`; vLLM silently ignores the old `guided_json` field, so it is never sent);
+//!   token accounting from `usage`. The API key is read from an environment variable and never
+//!   printed (`Debug` shows `***`).
+//! - [`cache`]: every answer is stored through object_store under a key made of the template
+//!   id and version, a hash of the rendered request, the model id and revision, the decoding
+//!   parameters and the output schema version. The raw text is kept with the parsed value and
+//!   the parser version, so a parser upgrade re-parses cached answers without calling the
+//!   server; an answer the parser rejects is kept as raw text only (never as a result) and
+//!   reported as [`cache::Outcome::Invalid`] for quarantine. Entries are created with
+//!   create-if-not-exists, so many workers can share one cache.
+//!
+//! Dependencies: `reqwest` (the HTTP client; rustls, the same build object_store already
+//! uses), `fastrand` (backoff jitter), `object_store` (the cache's storage: local disk, S3,
+//! GCS), `tokio` (semaphore, timers), `serde_json` (request and response bodies).
+
+pub mod cache;
+pub mod client;
+
+pub use cache::{CacheEntry, CacheKey, CacheStats, Outcome, Parser, ResponseCache, cached_chat};
+pub use client::{
+    ChatMessage, ChatRequest, ChatResponse, Client, ClientStats, LlmConfig, ResponseFormat, Secret,
+    Usage,
+};
+
+use distillery_core::{ErrorKind, HasKind};
+
+/// Errors of the client and the cache.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// Bad configuration (a missing API key variable, a bad URL).
+    #[error("llm configuration: {0}")]
+    Config(String),
+    /// The request did not get an HTTP answer (connection refused or dropped, timeout).
+    #[error("llm request to {url}: {message}")]
+    Transport { url: String, message: String },
+    /// The server answered with an error status.
+    #[error("llm server {url} answered {status}: {message}")]
+    Http {
+        url: String,
+        status: u16,
+        message: String,
+        /// `Retry-After`, in seconds, when the server sent one.
+        retry_after: Option<f64>,
+    },
+    /// A success status with a body that is not an OpenAI chat completion (truncated, not
+    /// JSON, no choices).
+    #[error("llm server {url} sent a bad response: {message}")]
+    BadResponse { url: String, message: String },
+    /// The cache's object store failed.
+    #[error("llm cache {path}: {message}")]
+    Cache { path: String, message: String },
+}
+
+impl HasKind for LlmError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            LlmError::Config(_) => ErrorKind::Fatal,
+            LlmError::Transport { .. } | LlmError::BadResponse { .. } | LlmError::Cache { .. } => {
+                ErrorKind::Retryable
+            }
+            LlmError::Http { status, .. } => {
+                if *status == 429 || *status >= 500 {
+                    ErrorKind::Retryable
+                } else {
+                    ErrorKind::Fatal
+                }
+            }
+        }
+    }
+}

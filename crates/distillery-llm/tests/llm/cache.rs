@@ -1,0 +1,224 @@
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use distillery_llm::{
+    CacheEntry, CacheKey, Client, Outcome, Parser, ResponseCache, Usage, cached_chat,
+};
+use object_store::local::LocalFileSystem;
+use serde_json::{Value, json};
+
+use crate::client::{fast_config, request};
+use crate::fault::{Fault, FaultServer};
+
+/// Parses a JSON object; version 2 also accepts the object inside prose or a code fence.
+struct JsonParser {
+    version: &'static str,
+}
+
+impl Parser for JsonParser {
+    fn version(&self) -> &str {
+        self.version
+    }
+
+    fn parse(&self, raw: &str) -> Result<Value, String> {
+        let text = if self.version == "2" {
+            let (a, b) = (raw.find('{'), raw.rfind('}'));
+            match (a, b) {
+                (Some(a), Some(b)) if a < b => &raw[a..=b],
+                _ => raw,
+            }
+        } else {
+            raw
+        };
+        match serde_json::from_str::<Value>(text) {
+            Ok(v) if v.is_object() => Ok(v),
+            Ok(_) => Err("not a JSON object".into()),
+            Err(e) => Err(format!("not JSON: {e}")),
+        }
+    }
+}
+
+fn cache_in(dir: &std::path::Path) -> ResponseCache {
+    ResponseCache::new(
+        Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap()),
+        "llm-cache",
+    )
+}
+
+#[tokio::test]
+async fn a_rerun_makes_no_calls_and_gives_the_same_values() {
+    let server = FaultServer::start(vec![Fault::Status(500)], "{\"ok\": 1}").await;
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path());
+    let parser = JsonParser { version: "1" };
+    let mut first = Vec::new();
+    for q in ["a", "b", "c"] {
+        first.push(
+            cached_chat(
+                &client,
+                &cache,
+                ("t", "1"),
+                ("r0", "s1"),
+                &parser,
+                &request(q),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    assert_eq!(server.requests(), 4); // one retry
+    assert!(
+        first
+            .iter()
+            .all(|o| matches!(o, Outcome::Parsed { cached: false, .. }))
+    );
+
+    // A new process: new client, new cache handle over the same files.
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    let cache = cache_in(dir.path());
+    for (q, before) in ["a", "b", "c"].into_iter().zip(&first) {
+        let o = cached_chat(
+            &client,
+            &cache,
+            ("t", "1"),
+            ("r0", "s1"),
+            &parser,
+            &request(q),
+        )
+        .await
+        .unwrap();
+        let (Outcome::Parsed { value, cached, .. }, Outcome::Parsed { value: v0, .. }) =
+            (&o, before)
+        else {
+            panic!("{o:?}");
+        };
+        assert!(cached);
+        assert_eq!(value, v0);
+    }
+    assert_eq!(server.requests(), 4, "the rerun called the server");
+    assert_eq!(cache.stats().hits.load(Ordering::Relaxed), 3);
+    assert_eq!(client.stats().snapshot()[0], 0);
+
+    // Another template version or model revision is another call.
+    cached_chat(
+        &client,
+        &cache,
+        ("t", "2"),
+        ("r0", "s1"),
+        &parser,
+        &request("a"),
+    )
+    .await
+    .unwrap();
+    cached_chat(
+        &client,
+        &cache,
+        ("t", "1"),
+        ("r1", "s1"),
+        &parser,
+        &request("a"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(server.requests(), 6);
+}
+
+#[tokio::test]
+async fn invalid_answers_are_not_results_and_a_parser_upgrade_reparses_without_calls() {
+    let server =
+        FaultServer::start(vec![], "Sure! Here it is: {\"ok\": true} hope that helps").await;
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path());
+    let v1 = JsonParser { version: "1" };
+    let o = cached_chat(&client, &cache, ("t", "1"), ("r", "s1"), &v1, &request("q"))
+        .await
+        .unwrap();
+    let Outcome::Invalid {
+        raw,
+        reason,
+        cached: false,
+    } = o
+    else {
+        panic!("{o:?}")
+    };
+    assert!(raw.starts_with("Sure!"));
+    assert!(reason.contains("not JSON"), "{reason}");
+    // Asked again with the same parser: still invalid, from the cache, no call.
+    let o = cached_chat(&client, &cache, ("t", "1"), ("r", "s1"), &v1, &request("q"))
+        .await
+        .unwrap();
+    assert!(matches!(o, Outcome::Invalid { cached: true, .. }), "{o:?}");
+    assert_eq!(server.requests(), 1);
+    assert_eq!(cache.stats().invalid.load(Ordering::Relaxed), 2);
+
+    // Parser 2 finds the object in the cached raw text.
+    let v2 = JsonParser { version: "2" };
+    let o = cached_chat(&client, &cache, ("t", "1"), ("r", "s1"), &v2, &request("q")).await;
+    let Ok(Outcome::Parsed {
+        value,
+        cached: true,
+        reparsed: true,
+        ..
+    }) = o
+    else {
+        panic!("{o:?}")
+    };
+    assert_eq!(value, json!({"ok": true}));
+    assert_eq!(server.requests(), 1, "the upgrade called the server");
+    // The entry now records version 2: no second re-parse.
+    let o = cached_chat(&client, &cache, ("t", "1"), ("r", "s1"), &v2, &request("q"))
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            o,
+            Outcome::Parsed {
+                reparsed: false,
+                cached: true,
+                ..
+            }
+        ),
+        "{o:?}"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_writers_of_one_key_keep_the_first_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path());
+    let key = CacheKey::new(("t", "1"), "r", "1", &json!({"model": "m", "messages": []}));
+    let entry = |raw: &str| CacheEntry {
+        key: key.clone(),
+        raw: raw.into(),
+        parsed: Some(json!({})),
+        invalid_reason: None,
+        parser_version: "1".into(),
+        usage: Usage::default(),
+        served_model: "m".into(),
+        created_at: 0,
+    };
+    let writers: Vec<_> = (0..8)
+        .map(|i| {
+            let (cache, e) = (cache.clone(), entry(&format!("writer {i}")));
+            tokio::spawn(async move { cache.put(&e).await.unwrap() })
+        })
+        .collect();
+    let mut won = 0;
+    for w in writers {
+        won += usize::from(w.await.unwrap());
+    }
+    assert_eq!(won, 1);
+    assert_eq!(cache.stats().lost_races.load(Ordering::Relaxed), 7);
+    let got = cache.get(&key).await.unwrap().unwrap();
+    assert!(got.raw.starts_with("writer "));
+    // Batched lookups keep key order; unknown keys are None.
+    let other = CacheKey::new(("t", "9"), "r", "1", &json!({"model": "m"}));
+    let many = cache
+        .get_many(&[other.clone(), key.clone(), other])
+        .await
+        .unwrap();
+    assert!(many[0].is_none() && many[2].is_none());
+    assert_eq!(many[1].as_ref().unwrap().raw, got.raw);
+}

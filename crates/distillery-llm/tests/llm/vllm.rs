@@ -1,0 +1,142 @@
+//! Against a real OpenAI-compatible server: vLLM on CPU with a tiny random model
+//! (`scripts/vllm-cpu/install.sh` and `serve.sh`; `.ci/run` exports `DISTILLERY_VLLM_URL`).
+//! The model's text is noise, so only structure is checked.
+
+use std::sync::Arc;
+
+use distillery_llm::{
+    ChatMessage, ChatRequest, Client, LlmConfig, Outcome, Parser, ResponseCache, ResponseFormat,
+    cached_chat,
+};
+use object_store::local::LocalFileSystem;
+use serde_json::{Value, json};
+
+fn server() -> Option<(String, String)> {
+    match std::env::var("DISTILLERY_VLLM_URL") {
+        Ok(url) if !url.is_empty() => {
+            let model = std::env::var("DISTILLERY_VLLM_MODEL").unwrap_or_else(|_| "tiny".into());
+            Some((url, model))
+        }
+        _ => {
+            eprintln!(
+                "skipping: DISTILLERY_VLLM_URL is not set (scripts/vllm-cpu/serve.sh starts a server)"
+            );
+            None
+        }
+    }
+}
+
+struct Strict;
+
+impl Parser for Strict {
+    fn version(&self) -> &str {
+        "strict-1"
+    }
+
+    fn parse(&self, raw: &str) -> Result<Value, String> {
+        let v: Value = serde_json::from_str(raw).map_err(|e| e.to_string())?;
+        let ok = v.get("ok").is_some_and(Value::is_boolean)
+            && v.get("n").and_then(Value::as_u64).is_some_and(|n| n <= 9);
+        if ok {
+            Ok(v)
+        } else {
+            Err(format!("does not match the schema: {v}"))
+        }
+    }
+}
+
+#[tokio::test]
+async fn structured_output_through_the_cache_against_a_real_server() {
+    let Some((url, model)) = server() else { return };
+    let client = Client::new(LlmConfig::new(&url, &model)).unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {"ok": {"type": "boolean"}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["ok", "n"],
+        "additionalProperties": false,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResponseCache::new(
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
+        "c",
+    );
+    let mut first = Vec::new();
+    for i in 0..4 {
+        let req = ChatRequest {
+            messages: vec![ChatMessage::new(
+                "user",
+                format!("Answer in JSON, case {i}."),
+            )],
+            temperature: Some(0.0),
+            max_tokens: Some(64),
+            seed: Some(7),
+            response_format: Some(ResponseFormat::JsonSchema {
+                name: "check".into(),
+                schema: schema.clone(),
+                strict: true,
+            }),
+            ..Default::default()
+        };
+        let o = cached_chat(
+            &client,
+            &cache,
+            ("vllm-test", "1"),
+            ("random", "s1"),
+            &Strict,
+            &req,
+        )
+        .await
+        .unwrap();
+        let Outcome::Parsed {
+            ref value,
+            cached: false,
+            usage,
+            ..
+        } = o
+        else {
+            panic!("{o:?}")
+        };
+        assert!(value["ok"].is_boolean(), "{value}");
+        assert!(
+            usage.prompt_tokens > 0 && usage.completion_tokens > 0,
+            "{usage:?}"
+        );
+        first.push((req, o));
+    }
+    let calls = client.stats().snapshot()[0];
+    assert_eq!(calls, 4);
+    for (req, before) in &first {
+        let o = cached_chat(
+            &client,
+            &cache,
+            ("vllm-test", "1"),
+            ("random", "s1"),
+            &Strict,
+            req,
+        )
+        .await
+        .unwrap();
+        let (
+            Outcome::Parsed {
+                value,
+                cached: true,
+                ..
+            },
+            Outcome::Parsed { value: v0, .. },
+        ) = (&o, before)
+        else {
+            panic!("{o:?}");
+        };
+        assert_eq!(value, v0);
+    }
+    assert_eq!(
+        client.stats().snapshot()[0],
+        calls,
+        "the rerun called the server"
+    );
+
+    // An unknown model is a fatal 404 with the server's message.
+    let bad = Client::new(LlmConfig::new(&url, "no-such-model")).unwrap();
+    let e = bad.chat(&first[0].0).await.unwrap_err();
+    assert!(e.to_string().contains("404"), "{e}");
+}
