@@ -52,18 +52,35 @@ const FOLDS: &[(&str, &str)] = &[
     ("źżž", "z"),
 ];
 
+/// What folding does with one lowercased char.
+enum Fold {
+    Keep(char),
+    /// A combining diacritical mark.
+    Drop,
+    /// A Latin letter with a diacritic: its plain form.
+    To(&'static str),
+}
+
+fn fold_char(c: char) -> Fold {
+    if c.is_ascii() {
+        Fold::Keep(c)
+    } else if ('\u{0300}'..='\u{036f}').contains(&c) {
+        Fold::Drop
+    } else if let Some((_, to)) = FOLDS.iter().find(|(from, _)| from.contains(c)) {
+        Fold::To(to)
+    } else {
+        Fold::Keep(c)
+    }
+}
+
 /// Lowercases and folds diacritics; combining marks are dropped.
 fn fold(s: &str) -> Vec<char> {
     let mut out = Vec::with_capacity(s.len());
     for c in s.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii() {
-            out.push(c);
-        } else if ('\u{0300}'..='\u{036f}').contains(&c) {
-            // combining diacritical mark
-        } else if let Some((_, to)) = FOLDS.iter().find(|(from, _)| from.contains(c)) {
-            out.extend(to.chars());
-        } else {
-            out.push(c);
+        match fold_char(c) {
+            Fold::Keep(c) => out.push(c),
+            Fold::Drop => {}
+            Fold::To(to) => out.extend(to.chars()),
         }
     }
     out
@@ -183,18 +200,13 @@ pub fn normalize_answer(s: &str) -> String {
 fn fold_to_ascii(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len());
     for c in s.chars().flat_map(char::to_lowercase) {
-        if c.is_ascii() {
-            out.push(c as u8);
-        } else if ('\u{0300}'..='\u{036f}').contains(&c) {
-            // combining diacritical mark
-        } else if let Some((_, to)) = FOLDS.iter().find(|(from, _)| from.contains(c)) {
-            out.extend_from_slice(to.as_bytes());
-        } else if c.is_alphanumeric() {
-            return None;
-        } else if is_apostrophe(c) {
-            out.push(b'\'');
-        } else {
-            out.push(b' ');
+        match fold_char(c) {
+            Fold::Keep(c) if c.is_ascii() => out.push(c as u8),
+            Fold::Keep(c) if c.is_alphanumeric() => return None,
+            Fold::Keep(c) if is_apostrophe(c) => out.push(b'\''),
+            Fold::Keep(_) => out.push(b' '),
+            Fold::Drop => {}
+            Fold::To(to) => out.extend_from_slice(to.as_bytes()),
         }
     }
     Some(out)
