@@ -3,7 +3,10 @@
 //! corrupted inputs and the bad-record threshold, and every shared sample. The label stage,
 //! the SFT files and their Python loadability are in [`label`].
 
+#[path = "../support/fault_server.rs"]
+mod fault;
 mod label;
+mod triples;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -2,7 +2,8 @@
 //!
 //! - `validate FILE` checks a pipeline file (and that its inputs exist), printing every problem;
 //! - `plan FILE` prints the files, shards, stages and outputs a run would produce;
-//! - `run FILE [--set key.path=value ...]` runs it on this machine;
+//! - `run FILE [--set key.path=value ...]` runs it on this machine (exit 3: stopped by the
+//!   `[llm.budget]`, nothing published, rerun to resume from the response cache);
 //! - `ingest FORMAT INPUT... --out URL [--hseq]` runs a one-reader pipeline without a file;
 //! - `label DATASET INPUT... --out URL [--method M,...] [--preset P] [--kb-input FILE]` runs a
 //!   QA reader, HSEQ and the label stage without a file;
@@ -227,6 +228,9 @@ fn parse_qa_format(s: &str) -> Result<Format, String> {
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Exit status of a run stopped by `[llm.budget]`.
+const EXIT_BUDGET: u8 = 3;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let level = if cli.verbose {
@@ -314,11 +318,19 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 eprint!("{errors}");
                 Ok(ExitCode::FAILURE)
             }
-            Ok(p) => {
-                let outcome = run_pipeline(&p, mode).await?;
-                print_outcome(&outcome);
-                Ok(ExitCode::SUCCESS)
-            }
+            Ok(p) => match run_pipeline(&p, mode).await {
+                Ok(outcome) => {
+                    print_outcome(&outcome);
+                    Ok(ExitCode::SUCCESS)
+                }
+                // A spending limit is a clean stop, not a failure: exit 3 so a scheduler can
+                // tell it apart and resume later.
+                Err(e @ distillery_exec::ExecError::Budget(_)) => {
+                    eprintln!("stopped: {e}");
+                    Ok(ExitCode::from(EXIT_BUDGET))
+                }
+                Err(e) => Err(e.into()),
+            },
         },
         Command::Ingest {
             format,

@@ -347,16 +347,24 @@ pub enum StageKind {
     Hseq,
     /// Teacher-free training data: weak positives, HSEQ trajectories, SFT samples.
     Label,
+    /// Triple extraction with a teacher LLM (NER then OpenIE per passage).
+    Triples,
 }
 
 impl StageKind {
-    pub const ALL: [StageKind; 2] = [StageKind::Hseq, StageKind::Label];
+    pub const ALL: [StageKind; 3] = [StageKind::Hseq, StageKind::Label, StageKind::Triples];
 
     pub fn name(self) -> &'static str {
         match self {
             StageKind::Hseq => "hseq",
             StageKind::Label => "label",
+            StageKind::Triples => "triples",
         }
+    }
+
+    /// Whether the stage calls the `[llm]` server.
+    pub fn uses_llm(self) -> bool {
+        matches!(self, StageKind::Triples)
     }
 }
 
@@ -505,6 +513,152 @@ impl Default for LabelOptions {
     }
 }
 
+fn default_unit() -> String {
+    "paragraph".to_string()
+}
+fn default_response_format() -> String {
+    "json_schema".to_string()
+}
+fn default_answer_tokens() -> u32 {
+    512
+}
+fn default_min_chars() -> u32 {
+    20
+}
+fn default_exports() -> Vec<String> {
+    vec!["hipporag".to_string()]
+}
+
+/// Export forms of the `triples` stage.
+pub const TRIPLE_EXPORTS: &[&str] = &["hipporag", "ras"];
+
+/// `triples` stage options (HippoRAG NER + OpenIE; formats.md "Triple extraction").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TriplesOptions {
+    /// What one LLM call reads: `paragraph` (each paragraph of a document, the whole text
+    /// when it has none) or `document`.
+    #[serde(default = "default_unit")]
+    pub unit: String,
+    /// `json_schema` (the answer's schema; vLLM constrains decoding to it), `json_object`
+    /// or `none`.
+    #[serde(default = "default_response_format")]
+    pub response_format: String,
+    /// `max_tokens` of each answer.
+    #[serde(default = "default_answer_tokens")]
+    pub max_tokens: u32,
+    /// Extract at most this many passages (in part order): a sample run.
+    #[serde(default)]
+    pub max_passages: Option<u64>,
+    /// Passages shorter than this (chars, title excluded) are skipped and counted.
+    #[serde(default = "default_min_chars")]
+    pub min_chars: u32,
+    /// Directory of template files replacing the built-in prompts (see distillery-triples).
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Extra exports: `hipporag` (`openie/openie_results.json`, HippoRAG's OpenIE result)
+    /// and `ras` (`openie/ras.jsonl`, passages with RAS text-to-triple targets).
+    #[serde(default = "default_exports")]
+    pub exports: Vec<String>,
+}
+
+impl Default for TriplesOptions {
+    fn default() -> Self {
+        toml::Value::Table(toml::Table::new())
+            .try_into()
+            .expect("all triples options have defaults")
+    }
+}
+
+fn default_concurrency() -> usize {
+    16
+}
+fn default_timeout() -> u64 {
+    120
+}
+fn default_retries() -> u32 {
+    6
+}
+
+/// Prices per million tokens (any currency; the summary's cost is in the same unit).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceSpec {
+    #[serde(default)]
+    pub input_per_million: f64,
+    #[serde(default)]
+    pub output_per_million: f64,
+}
+
+/// Spending limits of one run. At a limit the run stops cleanly, publishes nothing, and a
+/// later run resumes: every answer already received is in the cache.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSpec {
+    /// Prompt + completion tokens spent by this run's calls (cache hits are free).
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    /// Cost by `[llm.price]`.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
+}
+
+/// The `[llm]` section: the OpenAI-compatible server the teacher stages call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmSpec {
+    /// API root, e.g. `http://vllm:8000/v1`.
+    pub base_url: String,
+    /// The served model name.
+    pub model: String,
+    /// Environment variable holding the API key (none: no `Authorization` header).
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// The model's revision (weights version): part of every cache key.
+    #[serde(default)]
+    pub model_revision: String,
+    /// Requests in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub max_concurrency: usize,
+    /// Per-request timeout, seconds.
+    #[serde(default = "default_timeout")]
+    pub timeout_secs: u64,
+    /// Retries after the first attempt (429, 5xx, timeouts, broken answers).
+    #[serde(default = "default_retries")]
+    pub max_retries: u32,
+    /// Sampling seed sent with every request.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Where the response cache lives (path or URL). Default: `llm-cache` beside the
+    /// output, so every pipeline writing next to it shares one cache.
+    #[serde(default)]
+    pub cache: Option<String>,
+    #[serde(default)]
+    pub price: PriceSpec,
+    #[serde(default)]
+    pub budget: BudgetSpec,
+}
+
+impl LlmSpec {
+    /// The cache location: `cache`, else `llm-cache` in the directory holding `output`.
+    pub fn cache_location(&self, output: &str) -> String {
+        if let Some(c) = &self.cache {
+            return c.clone();
+        }
+        let trimmed = output.trim_end_matches('/');
+        let (scheme, path) = match trimmed.split_once("://") {
+            Some((s, rest)) => (format!("{s}://"), rest),
+            None => (String::new(), trimmed),
+        };
+        match path.rsplit_once('/') {
+            Some((parent, _)) => format!("{scheme}{parent}/llm-cache"),
+            // A bucket root: inside the bucket.
+            None if !scheme.is_empty() => format!("{scheme}{path}/llm-cache"),
+            None => "llm-cache".to_string(),
+        }
+    }
+}
+
 /// Typed options of a stage. A pipeline holds a handful of stages, so the size difference
 /// of the variants costs nothing worth a box.
 #[allow(clippy::large_enum_variant)]
@@ -513,6 +667,7 @@ impl Default for LabelOptions {
 pub enum StageOptions {
     Hseq(HseqOptions),
     Label(LabelOptions),
+    Triples(TriplesOptions),
 }
 
 /// One stage of the pipeline.
@@ -588,6 +743,8 @@ pub struct Pipeline {
     pub run: RunSpec,
     pub inputs: Vec<InputSpec>,
     pub stages: Vec<StageSpec>,
+    /// The teacher server, for stages that call one.
+    pub llm: Option<LlmSpec>,
     /// SHA-1 of the effective pipeline (after overrides) less its `output` and
     /// `run.parallelism`, recorded in every manifest and in the lineage of every SFT sample.
     /// Where a run writes and how many threads it uses are not part of what it makes: the
@@ -603,6 +760,7 @@ const TOP_KEYS: &[&str] = &[
     "run",
     "inputs",
     "stages",
+    "llm",
 ];
 
 /// Error of an override argument (`--set key.path=value`).
@@ -1107,6 +1265,35 @@ impl Pipeline {
                 }
             }
         }
+        let llm = match root.get("llm") {
+            Some(v) => {
+                let spec = c.de::<LlmSpec>(&[key("llm")], v.clone());
+                match &spec {
+                    Some(l) => check_llm(c, l),
+                    // Still report a bad URL next to the key errors.
+                    None => {
+                        if let Some(url) = v.get("base_url").and_then(|u| u.as_str()) {
+                            check_llm_url(c, url);
+                        }
+                    }
+                }
+                spec
+            }
+            None => None,
+        };
+        if llm.is_none() && !root.contains_key("llm") {
+            for (i, st) in stages.iter().enumerate() {
+                if st.kind.uses_llm() {
+                    c.push(
+                        vec![key("stages"), PathSeg::Index(i), key("kind")],
+                        format!(
+                            "the `{}` stage calls an LLM: add an `[llm]` section with `base_url` and `model`",
+                            st.kind.name()
+                        ),
+                    );
+                }
+            }
+        }
         Some(Pipeline {
             version: version?,
             name,
@@ -1115,6 +1302,7 @@ impl Pipeline {
             run,
             inputs,
             stages,
+            llm,
             hash: String::new(),
         })
     }
@@ -1128,6 +1316,14 @@ impl Pipeline {
     pub fn hseq_stage(&self) -> Option<(&StageSpec, &HseqOptions)> {
         self.stages.iter().find_map(|s| match &s.options {
             StageOptions::Hseq(o) => Some((s, o)),
+            _ => None,
+        })
+    }
+
+    /// The triples stage, if the pipeline has one.
+    pub fn triples_stage(&self) -> Option<(&StageSpec, &TriplesOptions)> {
+        self.stages.iter().find_map(|s| match &s.options {
+            StageOptions::Triples(o) => Some((s, o)),
             _ => None,
         })
     }
@@ -1156,12 +1352,22 @@ mod hash_view {
             parallelism: 0,
             ..p.run.clone()
         };
-        let mut st = s.serialize_struct("Pipeline", 5)?;
+        let mut st = s.serialize_struct("Pipeline", 6)?;
         st.serialize_field("version", &p.version)?;
         st.serialize_field("name", &p.name)?;
         st.serialize_field("run", &run)?;
         st.serialize_field("inputs", &p.inputs)?;
         st.serialize_field("stages", &p.stages)?;
+        // What the teacher is, not where it runs or how it is paid for: the server's URL,
+        // key, concurrency, timeouts, cache and budget do not change what it answers.
+        if let Some(l) = &p.llm {
+            let teacher = serde_json::json!({
+                "model": l.model,
+                "model_revision": l.model_revision,
+                "seed": l.seed,
+            });
+            st.serialize_field("llm", &teacher)?;
+        }
         st.end()
     }
 }
@@ -1280,6 +1486,11 @@ fn check_stage(
             check_label_options(c, &with("options"), &o, inputs);
             StageOptions::Label(o)
         }
+        StageKind::Triples => {
+            let o: TriplesOptions = c.de(&with("options"), opts_val)?;
+            check_triples_options(c, &with("options"), &o);
+            StageOptions::Triples(o)
+        }
     };
     Some(StageSpec {
         name: raw.name.unwrap_or_else(|| kind.name().to_string()),
@@ -1369,6 +1580,85 @@ fn check_label_options(
             ),
             _ => {}
         }
+    }
+}
+
+fn check_triples_options(c: &mut Collector<'_>, base: &[PathSeg], o: &TriplesOptions) {
+    let at = |k: &str| {
+        let mut p = base.to_vec();
+        p.push(key(k));
+        p
+    };
+    if !["paragraph", "document"].contains(&o.unit.as_str()) {
+        c.push(
+            at("unit"),
+            format!("unknown unit `{}`, expected paragraph or document", o.unit),
+        );
+    }
+    if !["json_schema", "json_object", "none"].contains(&o.response_format.as_str()) {
+        c.push(
+            at("response_format"),
+            format!(
+                "unknown response_format `{}`, expected json_schema, json_object or none",
+                o.response_format
+            ),
+        );
+    }
+    if o.max_tokens == 0 {
+        c.push(at("max_tokens"), "`max_tokens` must be at least 1");
+    }
+    for e in &o.exports {
+        if !TRIPLE_EXPORTS.contains(&e.as_str()) {
+            c.push(
+                at("exports"),
+                format!(
+                    "unknown export `{e}`, expected one of {}",
+                    TRIPLE_EXPORTS.join(", ")
+                ),
+            );
+        }
+    }
+}
+
+fn check_llm_url(c: &mut Collector<'_>, url: &str) {
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        c.push(
+            vec![key("llm"), key("base_url")],
+            format!("`{url}` is not an http(s) URL (e.g. http://vllm:8000/v1)"),
+        );
+    }
+}
+
+fn check_llm(c: &mut Collector<'_>, l: &LlmSpec) {
+    let at = |k: &str| vec![key("llm"), key(k)];
+    check_llm_url(c, &l.base_url);
+    if l.model.trim().is_empty() {
+        c.push(at("model"), "`model` must name the served model");
+    }
+    if l.max_concurrency == 0 {
+        c.push(
+            at("max_concurrency"),
+            "`max_concurrency` must be at least 1",
+        );
+    }
+    if l.timeout_secs == 0 {
+        c.push(at("timeout_secs"), "`timeout_secs` must be at least 1");
+    }
+    if let Some(v) = &l.api_key_env
+        && v.trim().is_empty()
+    {
+        c.push(at("api_key_env"), "`api_key_env` names no variable");
+    }
+    if let Some(cache) = &l.cache
+        && let Err(m) = check_location(cache)
+    {
+        c.push(at("cache"), m);
+    }
+    if l.price.input_per_million < 0.0 || l.price.output_per_million < 0.0 {
+        c.push(at("price"), "prices must not be negative");
+    }
+    if l.budget.max_cost.is_some_and(|m| m <= 0.0) || l.budget.max_tokens == Some(0) {
+        c.push(at("budget"), "budget limits must be positive");
     }
 }
 
@@ -1576,6 +1866,41 @@ inputs = ["nope"]
         assert_eq!(e.errors.len(), 1);
         assert_eq!(e.errors[0].line, None);
         assert!(e.errors[0].message.contains("--set run.shards=0"), "{e}");
+    }
+
+    #[test]
+    fn the_llm_section_is_checked_and_the_cache_defaults_beside_the_output() {
+        let text = GOOD.to_string()
+            + "\n[[stages]]\nkind = \"triples\"\noptions = { unit = \"page\", exports = [\"hipporag\", \"csv\"] }\n";
+        let e = Pipeline::parse("p.toml", &text, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("add an `[llm]` section"), "{e}");
+        assert!(e.contains("unknown unit `page`"), "{e}");
+        assert!(e.contains("unknown export `csv`"), "{e}");
+        let text = GOOD.to_string()
+            + "\n[[stages]]\nkind = \"triples\"\n[llm]\nbase_url = \"vllm:8000\"\nmodel = \"m\"\ntemperature = 1\n";
+        let e = Pipeline::parse("p.toml", &text, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an http(s) URL"), "{e}");
+        assert!(e.contains("unknown field `temperature`"), "{e}");
+        let ok = GOOD.to_string()
+            + "\n[[stages]]\nkind = \"triples\"\n[llm]\nbase_url = \"http://a/v1\"\nmodel = \"m\"\n";
+        let p = Pipeline::parse("p.toml", &ok, &[]).unwrap();
+        let l = p.llm.as_ref().unwrap();
+        assert_eq!(l.max_concurrency, 16);
+        assert_eq!(l.cache_location("out/t"), "out/llm-cache");
+        assert_eq!(l.cache_location("/data/out/t/"), "/data/out/llm-cache");
+        assert_eq!(l.cache_location("s3://b/runs/t"), "s3://b/runs/llm-cache");
+        assert_eq!(l.cache_location("s3://b"), "s3://b/llm-cache");
+        assert_eq!(l.cache_location("t"), "llm-cache");
+        // The server's address is not part of the hash; the model is.
+        let moved = Pipeline::parse("p.toml", &ok, &["llm.base_url=http://b:1/v1".into()]).unwrap();
+        assert_eq!(moved.hash, p.hash);
+        assert_eq!(moved.llm.unwrap().base_url, "http://b:1/v1");
+        let other = Pipeline::parse("p.toml", &ok, &["llm.model=n".into()]).unwrap();
+        assert_ne!(other.hash, p.hash);
     }
 
     #[test]

@@ -22,6 +22,13 @@ pub enum ExecError {
     Schema(#[from] distillery_core::schema::SchemaError),
     #[error(transparent)]
     Label(#[from] distillery_label::LabelError),
+    #[error(transparent)]
+    Llm(#[from] distillery_llm::LlmError),
+    #[error(transparent)]
+    Extract(#[from] distillery_triples::ExtractError),
+    /// A spending limit of `[llm.budget]` was reached: the run stopped cleanly.
+    #[error("budget: {0}")]
+    Budget(String),
     #[error("inputs: {0}")]
     Inputs(String),
     #[error("{0}")]
@@ -74,6 +81,8 @@ impl HasKind for ExecError {
             },
             ExecError::Ingest(e) => e.kind(),
             ExecError::Label(e) => e.kind(),
+            ExecError::Llm(e) => e.kind(),
+            ExecError::Extract(e) => e.kind(),
             ExecError::Task(_) => ErrorKind::Retryable,
             _ => ErrorKind::Fatal,
         }

@@ -654,8 +654,8 @@ async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, Exe
     Ok(d)
 }
 
-/// A JSONL file written through object_store under the staging directory.
-struct Jsonl {
+/// A text file (JSONL, JSON) written through object_store under the staging directory.
+pub(crate) struct TextFile {
     rel: String,
     show: String,
     writer: BufWriter,
@@ -663,10 +663,10 @@ struct Jsonl {
     bytes: u64,
 }
 
-impl Jsonl {
-    fn new(out: &Location, staging: &str, rel: &str) -> Jsonl {
+impl TextFile {
+    pub(crate) fn new(out: &Location, staging: &str, rel: &str) -> TextFile {
         let path = out.path(&format!("{staging}/{rel}"));
-        Jsonl {
+        TextFile {
             rel: rel.to_string(),
             show: out.show(rel),
             writer: BufWriter::with_capacity(out.store.clone(), path, 8 << 20),
@@ -675,7 +675,7 @@ impl Jsonl {
         }
     }
 
-    async fn write(&mut self, line: &str) -> Result<(), ExecError> {
+    pub(crate) async fn write(&mut self, line: &str) -> Result<(), ExecError> {
         self.writer
             .write_all(line.as_bytes())
             .await
@@ -685,7 +685,7 @@ impl Jsonl {
         Ok(())
     }
 
-    async fn finish(mut self) -> Result<ManifestFile, ExecError> {
+    pub(crate) async fn finish(mut self) -> Result<ManifestFile, ExecError> {
         self.writer
             .shutdown()
             .await
@@ -724,8 +724,8 @@ struct Outputs {
     parts: Vec<WrittenPart>,
     /// Content hashes of the samples kept so far.
     seen: HashSet<u128>,
-    train: Jsonl,
-    validation: Jsonl,
+    train: TextFile,
+    validation: TextFile,
     report_labels: Vec<LabelRecord>,
     report_questions: HashMap<String, Question>,
     /// (dataset, method) → label records of questions without gold evidence.
@@ -735,8 +735,8 @@ struct Outputs {
 impl Outputs {
     fn new(out: Location, staging: &str, batch_size: usize, shards: u32) -> Outputs {
         Outputs {
-            train: Jsonl::new(&out, staging, TRAIN_JSONL),
-            validation: Jsonl::new(&out, staging, VALIDATION_JSONL),
+            train: TextFile::new(&out, staging, TRAIN_JSONL),
+            validation: TextFile::new(&out, staging, VALIDATION_JSONL),
             out,
             staging: staging.to_string(),
             batch_size: batch_size.max(1),

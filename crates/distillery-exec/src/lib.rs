@@ -11,6 +11,8 @@
 //! 4. stages, from the staged Parquet: [`hseq_stage`] part by part; [`label_stage`] input by
 //!    input (weak labels, trajectories and SFT samples through `distillery-label`, written as
 //!    the `labels` and `sft` tables plus JSONL files, `dataset_info.json` and the label report);
+//!    [`triples_stage`] part by part (triples extracted by the `[llm]` teacher through the
+//!    response cache, with provenance, quarantined answers and the OpenIE exports);
 //!    each returns a [`run::StageOutput`] (summary, parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
@@ -22,7 +24,9 @@
 //! Dependencies: `arrow`/`parquet` (the data plane and its files), `object_store` (all output
 //! and remote input), `tokio` + `tokio-util` + `futures` (async writers, blocking readers
 //! bridged with `SyncIoBridge`), `indicatif` (progress bars on a terminal), `glob` (input
-//! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types).
+//! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types),
+//! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple
+//! extraction of the `triples` stage).
 
 pub mod error;
 pub mod hseq_stage;
@@ -33,6 +37,7 @@ pub mod publish;
 pub mod run;
 pub mod sink;
 pub mod store;
+pub mod triples_stage;
 pub mod verify;
 
 pub use error::ExecError;

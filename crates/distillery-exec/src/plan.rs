@@ -127,6 +127,20 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                     .map(String::from),
                 );
             }
+            StageKind::Triples => {
+                tables.push(TableKind::Triples);
+                if let StageOptions::Triples(o) = &s.options {
+                    for e in &o.exports {
+                        out_files.push(
+                            match e.as_str() {
+                                "ras" => crate::triples_stage::RAS_EXPORT,
+                                _ => crate::triples_stage::OPENIE_EXPORT,
+                            }
+                            .to_string(),
+                        );
+                    }
+                }
+            }
         }
         // Evaluation files of a label stage must exist too.
         if let StageOptions::Label(o) = &s.options

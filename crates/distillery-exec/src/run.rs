@@ -176,6 +176,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
             StageOptions::Label(_) => {
                 crate::label_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
             }
+            StageOptions::Triples(_) => {
+                crate::triples_stage::run_stage(p, stage, &out, &staging, &parts).await?
+            }
         };
         parts.extend(output.parts);
         files.extend(output.files);

@@ -472,3 +472,52 @@ mod tests {
         );
     }
 }
+
+/// Prices per million tokens, for cost accounting.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Price {
+    pub input_per_million: f64,
+    pub output_per_million: f64,
+}
+
+impl Price {
+    /// The cost of some tokens.
+    pub fn cost(&self, prompt_tokens: u64, completion_tokens: u64) -> f64 {
+        (prompt_tokens as f64 * self.input_per_million
+            + completion_tokens as f64 * self.output_per_million)
+            / 1e6
+    }
+}
+
+/// A job's spending limits: tokens (prompt + completion) and cost. Checked before each call;
+/// calls already in flight finish, so a job may overrun by what they use.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budget {
+    pub max_tokens: Option<u64>,
+    pub max_cost: Option<f64>,
+    pub price: Price,
+}
+
+impl Budget {
+    /// `Some(why)` once the client's spending has reached a limit.
+    pub fn exhausted(&self, stats: &ClientStats) -> Option<String> {
+        let [_, _, _, prompt, completion] = stats.snapshot();
+        let tokens = prompt + completion;
+        if let Some(max) = self.max_tokens
+            && tokens >= max
+        {
+            return Some(format!(
+                "token budget reached: {tokens} tokens used, llm.budget.max_tokens = {max}"
+            ));
+        }
+        let cost = self.price.cost(prompt, completion);
+        if let Some(max) = self.max_cost
+            && cost >= max
+        {
+            return Some(format!(
+                "cost budget reached: {cost:.4} spent, llm.budget.max_cost = {max}"
+            ));
+        }
+        None
+    }
+}

@@ -24,8 +24,8 @@ pub mod client;
 
 pub use cache::{CacheEntry, CacheKey, CacheStats, Outcome, Parser, ResponseCache, cached_chat};
 pub use client::{
-    ChatMessage, ChatRequest, ChatResponse, Client, ClientStats, LlmConfig, ResponseFormat, Secret,
-    Usage,
+    Budget, ChatMessage, ChatRequest, ChatResponse, Client, ClientStats, LlmConfig, Price,
+    ResponseFormat, Secret, Usage,
 };
 
 use distillery_core::{ErrorKind, HasKind};

@@ -4,5 +4,6 @@
 
 mod cache;
 mod client;
+#[path = "../../../../tests/support/fault_server.rs"]
 mod fault;
 mod vllm;

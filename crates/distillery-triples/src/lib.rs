@@ -1,0 +1,356 @@
+//! Triple extraction with a teacher LLM, HippoRAG style: named entities first, then OpenIE
+//! triples over the passage and its entities, every call through the response cache so
+//! nothing is extracted twice.
+//!
+//! - [`passages`] cuts a [`Document`] into passages (its paragraphs, or the whole text) and
+//!   keeps each passage's sentences with their char offsets in the document;
+//! - [`prompt`]: the NER and OpenIE chats (one-shot, templates replaceable from files);
+//! - [`parse`]: robust parsing (fences, prose around JSON, truncated JSON), only
+//!   three-string triples kept, duplicates dropped;
+//! - [`Extractor::extract`]: both calls for one passage through
+//!   [`distillery_llm::cached_chat`] (temperature 0, structured output);
+//! - [`align`]: the supporting sentence of each triple (provenance);
+//! - [`openie`]: HippoRAG's OpenIE JSON export and normalised entity keys;
+//! - [`ras`]: the RAS text-to-triple form `(S> s| P> p| O> o)` and Python `repr` of lists.
+//!
+//! Dependencies: `distillery-llm` (client and cache), `md-5` (HippoRAG's chunk ids are MD5),
+//! `hex`, `serde_json`.
+
+pub mod align;
+pub mod openie;
+pub mod parse;
+pub mod prompt;
+pub mod ras;
+
+use std::sync::Arc;
+
+use distillery_core::{Document, ErrorKind, HasKind};
+use distillery_llm::{ChatRequest, Client, LlmError, Outcome, ResponseCache, cached_chat};
+
+use crate::align::SentenceSpan;
+use crate::parse::{NerParser, OpenIeParser, entities_of, triples_of};
+use crate::prompt::{Constraint, NER_TEMPLATE, OPENIE_TEMPLATE, Prompts};
+
+/// Errors of extraction.
+#[derive(Debug, thiserror::Error)]
+pub enum ExtractError {
+    #[error("template {path}: {message}")]
+    Template { path: String, message: String },
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+}
+
+impl HasKind for ExtractError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            ExtractError::Template { .. } => ErrorKind::Fatal,
+            ExtractError::Llm(e) => e.kind(),
+        }
+    }
+}
+
+/// What a passage is cut from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// One passage per paragraph (the whole text when the document has none).
+    Paragraph,
+    /// One passage per document.
+    Document,
+}
+
+impl Unit {
+    pub fn from_name(s: &str) -> Option<Unit> {
+        match s {
+            "paragraph" => Some(Unit::Paragraph),
+            "document" => Some(Unit::Document),
+            _ => None,
+        }
+    }
+}
+
+/// A passage of a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Passage {
+    pub document_id: String,
+    pub title: String,
+    /// The document's source file.
+    pub source: String,
+    /// Position of the passage in its document (paragraph index, 0 for a whole document).
+    pub index: u32,
+    pub text: String,
+    /// The sentences inside the passage, offsets in the document's text (chars).
+    pub sentences: Vec<SentenceSpan>,
+}
+
+impl Passage {
+    /// What the model reads, and what HippoRAG's export stores: `title + "\n" + text`.
+    pub fn content(&self) -> String {
+        format!("{}\n{}", self.title, self.text)
+    }
+
+    /// HippoRAG's chunk id of the passage.
+    pub fn chunk_id(&self) -> String {
+        openie::chunk_id(&self.title, &self.text)
+    }
+}
+
+fn char_slice(text: &str, a: u32, b: u32) -> &str {
+    let mut idx = text.char_indices().map(|(i, _)| i).chain([text.len()]);
+    let start = idx.nth(a as usize).unwrap_or(text.len());
+    let end = if b > a {
+        idx.nth((b - a - 1) as usize).unwrap_or(text.len())
+    } else {
+        start
+    };
+    &text[start..end]
+}
+
+/// The passages of a document, in order; blank ones are left out.
+pub fn passages(doc: &Document, unit: Unit) -> Vec<Passage> {
+    let n = doc.text.chars().count() as u32;
+    let spans: Vec<(u32, u32, u32)> = match unit {
+        Unit::Paragraph if !doc.paragraphs.is_empty() => doc
+            .paragraphs
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u32, p.start.min(n), p.end.min(n)))
+            .collect(),
+        _ => vec![(0, 0, n)],
+    };
+    spans
+        .into_iter()
+        .filter_map(|(index, a, b)| {
+            let text = char_slice(&doc.text, a, b.max(a));
+            if text.trim().is_empty() {
+                return None;
+            }
+            let sentences = doc
+                .sentences
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.start >= a && s.end <= b && s.end > s.start)
+                .map(|(i, s)| SentenceSpan {
+                    index: i as u32,
+                    start: s.start,
+                    end: s.end,
+                    text: char_slice(&doc.text, s.start, s.end).to_string(),
+                })
+                .collect::<Vec<_>>();
+            // A passage without sentence spans is one sentence.
+            let sentences = if sentences.is_empty() {
+                vec![SentenceSpan {
+                    index: u32::MAX,
+                    start: a,
+                    end: b,
+                    text: text.to_string(),
+                }]
+            } else {
+                sentences
+            };
+            Some(Passage {
+                document_id: doc.id.clone(),
+                title: doc.title.clone(),
+                source: doc.source.clone(),
+                index,
+                text: text.to_string(),
+                sentences,
+            })
+        })
+        .collect()
+}
+
+/// What extracting one passage gave.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Extraction {
+    Done {
+        entities: Vec<String>,
+        triples: Vec<[String; 3]>,
+        /// Answers that came from the cache (0, 1 or 2).
+        cached: u32,
+        /// Answers that were truncated and repaired.
+        repaired: u32,
+    },
+    /// The model's answer did not parse: nothing is extracted from the passage.
+    Invalid {
+        template: &'static str,
+        raw: String,
+        reason: String,
+    },
+}
+
+/// Extraction settings.
+#[derive(Debug, Clone)]
+pub struct ExtractorConfig {
+    pub constraint: Constraint,
+    /// `max_tokens` of each answer.
+    pub max_tokens: u32,
+    pub temperature: f64,
+    pub seed: Option<u64>,
+    /// The model's revision, part of the cache key.
+    pub model_revision: String,
+}
+
+/// Extracts triples from passages through a client and the response cache.
+#[derive(Clone)]
+pub struct Extractor {
+    pub client: Arc<Client>,
+    pub cache: Arc<ResponseCache>,
+    pub prompts: Arc<Prompts>,
+    pub config: ExtractorConfig,
+    ner_version: String,
+    openie_version: String,
+}
+
+/// Output schema versions (part of the cache key).
+const NER_SCHEMA: &str = "named_entities-1";
+const OPENIE_SCHEMA: &str = "triples-1";
+
+impl Extractor {
+    pub fn new(
+        client: Arc<Client>,
+        cache: Arc<ResponseCache>,
+        prompts: Prompts,
+        config: ExtractorConfig,
+    ) -> Extractor {
+        Extractor {
+            ner_version: prompts.ner_version(),
+            openie_version: prompts.openie_version(),
+            client,
+            cache,
+            prompts: Arc::new(prompts),
+            config,
+        }
+    }
+
+    fn request(
+        &self,
+        messages: Vec<distillery_llm::ChatMessage>,
+        format: Option<distillery_llm::ResponseFormat>,
+    ) -> ChatRequest {
+        ChatRequest {
+            messages,
+            temperature: Some(self.config.temperature),
+            top_p: None,
+            max_tokens: Some(self.config.max_tokens),
+            seed: self.config.seed,
+            response_format: format,
+        }
+    }
+
+    /// NER, then OpenIE over the passage and its entities.
+    pub async fn extract(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
+        let content = passage.content();
+        let ner = cached_chat(
+            &self.client,
+            &self.cache,
+            (NER_TEMPLATE, &self.ner_version),
+            (&self.config.model_revision, NER_SCHEMA),
+            &NerParser,
+            &self.request(self.prompts.ner(&content), self.config.constraint.ner()),
+        )
+        .await?;
+        let (entities, mut cached, mut repaired) = match ner {
+            Outcome::Parsed { value, cached, .. } => {
+                let rep = value.get("repaired").and_then(|v| v.as_bool()) == Some(true);
+                (entities_of(&value), u32::from(cached), u32::from(rep))
+            }
+            Outcome::Invalid { raw, reason, .. } => {
+                return Ok(Extraction::Invalid {
+                    template: NER_TEMPLATE,
+                    raw,
+                    reason,
+                });
+            }
+        };
+        let ie = cached_chat(
+            &self.client,
+            &self.cache,
+            (OPENIE_TEMPLATE, &self.openie_version),
+            (&self.config.model_revision, OPENIE_SCHEMA),
+            &OpenIeParser,
+            &self.request(
+                self.prompts.openie(&content, &entities),
+                self.config.constraint.openie(),
+            ),
+        )
+        .await?;
+        match ie {
+            Outcome::Parsed {
+                value, cached: c, ..
+            } => {
+                cached += u32::from(c);
+                repaired +=
+                    u32::from(value.get("repaired").and_then(|v| v.as_bool()) == Some(true));
+                Ok(Extraction::Done {
+                    entities,
+                    triples: triples_of(&value),
+                    cached,
+                    repaired,
+                })
+            }
+            Outcome::Invalid { raw, reason, .. } => Ok(Extraction::Invalid {
+                template: OPENIE_TEMPLATE,
+                raw,
+                reason,
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distillery_core::{Paragraph, Sentence};
+
+    #[test]
+    fn paragraphs_become_passages_with_their_sentences() {
+        let text = "Zürich is a city. It is big.\n\nBern is the capital.";
+        let doc = Document {
+            id: "d1".into(),
+            title: "Swiss cities".into(),
+            text: text.into(),
+            paragraphs: vec![
+                Paragraph {
+                    start: 0,
+                    end: 28,
+                    section: -1,
+                },
+                Paragraph {
+                    start: 30,
+                    end: 50,
+                    section: -1,
+                },
+            ],
+            sentences: vec![
+                Sentence {
+                    start: 0,
+                    end: 17,
+                    paragraph: 0,
+                },
+                Sentence {
+                    start: 18,
+                    end: 28,
+                    paragraph: 0,
+                },
+                Sentence {
+                    start: 30,
+                    end: 50,
+                    paragraph: 1,
+                },
+            ],
+            ..Default::default()
+        };
+        let ps = passages(&doc, Unit::Paragraph);
+        assert_eq!(ps.len(), 2);
+        assert_eq!(ps[0].text, "Zürich is a city. It is big.");
+        assert_eq!(ps[0].sentences.len(), 2);
+        assert_eq!(ps[0].sentences[1].text, "It is big.");
+        assert_eq!(ps[1].index, 1);
+        assert_eq!(ps[1].sentences[0].index, 2);
+        assert_eq!(ps[1].content(), "Swiss cities\nBern is the capital.");
+        let whole = passages(&doc, Unit::Document);
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].sentences.len(), 3);
+        assert_eq!(whole[0].text, text);
+    }
+}

@@ -1,0 +1,408 @@
+//! The `triples` stage end to end: against a deterministic stand-in teacher on loopback
+//! (extraction, provenance, quarantine, exports, the zero-call rerun, budgets and resume),
+//! through a fault-injecting server, and against a real vLLM when `DISTILLERY_VLLM_URL` is
+//! set (`.ci/run` starts one; see `scripts/vllm-cpu/`).
+
+use std::path::Path;
+use std::process::Output;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::fault::{Fault, FaultServer, Responder};
+use crate::{bin, parquet_files, repo, sql_json, stage, summary};
+
+/// Capitalised word runs of a text: the stand-in teacher's "entities".
+fn capitalised(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur: Vec<&str> = Vec::new();
+    for raw in text.split_whitespace() {
+        let w = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        // A run ends at punctuation: "Vey. Mara" is two names.
+        let ends = raw.ends_with(['.', ',', ';', ':']);
+        if w.chars().next().is_some_and(char::is_uppercase) {
+            cur.push(w);
+        }
+        if (ends || !w.chars().next().is_some_and(char::is_uppercase)) && !cur.is_empty() {
+            let e = cur.join(" ");
+            if !out.contains(&e) {
+                out.push(e);
+            }
+            cur.clear();
+        }
+    }
+    if !cur.is_empty() {
+        let e = cur.join(" ");
+        if !out.contains(&e) {
+            out.push(e);
+        }
+    }
+    out
+}
+
+/// A deterministic teacher: NER = capitalised runs of the passage; OpenIE = each entity
+/// "appears with" the next. The passage titled "Oskar Vey" gets a refusal (not JSON).
+fn teacher() -> Responder {
+    Arc::new(|body: &Value| {
+        let msgs = body["messages"].as_array().unwrap();
+        let user = msgs.last().unwrap()["content"].as_str().unwrap();
+        let task = body["response_format"]["json_schema"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        if task == "named_entities" {
+            if user.starts_with("Oskar Vey\n") {
+                return "I would rather not say.".to_string();
+            }
+            return json!({ "named_entities": capitalised(user) }).to_string();
+        }
+        let ents: Vec<String> = user
+            .rfind("{\"named_entities\"")
+            .and_then(|i| serde_json::from_str::<Value>(&user[i..]).ok())
+            .and_then(|v| serde_json::from_value(v["named_entities"].clone()).ok())
+            .unwrap_or_default();
+        let triples: Vec<[&str; 3]> = ents
+            .windows(2)
+            .map(|w| [w[0].as_str(), "appears with", w[1].as_str()])
+            .collect();
+        // Fenced, with prose around it: the parser copes.
+        format!(
+            "Here you go:\n```json\n{}\n```",
+            json!({ "triples": triples })
+        )
+    })
+}
+
+fn pipeline(dir: &Path, url: &str, cache: &Path) -> std::path::PathBuf {
+    let file = dir.join("triples.toml");
+    let text = format!(
+        r#"version = 1
+name = "triples-test"
+output = "{out}"
+[run]
+shards = 2
+[[inputs]]
+name = "hotpot"
+format = "hotpotqa"
+paths = ["{data}"]
+[[stages]]
+kind = "triples"
+options = {{ exports = ["hipporag", "ras"] }}
+[[stages]]
+kind = "hseq"
+[llm]
+base_url = "{url}"
+model = "stand-in"
+cache = "{cache}"
+max_concurrency = 4
+timeout_secs = 1
+[llm.price]
+input_per_million = 2.0
+output_per_million = 6.0
+"#,
+        out = dir.join("out").display(),
+        data = repo().join("data/quickstart/hotpot.json").display(),
+        cache = cache.display(),
+    );
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+fn run_file(file: &Path, set: &[String]) -> Output {
+    let mut c = bin();
+    c.arg("run").arg(file);
+    for s in set {
+        c.arg("--set").arg(s);
+    }
+    let out = c.output().unwrap();
+    eprintln!(
+        "$ distillery run {} {set:?}\n{}{}",
+        file.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn counter(s: &Value, name: &str) -> u64 {
+    stage(s, "triples")["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// The files a triples run makes: Parquet parts of the triples and quarantine tables and
+/// the exports.
+fn made(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = parquet_files(out)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("triples/") || p.starts_with("quarantine/"))
+        .collect();
+    for f in ["openie/openie_results.json", "openie/ras.jsonl"] {
+        v.push((f.to_string(), std::fs::read(out.join(f)).unwrap()));
+    }
+    v
+}
+
+/// The normalised entity key (lowercase, non-alphanumerics as spaces, spaces collapsed).
+fn key(s: &str) -> String {
+    let m: String = s
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn char_slice(s: &str, a: usize, b: usize) -> String {
+    s.chars().skip(a).take(b - a).collect()
+}
+
+#[test]
+fn triples_are_extracted_with_provenance_cached_and_budgeted() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(vec![], teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let file = pipeline(tmp.path(), &server.url, &cache);
+    let out_dir = tmp.path().join("out");
+
+    assert!(run_file(&file, &[]).status.success());
+    let s = summary(&out_dir);
+    let passages = counter(&s, "passages");
+    let calls = counter(&s, "llm.calls");
+    assert!(passages >= 10, "{passages} passages");
+    assert_eq!(counter(&s, "passages.invalid"), 1);
+    assert_eq!(counter(&s, "llm.quarantined"), 1);
+    // Two calls a passage, one for the refused passage (no OpenIE after a bad NER answer).
+    assert_eq!(calls, 2 * passages - 1);
+    assert_eq!(server.requests() as u64, calls);
+    assert_eq!(counter(&s, "llm.cache_hits"), 0);
+    assert_eq!(counter(&s, "llm.tokens_in"), 7 * calls);
+    assert_eq!(counter(&s, "llm.tokens_out"), 3 * calls);
+    // 2.0 per million in, 6.0 out: 32 millionths a call.
+    assert_eq!(counter(&s, "llm.cost_micro"), 32 * calls);
+    let n_triples = counter(&s, "triples");
+    assert!(n_triples > 0);
+    // Requests: temperature 0, structured output, the one-shot chat.
+    let first = server.bodies.lock().unwrap()[0].clone();
+    assert_eq!(first["temperature"], 0.0);
+    assert_eq!(first["response_format"]["type"], "json_schema");
+    assert_eq!(first["messages"].as_array().unwrap().len(), 4);
+
+    // Rows with provenance: the supporting sentence is in the document and names the subject
+    // or the object.
+    let rows = sql_json(
+        &out_dir,
+        "SELECT t.subject, t.subject_name, t.object, t.object_name, t.sentence, t.start, t.\"end\", d.text \
+         FROM triples t JOIN documents d ON t.document_id = d.id WHERE t.dataset = 'openie'",
+    );
+    assert_eq!(rows.len() as u64, n_triples);
+    for r in &rows {
+        let (a, b) = (
+            r["start"].as_u64().unwrap() as usize,
+            r["end"].as_u64().unwrap() as usize,
+        );
+        assert!(r["sentence"].as_u64().is_some(), "{r}");
+        let sent = char_slice(r["text"].as_str().unwrap(), a, b);
+        let (sn, on) = (
+            r["subject_name"].as_str().unwrap(),
+            r["object_name"].as_str().unwrap(),
+        );
+        assert!(sent.contains(sn) || sent.contains(on), "{sent:?} for {r}");
+        assert_eq!(r["subject"], key(sn), "{r}");
+    }
+    let q = sql_json(
+        &out_dir,
+        "SELECT reason, detail, excerpt FROM quarantine WHERE dataset = 'openie'",
+    );
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0]["reason"], "llm_invalid_answer");
+    assert!(
+        q[0]["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with("hipporag-ner: ")
+    );
+    assert_eq!(q[0]["excerpt"], "I would rather not say.");
+    // The hseq stage after it encoded the extracted triples as KG segments.
+    let kg = crate::count(
+        &out_dir,
+        "SELECT count(*) AS n FROM segments WHERE level = 'triplet'",
+    );
+    assert_eq!(kg as u64, n_triples);
+
+    // Exports.
+    let export: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("openie/openie_results.json")).unwrap())
+            .unwrap();
+    let docs = export["docs"].as_array().unwrap();
+    assert_eq!(docs.len() as u64, passages - 1);
+    assert!(docs[0]["idx"].as_str().unwrap().starts_with("chunk-"));
+    assert!(export["avg_ent_chars"].as_f64().unwrap() > 1.0);
+    let ras = std::fs::read_to_string(out_dir.join("openie/ras.jsonl")).unwrap();
+    assert_eq!(ras.lines().count() as u64, passages - 1);
+    assert!(ras.contains("(S> ") && ras.contains("| P> appears with| O> "));
+
+    // A rerun makes no call and writes the same bytes.
+    let before = made(&out_dir);
+    let requests = server.requests();
+    assert!(run_file(&file, &[]).status.success());
+    let s2 = summary(&out_dir);
+    assert_eq!(counter(&s2, "llm.calls"), 0);
+    assert_eq!(counter(&s2, "llm.cache_hits"), calls);
+    assert_eq!(server.requests(), requests);
+    assert_eq!(made(&out_dir), before);
+
+    // A budget stops the run cleanly (exit 3, nothing published); without it the next run
+    // resumes from what the stopped run cached.
+    let cache2 = tmp.path().join("cache2");
+    let out2 = tmp.path().join("out2");
+    let set = vec![
+        format!("llm.cache={}", cache2.display()),
+        format!("output={}", out2.display()),
+    ];
+    let mut limited = set.clone();
+    limited.push("llm.budget.max_tokens=60".into());
+    let o = run_file(&file, &limited);
+    assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("token budget reached") && err.contains("rerun resumes"),
+        "{err}"
+    );
+    assert!(!out2.join("_manifest.json").exists());
+    assert!(run_file(&file, &set).status.success());
+    let s3 = summary(&out2);
+    let hits = counter(&s3, "llm.cache_hits");
+    assert!(hits >= 6, "the stopped run's answers are reused: {hits}");
+    assert_eq!(counter(&s3, "llm.calls") + hits, calls);
+    assert_eq!(made(&out2), before);
+}
+
+#[test]
+fn triples_survive_a_misbehaving_server() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let script = vec![
+        Fault::Status(500),
+        Fault::TooMany("0"),
+        Fault::Truncated,
+        Fault::NotJson,
+        Fault::Drop,
+        Fault::Stall(Duration::from_millis(1500)),
+        Fault::Status(503),
+    ];
+    let faulty = rt.block_on(FaultServer::start_with(script.clone(), teacher()));
+    let clean = rt.block_on(FaultServer::start_with(vec![], teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = pipeline(tmp.path(), &clean.url, &tmp.path().join("cache"));
+    assert!(run_file(&file, &[]).status.success());
+    let reference = made(&tmp.path().join("out"));
+
+    let out2 = tmp.path().join("out2");
+    let set = vec![
+        format!("llm.base_url={}", faulty.url),
+        format!("llm.cache={}", tmp.path().join("cache2").display()),
+        format!("output={}", out2.display()),
+    ];
+    assert!(run_file(&file, &set).status.success());
+    let s = summary(&out2);
+    assert_eq!(
+        faulty
+            .faults_served
+            .load(std::sync::atomic::Ordering::SeqCst),
+        script.len()
+    );
+    assert!(counter(&s, "llm.retries") >= script.len() as u64);
+    assert_eq!(made(&out2), reference);
+    // Nothing bad was cached: a rerun through the faulty server (script spent) calls nothing.
+    assert!(run_file(&file, &set).status.success());
+    assert_eq!(counter(&summary(&out2), "llm.calls"), 0);
+    assert_eq!(made(&out2), reference);
+}
+
+fn vllm() -> Option<(String, String)> {
+    match std::env::var("DISTILLERY_VLLM_URL") {
+        Ok(u) if !u.is_empty() => Some((
+            u,
+            std::env::var("DISTILLERY_VLLM_MODEL").unwrap_or_else(|_| "tiny".into()),
+        )),
+        _ => {
+            eprintln!(
+                "skipping: DISTILLERY_VLLM_URL is not set (scripts/vllm-cpu/serve.sh starts a real vLLM)"
+            );
+            None
+        }
+    }
+}
+
+/// `pipelines/triples.toml` on the shared samples against a real vLLM (tiny random model:
+/// structure only), the zero-call rerun, and the same run through a fault-injecting proxy in
+/// front of it giving the same outputs.
+#[test]
+fn triples_pipeline_against_a_real_vllm() {
+    let Some((url, model)) = vllm() else { return };
+    if crate::shared("hotpotqa/hotpot_dev_distractor_v1.head.json").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let file = repo().join("pipelines/triples.toml");
+    // One request at a time, so the server's batches (and so its answers) are the same in
+    // every run.
+    let base = vec![
+        format!("output={}", out.display()),
+        format!("llm.model={model}"),
+        "llm.max_concurrency=1".to_string(),
+        "stages.triples.options.max_passages=6".to_string(),
+        "stages.triples.options.max_tokens=128".to_string(),
+    ];
+    let mut set = base.clone();
+    set.push(format!("llm.base_url={url}"));
+    set.push(format!("llm.cache={}", tmp.path().join("cache").display()));
+    assert!(run_file(&file, &set).status.success());
+    let s = summary(&out);
+    assert_eq!(counter(&s, "passages"), 6);
+    let calls = counter(&s, "llm.calls");
+    assert!(calls >= 6, "{calls}");
+    assert!(counter(&s, "llm.tokens_in") > 0 && counter(&s, "llm.tokens_out") > 0);
+    let export: Value =
+        serde_json::from_slice(&std::fs::read(out.join("openie/openie_results.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        export["docs"].as_array().unwrap().len() as u64,
+        6 - counter(&s, "passages.invalid")
+    );
+    let rows = crate::count(
+        &out,
+        "SELECT count(*) AS n FROM triples WHERE dataset = 'openie' AND document_id IS NOT NULL",
+    );
+    assert_eq!(rows as u64, counter(&s, "triples"));
+    let before = made(&out);
+
+    assert!(run_file(&file, &set).status.success());
+    assert_eq!(counter(&summary(&out), "llm.calls"), 0);
+    assert_eq!(made(&out), before);
+
+    // Through a fault-injecting proxy, with an empty cache: same outputs.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let proxy = rt.block_on(FaultServer::proxy(
+        vec![
+            Fault::Status(500),
+            Fault::TooMany("0"),
+            Fault::Truncated,
+            Fault::NotJson,
+            Fault::Drop,
+        ],
+        &url,
+    ));
+    let out2 = tmp.path().join("out2");
+    let mut set2 = base;
+    set2[0] = format!("output={}", out2.display());
+    set2.push(format!("llm.base_url={}", proxy.url));
+    set2.push(format!("llm.cache={}", tmp.path().join("cache2").display()));
+    assert!(run_file(&file, &set2).status.success());
+    let s2 = summary(&out2);
+    assert!(counter(&s2, "llm.retries") >= 5);
+    assert_eq!(counter(&s2, "llm.calls"), calls);
+    assert_eq!(made(&out2), before);
+}
