@@ -243,6 +243,26 @@ fn triples_are_extracted_with_provenance_cached_and_budgeted() {
     assert_eq!(ras.lines().count() as u64, passages - 1);
     assert!(ras.contains("(S> ") && ras.contains("| P> appears with| O> "));
 
+    // The estimate reads the same passages (the file is small: exact), renders their prompts
+    // and finds every one of them cached. The stand-in server has no /tokenize: characters.
+    let est = bin()
+        .args(["plan", file.to_str().unwrap(), "--estimate"])
+        .output()
+        .unwrap();
+    assert!(est.status.success());
+    let est = String::from_utf8_lossy(&est.stdout);
+    eprintln!("{est}");
+    assert!(
+        est.contains(&format!("passages {passages}   calls {}", 2 * passages)),
+        "{est}"
+    );
+    assert!(est.contains("exact passage count"), "{est}");
+    assert!(
+        est.contains("100% of the sampled passages are already cached"),
+        "{est}"
+    );
+    assert!(est.contains("4 characters a token"), "{est}");
+
     // A rerun makes no call and writes the same bytes.
     let before = made(&out_dir);
     let requests = server.requests();
@@ -382,6 +402,21 @@ fn triples_pipeline_against_a_real_vllm() {
     assert!(run_file(&file, &set).status.success());
     assert_eq!(counter(&summary(&out), "llm.calls"), 0);
     assert_eq!(made(&out), before);
+    // The estimate counts with vLLM's /tokenize.
+    let mut c = bin();
+    c.args([
+        "plan",
+        file.to_str().unwrap(),
+        "--estimate",
+        "--sample",
+        "6",
+    ]);
+    for s in &set {
+        c.arg("--set").arg(s);
+    }
+    let est = String::from_utf8_lossy(&c.output().unwrap().stdout).to_string();
+    eprintln!("{est}");
+    assert!(est.contains("/tokenize"), "{est}");
 
     // Through a fault-injecting proxy, with an empty cache: same outputs.
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -1,7 +1,8 @@
 //! `distillery`: the one binary.
 //!
 //! - `validate FILE` checks a pipeline file (and that its inputs exist), printing every problem;
-//! - `plan FILE` prints the files, shards, stages and outputs a run would produce;
+//! - `plan FILE [--estimate]` prints the files, shards, stages and outputs a run would
+//!   produce (and projects the LLM calls, tokens and cost of its teacher stages);
 //! - `run FILE [--set key.path=value ...]` runs it on this machine (exit 3: stopped by the
 //!   `[llm.budget]`, nothing published, rerun to resume from the response cache);
 //! - `ingest FORMAT INPUT... --out URL [--hseq]` runs a one-reader pipeline without a file;
@@ -61,6 +62,17 @@ enum Command {
         file: PathBuf,
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Also project the LLM calls, tokens and cost of the teacher stages: a sample of
+        /// passages is read and its prompts rendered and counted (server /tokenize, else
+        /// --tokenizer, else 4 characters a token).
+        #[arg(long)]
+        estimate: bool,
+        /// Passages sampled per LLM stage for --estimate.
+        #[arg(long, default_value_t = 200)]
+        sample: usize,
+        /// A Hugging Face tokenizer.json to count tokens when the server cannot.
+        #[arg(long)]
+        tokenizer: Option<String>,
     },
     /// Run a pipeline on this machine.
     Run {
@@ -302,7 +314,13 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             },
         },
-        Command::Plan { file, set } => match load(&file, &set)? {
+        Command::Plan {
+            file,
+            set,
+            estimate,
+            sample,
+            tokenizer,
+        } => match load(&file, &set)? {
             Err(errors) => {
                 eprint!("{errors}");
                 Ok(ExitCode::FAILURE)
@@ -310,6 +328,21 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(p) => {
                 let plan = plan_pipeline(&p)?;
                 println!("{plan}");
+                if estimate {
+                    let est = distillery_exec::estimate::estimate(
+                        &p,
+                        &plan,
+                        sample.max(1),
+                        tokenizer.as_deref(),
+                    )
+                    .await?;
+                    if est.is_empty() {
+                        println!("estimate: no stage of this pipeline calls an LLM");
+                    }
+                    for e in &est {
+                        println!("{e}");
+                    }
+                }
                 Ok(ExitCode::SUCCESS)
             }
         },

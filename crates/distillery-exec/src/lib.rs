@@ -17,7 +17,8 @@
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
 //!
-//! [`verify`] decodes a published output's segments back into sources (`hseq verify`).
+//! [`estimate`] projects the calls, tokens and cost of the LLM stages from a sample
+//! (`plan --estimate`). [`verify`] decodes a published output's segments back into sources (`hseq verify`).
 //! [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
 //! Azure with credentials from the environment).
 //!
@@ -29,6 +30,7 @@
 //! extraction of the `triples` stage).
 
 pub mod error;
+pub mod estimate;
 pub mod hseq_stage;
 pub mod label_stage;
 pub mod parts;

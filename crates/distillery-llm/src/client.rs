@@ -473,6 +473,54 @@ mod tests {
     }
 }
 
+impl Client {
+    /// Counts the tokens of a chat as the server's chat template renders it, with vLLM's
+    /// `/tokenize` endpoint (next to `/v1`; `add_generation_prompt` set). One attempt, no
+    /// retries: callers fall back to another count when the server has no such endpoint.
+    pub async fn count_tokens(&self, messages: &[ChatMessage]) -> Result<u64, LlmError> {
+        let root = self.config.base_url.trim_end_matches("/v1");
+        let url = format!("{root}/tokenize");
+        let body = json!({
+            "model": self.config.model,
+            "messages": messages,
+            "add_generation_prompt": true,
+        });
+        let mut req = self
+            .http
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(self.config.timeout)
+            .body(body.to_string());
+        if let Some(k) = &self.config.api_key {
+            req = req.bearer_auth(k.expose());
+        }
+        let resp = req.send().await.map_err(|e| LlmError::Transport {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
+        let status = resp.status().as_u16();
+        let text = resp.text().await.map_err(|e| LlmError::Transport {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
+        if status != 200 {
+            return Err(LlmError::Http {
+                url,
+                status,
+                message: text.chars().take(200).collect(),
+                retry_after: None,
+            });
+        }
+        serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get("count").and_then(Value::as_u64))
+            .ok_or_else(|| LlmError::BadResponse {
+                url,
+                message: "no `count` in the /tokenize answer".into(),
+            })
+    }
+}
+
 /// Prices per million tokens, for cost accounting.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Price {

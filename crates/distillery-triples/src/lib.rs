@@ -25,7 +25,9 @@ pub mod ras;
 use std::sync::Arc;
 
 use distillery_core::{Document, ErrorKind, HasKind};
-use distillery_llm::{ChatRequest, Client, LlmError, Outcome, ResponseCache, cached_chat};
+use distillery_llm::{
+    CacheKey, ChatRequest, Client, LlmError, Outcome, ResponseCache, cached_chat,
+};
 
 use crate::align::SentenceSpan;
 use crate::parse::{NerParser, OpenIeParser, entities_of, triples_of};
@@ -237,16 +239,41 @@ impl Extractor {
         }
     }
 
+    /// The NER request of a passage.
+    pub fn ner_request(&self, passage: &Passage) -> ChatRequest {
+        self.request(
+            self.prompts.ner(&passage.content()),
+            self.config.constraint.ner(),
+        )
+    }
+
+    /// The OpenIE request of a passage and its entities.
+    pub fn openie_request(&self, passage: &Passage, entities: &[String]) -> ChatRequest {
+        self.request(
+            self.prompts.openie(&passage.content(), entities),
+            self.config.constraint.openie(),
+        )
+    }
+
+    /// The cache key of a passage's NER call.
+    pub fn ner_key(&self, passage: &Passage) -> CacheKey {
+        CacheKey::new(
+            (NER_TEMPLATE, &self.ner_version),
+            &self.config.model_revision,
+            NER_SCHEMA,
+            &self.client.request_body(&self.ner_request(passage)),
+        )
+    }
+
     /// NER, then OpenIE over the passage and its entities.
     pub async fn extract(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
-        let content = passage.content();
         let ner = cached_chat(
             &self.client,
             &self.cache,
             (NER_TEMPLATE, &self.ner_version),
             (&self.config.model_revision, NER_SCHEMA),
             &NerParser,
-            &self.request(self.prompts.ner(&content), self.config.constraint.ner()),
+            &self.ner_request(passage),
         )
         .await?;
         let (entities, mut cached, mut repaired) = match ner {
@@ -268,10 +295,7 @@ impl Extractor {
             (OPENIE_TEMPLATE, &self.openie_version),
             (&self.config.model_revision, OPENIE_SCHEMA),
             &OpenIeParser,
-            &self.request(
-                self.prompts.openie(&content, &entities),
-                self.config.constraint.openie(),
-            ),
+            &self.openie_request(passage, &entities),
         )
         .await?;
         match ie {

@@ -151,6 +151,14 @@ impl Prompts {
         ])
     }
 
+    /// The one-shot answers (NER, OpenIE): what a typical answer looks like, for estimates.
+    pub fn example_answers(&self) -> (&str, &str) {
+        (
+            self.text("example_ner.json"),
+            self.text("example_openie.json"),
+        )
+    }
+
     fn version(&self, files: &[&str]) -> String {
         let parts: Vec<&str> = files.iter().map(|f| self.text(f)).collect();
         stable_id(&parts)[..12].to_string()
