@@ -24,8 +24,8 @@ use distillery_core::{Document, Record, RecordSink, SinkError};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{IngestError, InputCtx, read_input};
 use distillery_llm::ChatMessage;
-use distillery_triples::prompt::{Constraint, Prompts};
-use distillery_triples::{Extractor, ExtractorConfig, Passage, Unit, passages};
+use distillery_triples::prompt::Prompts;
+use distillery_triples::{Passage, Unit, passages};
 
 use crate::error::ExecError;
 use crate::plan::Plan;
@@ -152,19 +152,7 @@ pub async fn estimate(
         let example_entities = distillery_triples::parse::parse_entities(&ex_ner)
             .map(|e| e.entities)
             .unwrap_or_default();
-        let extractor = Extractor::new(
-            teacher.client.clone(),
-            teacher.cache.clone(),
-            prompts,
-            ExtractorConfig {
-                constraint: Constraint::from_name(&opts.response_format)
-                    .unwrap_or(Constraint::JsonSchema),
-                max_tokens: opts.max_tokens,
-                temperature: 0.0,
-                seed: llm.seed,
-                model_revision: llm.model_revision.clone(),
-            },
-        );
+        let extractor = teacher.extractor(llm, opts, prompts);
         let unit = Unit::from_name(&opts.unit).unwrap_or(Unit::Paragraph);
 
         // --- the sample ---

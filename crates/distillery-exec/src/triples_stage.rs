@@ -100,6 +100,24 @@ impl Teacher {
         })
     }
 
+    /// The extractor of a triples stage: temperature 0, the stage's constraint and answer
+    /// length, the section's seed and model revision.
+    pub fn extractor(&self, llm: &LlmSpec, opts: &TriplesOptions, prompts: Prompts) -> Extractor {
+        Extractor::new(
+            self.client.clone(),
+            self.cache.clone(),
+            prompts,
+            ExtractorConfig {
+                constraint: Constraint::from_name(&opts.response_format)
+                    .unwrap_or(Constraint::JsonSchema),
+                max_tokens: opts.max_tokens,
+                temperature: 0.0,
+                seed: llm.seed,
+                model_revision: llm.model_revision.clone(),
+            },
+        )
+    }
+
     /// The LLM counters of this run into a stage summary.
     pub fn count(&self, s: &mut StageSummary) {
         let [_, retries, failures, tokens_in, tokens_out] = self.client.stats().snapshot();
@@ -138,20 +156,7 @@ pub async fn run_stage(
     })?;
     let started = Instant::now();
     let teacher = Teacher::new(llm, &p.output)?;
-    let prompts = Prompts::load(opts.templates.as_deref())?;
-    let extractor = Extractor::new(
-        teacher.client.clone(),
-        teacher.cache.clone(),
-        prompts,
-        ExtractorConfig {
-            constraint: Constraint::from_name(&opts.response_format)
-                .unwrap_or(Constraint::JsonSchema),
-            max_tokens: opts.max_tokens,
-            temperature: 0.0,
-            seed: llm.seed,
-            model_revision: llm.model_revision.clone(),
-        },
-    );
+    let extractor = teacher.extractor(llm, opts, Prompts::load(opts.templates.as_deref())?);
     info!(
         stage = %stage.name,
         server = %llm.base_url,
