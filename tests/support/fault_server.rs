@@ -44,6 +44,9 @@ pub type Responder = Arc<dyn Fn(&serde_json::Value) -> String + Send + Sync>;
 
 #[derive(Clone)]
 enum Upstream {
+    /// Fixed answers on kept-alive connections, no faults: a zero-latency server for
+    /// benchmarks.
+    KeepAlive(String),
     Local(Responder),
     /// `host:port` and the path prefix of the upstream API (`/v1`).
     Proxy(String, String),
@@ -70,6 +73,12 @@ impl FaultServer {
     /// Normal answers carry what `responder` computes from the request.
     pub async fn start_with(script: Vec<Fault>, responder: Responder) -> FaultServer {
         FaultServer::launch(script, Upstream::Local(responder)).await
+    }
+
+    /// A zero-latency server answering `content` to every request, keeping connections
+    /// alive (for client benchmarks; no faults).
+    pub async fn keep_alive(content: &str) -> FaultServer {
+        FaultServer::launch(Vec::new(), Upstream::KeepAlive(content.to_string())).await
     }
 
     /// A fault-injecting proxy in front of a real OpenAI-compatible server at `upstream`
@@ -173,16 +182,25 @@ fn reply(status: u16, extra: &str, body: &str, promised: usize) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A chat completion body carrying `content` (usage: 7 prompt, 3 completion tokens).
+fn chat_body(content: &str) -> String {
+    serde_json::json!({
+        "id": "x", "object": "chat.completion", "model": "fault-server",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    })
+    .to_string()
+}
+
 /// The normal answer: a whole HTTP response.
 async fn normal(up: &Upstream, head: &str, body: &[u8], json: &serde_json::Value) -> Vec<u8> {
     match up {
         Upstream::Local(responder) => {
-            let ok_body = serde_json::json!({
-                "id": "x", "object": "chat.completion", "model": "fault-server",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": responder(json)}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
-            })
-            .to_string();
+            let ok_body = chat_body(&responder(json));
+            reply(200, "", &ok_body, ok_body.len())
+        }
+        Upstream::KeepAlive(content) => {
+            let ok_body = chat_body(content);
             reply(200, "", &ok_body, ok_body.len())
         }
         Upstream::Proxy(host, prefix) => {
@@ -225,6 +243,22 @@ async fn serve(
     up: Upstream,
     faults_served: Arc<AtomicUsize>,
 ) {
+    if let Upstream::KeepAlive(content) = &up {
+        let ok_body = chat_body(content);
+        let out = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{ok_body}",
+            ok_body.len()
+        );
+        while let Some((head, _)) = read_request(&mut sock).await {
+            if sock.write_all(out.as_bytes()).await.is_err() {
+                return;
+            }
+            if header(&head, "connection").is_some_and(|c| c.eq_ignore_ascii_case("close")) {
+                return;
+            }
+        }
+        return;
+    }
     let Some((head, body)) = read_request(&mut sock).await else {
         return;
     };
