@@ -211,6 +211,21 @@ fn triples_are_extracted_with_provenance_cached_and_budgeted() {
         assert!(sent.contains(sn) || sent.contains(on), "{sent:?} for {r}");
         assert_eq!(r["subject"], key(sn), "{r}");
     }
+    // The stage's parts carry a derived tag: they never replace the input's own parts.
+    let names: Vec<String> = made(&out_dir).into_iter().map(|(p, _)| p).collect();
+    assert!(
+        names
+            .iter()
+            .any(|p| p.starts_with("triples/part-") && p.ends_with("-hotpot@triples-0000.parquet")),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .any(|p| p.starts_with("quarantine/part-")
+                && p.ends_with("-hotpot@triples-0000.parquet")),
+        "{names:?}"
+    );
     let q = sql_json(
         &out_dir,
         "SELECT reason, detail, excerpt FROM quarantine WHERE dataset = 'openie'",

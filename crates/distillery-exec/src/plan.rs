@@ -51,9 +51,21 @@ pub fn file_tag(input: &str, index: usize) -> String {
     format!("{input}-{index:04}")
 }
 
-/// The input name of a part tag (the inverse of [`file_tag`]).
+/// The tag of the parts a stage derives from a file's parts: `<input>@<stage>-<index>`.
+/// `@` is not allowed in names (and object_store keeps it as it is in paths, unlike `~`), so
+/// a derived part never shares a name with a part of the file itself (an ingest quarantine
+/// part of the same shard, say), and [`tag_input`] still finds the input.
+pub fn stage_tag(tag: &str, stage: &str) -> String {
+    match tag.rsplit_once('-') {
+        Some((name, index)) => format!("{name}@{stage}-{index}"),
+        None => format!("{tag}@{stage}"),
+    }
+}
+
+/// The input name of a part tag (the inverse of [`file_tag`], and of [`stage_tag`]).
 pub fn tag_input(tag: &str) -> Option<&str> {
     let (name, index) = tag.rsplit_once('-')?;
+    let name = name.split('@').next().unwrap_or(name);
     (index.len() >= 4 && index.bytes().all(|b| b.is_ascii_digit())).then_some(name)
 }
 
@@ -234,5 +246,8 @@ mod tests {
         assert_eq!(tag_input(&file_tag("wiki.en", 12_345)), Some("wiki.en"));
         assert_ne!(file_tag("wiki-en", 0), file_tag("wiki.en", 0));
         assert_eq!(tag_input("nodigits"), None);
+        let derived = stage_tag(&file_tag("wiki-en", 3), "my-triples");
+        assert_eq!(derived, "wiki-en@my-triples-0003");
+        assert_eq!(tag_input(&derived), Some("wiki-en"));
     }
 }

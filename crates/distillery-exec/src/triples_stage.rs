@@ -9,13 +9,14 @@
 //! response cache at `llm.cache`; results are consumed in passage order, so the outputs do
 //! not depend on timing and a rerun writes the same bytes.
 //!
-//! - `triples/part-SSSSS-TAG.parquet` (same shard and tag as the documents part): one row
+//! - `triples/part-SSSSS-INPUT@STAGE-NNNN.parquet` (the documents part's shard, and its tag
+//!   with the stage name, [`stage_tag`], so nothing of the input is overwritten): one row
 //!   per kept triple, `subject`/`object` the normalised entity keys (the model's text in
 //!   `subject_name`/`object_name`), `dataset = "openie"`, provenance `document_id`,
 //!   `sentence` (index into the document's sentences), `start`/`end` (char offsets of that
 //!   sentence in the document). The `hseq` stage, listed after this one, encodes them as KG
 //!   segments of the same input.
-//! - `quarantine/part-SSSSS-TAG.parquet`: one row per passage whose answer did not parse
+//! - `quarantine/part-SSSSS-INPUT@STAGE-NNNN.parquet`: one row per passage whose answer did not parse
 //!   (`reason = "llm_invalid_answer"`, detail = template and parser message, excerpt = the
 //!   raw answer); the cache keeps such answers as raw text only, never as results.
 //! - `openie/openie_results.json` (export `hipporag`): HippoRAG's OpenIE result, streamed.
@@ -54,7 +55,7 @@ use tracing::info;
 use crate::error::ExecError;
 use crate::label_stage::TextFile;
 use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
-use crate::plan::tag_input;
+use crate::plan::{stage_tag, tag_input};
 use crate::run::StageOutput;
 use crate::store::{Location, open_location};
 
@@ -218,7 +219,11 @@ pub async fn run_stage(
             if let Some((_, w)) = writer.take() {
                 written.extend(w.finish().await?);
             }
-            writer = Some((tag.clone(), PartWriters::new(out.clone(), staging, &tag)));
+            let derived = stage_tag(&tag, &stage.name);
+            writer = Some((
+                tag.clone(),
+                PartWriters::new(out.clone(), staging, &derived),
+            ));
         }
         let w = &mut writer.as_mut().expect("set above").1;
         st.summary.bytes_in += part.bytes;
