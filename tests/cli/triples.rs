@@ -43,7 +43,7 @@ fn capitalised(text: &str) -> Vec<String> {
 
 /// A deterministic teacher: NER = capitalised runs of the passage; OpenIE = each entity
 /// "appears with" the next. The passage titled "Oskar Vey" gets a refusal (not JSON).
-fn teacher() -> Responder {
+pub(crate) fn teacher() -> Responder {
     Arc::new(|body: &Value| {
         let msgs = body["messages"].as_array().unwrap();
         let user = msgs.last().unwrap()["content"].as_str().unwrap();
@@ -108,7 +108,7 @@ output_per_million = 6.0
     file
 }
 
-fn run_file(file: &Path, set: &[String]) -> Output {
+pub(crate) fn run_file(file: &Path, set: &[String]) -> Output {
     let mut c = bin();
     c.arg("run").arg(file);
     for s in set {
@@ -355,7 +355,7 @@ fn triples_survive_a_misbehaving_server() {
     assert_eq!(made(&out2), reference);
 }
 
-fn vllm() -> Option<(String, String)> {
+pub(crate) fn vllm() -> Option<(String, String)> {
     match std::env::var("DISTILLERY_VLLM_URL") {
         Ok(u) if !u.is_empty() => Some((
             u,
@@ -455,4 +455,33 @@ fn triples_pipeline_against_a_real_vllm() {
     assert!(counter(&s2, "llm.retries") >= 5);
     assert_eq!(counter(&s2, "llm.calls"), calls);
     assert_eq!(made(&out2), before);
+}
+
+/// A request the server rejects as it is (400: too long for the model, say) quarantines that
+/// passage and the job goes on; the rejection is not cached, so a rerun asks again.
+#[test]
+fn a_rejected_request_quarantines_its_passage() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(vec![Fault::Status(400)], teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = pipeline(tmp.path(), &server.url, &tmp.path().join("cache"));
+    let out = tmp.path().join("out");
+    assert!(run_file(&file, &[]).status.success());
+    let s = summary(&out);
+    assert_eq!(counter(&s, "passages.invalid"), 2);
+    let q = sql_json(
+        &out,
+        "SELECT detail FROM quarantine WHERE dataset = 'openie' ORDER BY detail DESC",
+    );
+    assert!(
+        q[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("request rejected: llm server"),
+        "{q:?}"
+    );
+    assert!(run_file(&file, &[]).status.success());
+    let s = summary(&out);
+    assert_eq!(counter(&s, "passages.invalid"), 1);
+    assert_eq!(counter(&s, "llm.calls"), 2);
 }

@@ -349,22 +349,30 @@ pub enum StageKind {
     Label,
     /// Triple extraction with a teacher LLM (NER then OpenIE per passage).
     Triples,
+    /// CIRAG teacher trajectories distilled into student SFT samples.
+    Cirag,
 }
 
 impl StageKind {
-    pub const ALL: [StageKind; 3] = [StageKind::Hseq, StageKind::Label, StageKind::Triples];
+    pub const ALL: [StageKind; 4] = [
+        StageKind::Hseq,
+        StageKind::Label,
+        StageKind::Triples,
+        StageKind::Cirag,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             StageKind::Hseq => "hseq",
             StageKind::Label => "label",
             StageKind::Triples => "triples",
+            StageKind::Cirag => "cirag",
         }
     }
 
     /// Whether the stage calls the `[llm]` server.
     pub fn uses_llm(self) -> bool {
-        matches!(self, StageKind::Triples)
+        matches!(self, StageKind::Triples | StageKind::Cirag)
     }
 }
 
@@ -570,6 +578,64 @@ impl Default for TriplesOptions {
     }
 }
 
+fn default_top_k() -> u32 {
+    10
+}
+fn default_candidates() -> u32 {
+    30
+}
+fn default_cirag_steps() -> u32 {
+    4
+}
+fn default_min_f1() -> f64 {
+    0.5
+}
+
+/// `cirag` stage options (CIRAG paper 003, 3.3-3.5: K, N, L; formats.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CiragOptions {
+    /// Inputs whose documents form the retrieval corpus (default: the stage's inputs).
+    #[serde(default)]
+    pub corpus: Vec<String>,
+    /// Passages retrieved per step (K).
+    #[serde(default = "default_top_k")]
+    pub top_k: u32,
+    /// Candidate facts shown per step after reranking (N).
+    #[serde(default = "default_candidates")]
+    pub candidates: u32,
+    /// Steps per trajectory at most (L).
+    #[serde(default = "default_cirag_steps")]
+    pub max_steps: u32,
+    /// Trajectories whose final answer's best token F1 against the gold is below this are
+    /// filtered out (1.0: exact match only).
+    #[serde(default = "default_min_f1")]
+    pub min_f1: f64,
+    /// Distil at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each teacher answer.
+    #[serde(default = "default_answer_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing the built-in CIRAG prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Directory of templates replacing the built-in triple extraction prompts.
+    #[serde(default)]
+    pub triple_templates: Option<String>,
+    /// Share of samples (by id hash) in the validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
+impl Default for CiragOptions {
+    fn default() -> Self {
+        toml::Value::Table(toml::Table::new())
+            .try_into()
+            .expect("all cirag options have defaults")
+    }
+}
+
 fn default_concurrency() -> usize {
     16
 }
@@ -668,6 +734,7 @@ pub enum StageOptions {
     Hseq(HseqOptions),
     Label(LabelOptions),
     Triples(TriplesOptions),
+    Cirag(CiragOptions),
 }
 
 /// One stage of the pipeline.
@@ -1491,6 +1558,11 @@ fn check_stage(
             check_triples_options(c, &with("options"), &o);
             StageOptions::Triples(o)
         }
+        StageKind::Cirag => {
+            let o: CiragOptions = c.de(&with("options"), opts_val)?;
+            check_cirag_options(c, &with("options"), &o, inputs);
+            StageOptions::Cirag(o)
+        }
     };
     Some(StageSpec {
         name: raw.name.unwrap_or_else(|| kind.name().to_string()),
@@ -1617,6 +1689,39 @@ fn check_triples_options(c: &mut Collector<'_>, base: &[PathSeg], o: &TriplesOpt
                 ),
             );
         }
+    }
+}
+
+fn check_cirag_options(
+    c: &mut Collector<'_>,
+    base: &[PathSeg],
+    o: &CiragOptions,
+    inputs: &[InputSpec],
+) {
+    let at = |k: &str| {
+        let mut p = base.to_vec();
+        p.push(key(k));
+        p
+    };
+    for name in &o.corpus {
+        if !inputs.iter().any(|i| &i.name == name) {
+            c.push(at("corpus"), format!("`{name}` names no input"));
+        }
+    }
+    if o.top_k == 0 || o.candidates == 0 || o.max_steps == 0 || o.max_tokens == 0 {
+        c.push(
+            at("top_k"),
+            "`top_k`, `candidates`, `max_steps` and `max_tokens` must be at least 1",
+        );
+    }
+    if !(0.0..=1.0).contains(&o.min_f1) {
+        c.push(at("min_f1"), "`min_f1` must be in [0, 1]");
+    }
+    if !(0.0..1.0).contains(&o.validation_share) {
+        c.push(
+            at("validation_share"),
+            "`validation_share` must be in [0, 1)",
+        );
     }
 }
 

@@ -13,6 +13,8 @@
 //!    the `labels` and `sft` tables plus JSONL files, `dataset_info.json` and the label report);
 //!    [`triples_stage`] part by part (triples extracted by the `[llm]` teacher through the
 //!    response cache, with provenance, quarantined answers and the OpenIE exports);
+//!    [`cirag_stage`] question by question (CIRAG teacher trajectories over a BM25-indexed
+//!    corpus, distilled into student SFT samples);
 //!    each returns a [`run::StageOutput`] (summary, parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
@@ -27,8 +29,10 @@
 //! bridged with `SyncIoBridge`), `indicatif` (progress bars on a terminal), `glob` (input
 //! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types),
 //! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple
-//! extraction of the `triples` stage).
+//! extraction of the `triples` stage), `distillery-distill` (the CIRAG loop of the `cirag`
+//! stage).
 
+pub mod cirag_stage;
 pub mod error;
 pub mod estimate;
 pub mod hseq_stage;

@@ -139,6 +139,17 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                     .map(String::from),
                 );
             }
+            StageKind::Cirag => {
+                tables.push(TableKind::Sft);
+                for f in [
+                    "train.jsonl",
+                    "validation.jsonl",
+                    "trajectories.jsonl",
+                    "dataset_info.json",
+                ] {
+                    out_files.push(format!("{}/{f}", s.name));
+                }
+            }
             StageKind::Triples => {
                 tables.push(TableKind::Triples);
                 if let StageOptions::Triples(o) = &s.options {

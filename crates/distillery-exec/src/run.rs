@@ -179,6 +179,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
             StageOptions::Triples(_) => {
                 crate::triples_stage::run_stage(p, stage, &out, &staging, &parts).await?
             }
+            StageOptions::Cirag(_) => {
+                crate::cirag_stage::run_stage(p, stage, &out, &staging, &parts).await?
+            }
         };
         parts.extend(output.parts);
         files.extend(output.files);

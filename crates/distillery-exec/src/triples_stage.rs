@@ -101,6 +101,20 @@ impl Teacher {
         })
     }
 
+    /// The `[llm]` section of a stage's pipeline and its teacher.
+    pub fn for_stage<'a>(
+        p: &'a Pipeline,
+        stage: &StageSpec,
+    ) -> Result<(&'a LlmSpec, Teacher), ExecError> {
+        let llm = p.llm.as_ref().ok_or_else(|| {
+            ExecError::Task(format!(
+                "stage `{}` needs the pipeline's [llm] section",
+                stage.name
+            ))
+        })?;
+        Ok((llm, Teacher::new(llm, &p.output)?))
+    }
+
     /// The extractor of a triples stage: temperature 0, the stage's constraint and answer
     /// length, the section's seed and model revision.
     pub fn extractor(&self, llm: &LlmSpec, opts: &TriplesOptions, prompts: Prompts) -> Extractor {
@@ -149,14 +163,8 @@ pub async fn run_stage(
             stage.name
         )));
     };
-    let llm = p.llm.as_ref().ok_or_else(|| {
-        ExecError::Task(format!(
-            "stage `{}` needs the pipeline's [llm] section",
-            stage.name
-        ))
-    })?;
     let started = Instant::now();
-    let teacher = Teacher::new(llm, &p.output)?;
+    let (llm, teacher) = Teacher::for_stage(p, stage)?;
     let extractor = teacher.extractor(llm, opts, Prompts::load(opts.templates.as_deref())?);
     info!(
         stage = %stage.name,

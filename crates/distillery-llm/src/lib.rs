@@ -57,6 +57,22 @@ pub enum LlmError {
     Cache { path: String, message: String },
 }
 
+impl LlmError {
+    /// The server refused this one request as it is (400 bad request, such as a prompt longer
+    /// than the model's context; 413; 422): asking again cannot help, but other requests can
+    /// still succeed, so a stage quarantines the item instead of failing the job. Auth errors
+    /// and unknown models (401, 403, 404) stay job failures.
+    pub fn is_rejection(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Http {
+                status: 400 | 413 | 422,
+                ..
+            }
+        )
+    }
+}
+
 impl HasKind for LlmError {
     fn kind(&self) -> ErrorKind {
         match self {

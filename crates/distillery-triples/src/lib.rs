@@ -265,8 +265,21 @@ impl Extractor {
         )
     }
 
-    /// NER, then OpenIE over the passage and its entities.
+    /// NER, then OpenIE over the passage and its entities. A request the server rejects as
+    /// it is ([`LlmError::is_rejection`], e.g. a passage longer than the model's context) is
+    /// an [`Extraction::Invalid`] of that passage, not an error.
     pub async fn extract(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
+        match self.extract_calls(passage).await {
+            Err(ExtractError::Llm(e)) if e.is_rejection() => Ok(Extraction::Invalid {
+                template: NER_TEMPLATE,
+                raw: String::new(),
+                reason: format!("request rejected: {e}"),
+            }),
+            other => other,
+        }
+    }
+
+    async fn extract_calls(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
         let ner = cached_chat(
             &self.client,
             &self.cache,

@@ -1,0 +1,42 @@
+//! Teacher-trajectory distillation: multi-step runs of a teacher LLM become student SFT data.
+//!
+//! - [`cirag`]: CIRAG's construction-integration loop (BM25 retrieval, cached triple
+//!   extraction, reranked candidate facts, the teacher's integration decisions with the
+//!   exact section markers, a final answer checked against the gold) and its student
+//!   samples, one per step of a kept trajectory;
+//! - [`metrics`]: exact match and token F1 for the answer filter.
+//!
+//! Dependencies: `distillery-llm` (client, cache), `distillery-triples` (the construction
+//! phase's triples), `distillery-index` (BM25 with tantivy), `distillery-label` (answer
+//! normalisation), `serde_json`.
+
+pub mod cirag;
+pub mod metrics;
+
+use distillery_core::{ErrorKind, HasKind};
+
+/// Errors of distillation.
+#[derive(Debug, thiserror::Error)]
+pub enum DistillError {
+    #[error("template {path}: {message}")]
+    Template { path: String, message: String },
+    #[error(transparent)]
+    Llm(#[from] distillery_llm::LlmError),
+    #[error(transparent)]
+    Extract(#[from] distillery_triples::ExtractError),
+    #[error(transparent)]
+    Index(#[from] distillery_index::IndexError),
+    /// A spending limit was reached.
+    #[error("{0}")]
+    Budget(String),
+}
+
+impl HasKind for DistillError {
+    fn kind(&self) -> ErrorKind {
+        match self {
+            DistillError::Llm(e) => e.kind(),
+            DistillError::Extract(e) => e.kind(),
+            _ => ErrorKind::Fatal,
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! The `cirag` stage: CIRAG teacher trajectories (see `distillery-distill::cirag`) over the
+//! questions of the stage's QA inputs, distilled into student SFT samples.
+//!
+//! 1. The corpus: the staged `documents` of `corpus` (default: the stage's inputs), cut into
+//!    paragraph passages and indexed with BM25 (tantivy, in memory: **memory bound: the
+//!    corpus's passages**).
+//! 2. The questions of each input, in part order, capped by `max_questions`, run
+//!    `llm.max_concurrency` at a time; results are consumed in question order, so outputs do
+//!    not depend on timing. Every teacher call (the triples of retrieved passages, each
+//!    integration step, the final answer) goes through the response cache: a rerun makes no
+//!    call, and a run stopped by the budget resumes mid-trajectory.
+//! 3. Per trajectory, one line of `<stage>/trajectories.jsonl` (every step's query, candidate
+//!    facts with provenance, thought, kept facts, next query; how it ended; answer and F1).
+//!    A kept trajectory (final answer F1 ≥ `min_f1`) gives one sample per step (task
+//!    `cirag_integration`): split by id hash, exact duplicates dropped, written to the `sft`
+//!    table (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`), `<stage>/train.jsonl`,
+//!    `<stage>/validation.jsonl` (the label stage's JSONL line form) and
+//!    `<stage>/dataset_info.json` (LLaMA-Factory). A teacher answer that does not parse ends
+//!    the trajectory; it goes to `quarantine` (`llm_invalid_answer`).
+//!
+//! Counters: `questions`, `trajectories.kept`, `trajectories.wrong_answer`,
+//! `trajectories.invalid`, `trajectories.no_evidence`, `steps`, `facts.candidates`,
+//! `facts.kept`, `facts.not_candidates`, `samples.train`, `samples.validation`,
+//! `duplicates_removed`, and the `llm.*` counters of the `triples` stage.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use distillery_core::id::{shard_of, stable_id};
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{Pipeline, StageOptions, StageSpec, TriplesOptions};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
+use distillery_distill::DistillError;
+use distillery_distill::cirag::{Cirag, Config, Corpus, End, Prompts, Trajectory, step_messages};
+use distillery_triples::{Passage, Unit, passages};
+use futures::StreamExt;
+use serde_json::json;
+use tracing::info;
+
+use crate::error::ExecError;
+use crate::label_stage::{TextFile, content_hash, dataset_info, jsonl_line, split_of};
+use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
+use crate::plan::{stage_tag, tag_input};
+use crate::run::StageOutput;
+use crate::store::Location;
+use crate::triples_stage::Teacher;
+
+/// The stage's staged parts of `table` whose input is one of `inputs`, in part order.
+fn parts_of<'a>(
+    parts: &'a [WrittenPart],
+    table: TableKind,
+    inputs: &[String],
+) -> Vec<(String, u32, &'a WrittenPart)> {
+    let mut v: Vec<(String, u32, &WrittenPart)> = parts
+        .iter()
+        .filter(|w| w.table == table)
+        .filter_map(|w| {
+            let (_, shard, tag) = parse_part_name(&w.rel)?;
+            // Parts derived by stages (`input@stage`) are not inputs of this one.
+            let own = !tag.contains('@');
+            let selected = own && tag_input(&tag).is_some_and(|n| inputs.iter().any(|i| i == n));
+            selected.then_some((tag, shard, w))
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    v
+}
+
+fn distill_err(e: DistillError) -> ExecError {
+    match e {
+        DistillError::Budget(why) => ExecError::Budget(why),
+        DistillError::Llm(e) => ExecError::Llm(e),
+        DistillError::Extract(e) => ExecError::Extract(e),
+        other => ExecError::Task(other.to_string()),
+    }
+}
+
+/// Runs the stage over the parts staged so far.
+pub async fn run_stage(
+    p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+) -> Result<StageOutput, ExecError> {
+    let StageOptions::Cirag(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not a cirag stage",
+            stage.name
+        )));
+    };
+    let started = Instant::now();
+    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    // The triples of retrieved passages are asked exactly as a `triples` stage with the same
+    // `max_tokens` and templates asks them, so its cached answers are reused.
+    let triple_opts = TriplesOptions {
+        max_tokens: opts.max_tokens,
+        templates: opts.triple_templates.clone(),
+        ..TriplesOptions::default()
+    };
+    let extractor = teacher.extractor(
+        llm,
+        &triple_opts,
+        distillery_triples::prompt::Prompts::load(opts.triple_templates.as_deref())?,
+    );
+    let prompts = Prompts::load(opts.templates.as_deref()).map_err(distill_err)?;
+    let cirag = Cirag::new(
+        teacher.client.clone(),
+        teacher.cache.clone(),
+        extractor,
+        prompts.clone(),
+        Config {
+            top_k: opts.top_k as usize,
+            candidates: opts.candidates as usize,
+            max_steps: opts.max_steps as usize,
+            min_f1: opts.min_f1,
+            max_tokens: opts.max_tokens,
+            seed: llm.seed,
+            model_revision: llm.model_revision.clone(),
+        },
+    );
+    let mut summary = StageSummary::new(&stage.name);
+    for c in [
+        "questions",
+        "trajectories.kept",
+        "trajectories.wrong_answer",
+        "trajectories.invalid",
+        "trajectories.no_evidence",
+        "steps",
+        "facts.candidates",
+        "facts.kept",
+        "facts.not_candidates",
+        "samples.train",
+        "samples.validation",
+        "duplicates_removed",
+        "llm.quarantined",
+    ] {
+        summary.add(c, 0);
+    }
+
+    // --- the corpus ---
+    let corpus_inputs = if opts.corpus.is_empty() {
+        stage.inputs.clone()
+    } else {
+        opts.corpus.clone()
+    };
+    let mut corpus_passages: Vec<Passage> = Vec::new();
+    let mut seen_docs: HashSet<String> = HashSet::new();
+    for (_, _, part) in parts_of(parts, TableKind::Documents, &corpus_inputs) {
+        summary.bytes_in += part.bytes;
+        let mut stream =
+            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        while let Some(batch) = stream.next().await {
+            for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                if seen_docs.insert(d.id.clone()) {
+                    corpus_passages.extend(
+                        passages(&d, Unit::Paragraph)
+                            .into_iter()
+                            .filter(|ps| ps.text.chars().count() >= 20),
+                    );
+                }
+            }
+        }
+    }
+    let n_passages = corpus_passages.len();
+    let corpus = Arc::new(
+        tokio::task::spawn_blocking(move || Corpus::new(corpus_passages))
+            .await
+            .map_err(|e| ExecError::Task(e.to_string()))?
+            .map_err(distill_err)?,
+    );
+    summary.add("corpus.passages", n_passages as u64);
+    info!(stage = %stage.name, passages = n_passages, "cirag corpus indexed");
+
+    // --- the questions ---
+    let dir = stage.name.clone();
+    let mut w = Writers {
+        train: TextFile::new(out, staging, &format!("{dir}/train.jsonl")),
+        validation: TextFile::new(out, staging, &format!("{dir}/validation.jsonl")),
+        trajectories: TextFile::new(out, staging, &format!("{dir}/trajectories.jsonl")),
+        seen: HashSet::new(),
+    };
+    let budget_fn = || teacher.budget.exhausted(teacher.client.stats());
+    let params = json!({
+        "top_k": opts.top_k, "candidates": opts.candidates, "max_steps": opts.max_steps,
+        "min_f1": opts.min_f1, "teacher": llm.model,
+    })
+    .to_string();
+    let mut written: Vec<WrittenPart> = Vec::new();
+    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    let mut by_tag: BTreeMap<String, Vec<(u32, &WrittenPart)>> = BTreeMap::new();
+    for (tag, shard, part) in parts_of(parts, TableKind::Questions, &stage.inputs) {
+        by_tag.entry(tag).or_default().push((shard, part));
+    }
+    'tags: for (tag, tag_parts) in by_tag {
+        let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
+        for (_, part) in tag_parts {
+            summary.bytes_in += part.bytes;
+            let mut stream =
+                Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+            while let Some(batch) = stream.next().await {
+                if left == 0 {
+                    written.extend(pw.finish().await?);
+                    break 'tags;
+                }
+                let mut questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+                questions.truncate(left.min(questions.len() as u64) as usize);
+                left -= questions.len() as u64;
+                let results: Vec<(Question, Result<Trajectory, DistillError>)> =
+                    futures::stream::iter(questions)
+                        .map(|q| {
+                            let (cirag, corpus, budget_fn) = (&cirag, corpus.clone(), &budget_fn);
+                            async move {
+                                let t = cirag.run(&q, &corpus, budget_fn).await;
+                                (q, t)
+                            }
+                        })
+                        .buffered(llm.max_concurrency.max(1))
+                        .collect()
+                        .await;
+                let mut samples: BTreeMap<u32, Vec<SftSample>> = BTreeMap::new();
+                let mut bad: Vec<QuarantineRecord> = Vec::new();
+                for (q, t) in results {
+                    let t = t.map_err(distill_err)?;
+                    summary.records_in += 1;
+                    summary.add("questions", 1);
+                    w.trajectory(&q, &t).await?;
+                    summary.add("steps", t.steps.len() as u64);
+                    for s in &t.steps {
+                        summary.add("facts.candidates", s.candidates.len() as u64);
+                        summary.add("facts.kept", s.kept.len() as u64);
+                        summary.add("facts.not_candidates", u64::from(s.dropped));
+                    }
+                    match &t.end {
+                        End::Kept { .. } => {
+                            summary.add("trajectories.kept", 1);
+                            for (i, step) in t.steps.iter().enumerate() {
+                                let s = sample(&q, &t, i, step, &prompts, &cirag, &params, p);
+                                let s = SftSample {
+                                    split: split_of(&s.id, opts.validation_share).to_string(),
+                                    ..s
+                                };
+                                if !w.seen.insert(content_hash(&s)) {
+                                    summary.add("duplicates_removed", 1);
+                                    continue;
+                                }
+                                summary.add(&format!("samples.{}", s.split), 1);
+                                summary.records_out += 1;
+                                let line = jsonl_line(&s);
+                                if s.split == "validation" {
+                                    w.validation.write(&line).await?;
+                                } else {
+                                    w.train.write(&line).await?;
+                                }
+                                samples
+                                    .entry(shard_of(&s.id, p.run.shards))
+                                    .or_default()
+                                    .push(s);
+                            }
+                        }
+                        End::WrongAnswer { .. } => summary.add("trajectories.wrong_answer", 1),
+                        End::NoEvidence => summary.add("trajectories.no_evidence", 1),
+                        End::Invalid {
+                            template,
+                            raw,
+                            reason,
+                        } => {
+                            summary.add("trajectories.invalid", 1);
+                            summary.add("llm.quarantined", 1);
+                            summary.quarantined += 1;
+                            bad.push(QuarantineRecord {
+                                id: stable_id(&[&q.id, template, &t.steps.len().to_string()]),
+                                dataset: "cirag".into(),
+                                source: q.id.clone(),
+                                record: Some(t.steps.len() as u64),
+                                reason: "llm_invalid_answer".into(),
+                                detail: format!("{template}: {reason}"),
+                                excerpt: raw.chars().take(512).collect(),
+                                ..Default::default()
+                            });
+                        }
+                    }
+                }
+                for (shard, rows) in samples {
+                    pw.write(TableKind::Sft, shard, &to_batch(TableKind::Sft, &rows)?)
+                        .await?;
+                }
+                if !bad.is_empty() {
+                    pw.write(
+                        TableKind::Quarantine,
+                        0,
+                        &to_batch(TableKind::Quarantine, &bad)?,
+                    )
+                    .await?;
+                }
+            }
+        }
+        written.extend(pw.finish().await?);
+    }
+
+    let mut files = Vec::new();
+    let (train, validation) = (w.train.finish().await?, w.validation.finish().await?);
+    let mut splits = Vec::new();
+    if train.rows > 0 {
+        splits.push(("train", "train.jsonl"));
+    }
+    if validation.rows > 0 {
+        splits.push(("validation", "validation.jsonl"));
+    }
+    let mut info_file = TextFile::new(out, staging, &format!("{dir}/dataset_info.json"));
+    let text = serde_json::to_string_pretty(&dataset_info(&splits)).expect("json") + "\n";
+    info_file.write(&text).await?;
+    let mut info_manifest = info_file.finish().await?;
+    info_manifest.rows = 1;
+    files.extend([
+        train,
+        validation,
+        w.trajectories.finish().await?,
+        info_manifest,
+    ]);
+    teacher.count(&mut summary);
+    summary.bytes_out =
+        written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        questions = summary.records_in,
+        samples = summary.records_out,
+        "cirag done"
+    );
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        files,
+    })
+}
+
+struct Writers {
+    train: TextFile,
+    validation: TextFile,
+    trajectories: TextFile,
+    seen: HashSet<u128>,
+}
+
+impl Writers {
+    async fn trajectory(&mut self, q: &Question, t: &Trajectory) -> Result<(), ExecError> {
+        let (end, answer, f1) = match &t.end {
+            End::Kept { answer, f1 } => ("kept", Some(answer.as_str()), Some(*f1)),
+            End::WrongAnswer { answer, f1 } => ("wrong_answer", Some(answer.as_str()), Some(*f1)),
+            End::Invalid { .. } => ("invalid", None, None),
+            End::NoEvidence => ("no_evidence", None, None),
+        };
+        let steps: Vec<_> = t
+            .steps
+            .iter()
+            .map(|s| {
+                json!({
+                    "query": s.query,
+                    "candidates": s.candidates.iter().map(|f| json!({
+                        "fact": f.text, "document_id": f.document_id,
+                        "passage": f.passage, "sentence": f.sentence,
+                    })).collect::<Vec<_>>(),
+                    "thought": s.decision.thought,
+                    "kept": s.kept,
+                    "next": s.decision.next,
+                })
+            })
+            .collect();
+        let mut line = json!({
+            "question_id": q.id, "dataset": q.dataset, "question": q.question,
+            "answers": q.answers, "steps": steps, "end": end, "answer": answer, "f1": f1,
+        })
+        .to_string();
+        line.push('\n');
+        self.trajectories.write(&line).await
+    }
+}
+
+/// The student sample of step `i` of a kept trajectory.
+#[allow(clippy::too_many_arguments)]
+fn sample(
+    q: &Question,
+    t: &Trajectory,
+    i: usize,
+    step: &distillery_distill::cirag::Step,
+    prompts: &Prompts,
+    cirag: &Cirag,
+    params: &str,
+    p: &Pipeline,
+) -> SftSample {
+    let messages: Vec<Message> = step_messages(prompts, step)
+        .into_iter()
+        .map(|(role, content)| Message { role, content })
+        .collect();
+    let mut docs: Vec<String> = Vec::new();
+    for f in &step.candidates {
+        if !docs.contains(&f.document_id) {
+            docs.push(f.document_id.clone());
+        }
+    }
+    let chars = |s: &str| s.chars().count().div_ceil(4) as u32;
+    let prompt_tokens = messages[..2].iter().map(|m| chars(&m.content)).sum();
+    let target_tokens = chars(&messages[2].content);
+    let (tid, tver) = cirag.template();
+    SftSample {
+        id: stable_id(&[&q.id, "cirag", &(i + 1).to_string(), &messages[2].content]),
+        task: "cirag_integration".into(),
+        messages,
+        weight: 1.0,
+        split: String::new(),
+        dataset: q.dataset.clone(),
+        question_id: q.id.clone(),
+        segment_ids: docs,
+        method: "cirag".into(),
+        params: params.to_string(),
+        template_id: tid.to_string(),
+        template_version: tver.to_string(),
+        pipeline_hash: p.hash.clone(),
+        step: Some(i as u32 + 1),
+        steps: Some(t.steps.len() as u32),
+        sufficient: Some(step.decision.next.is_none()),
+        prompt_tokens,
+        target_tokens,
+    }
+}

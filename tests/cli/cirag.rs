@@ -1,0 +1,282 @@
+//! The `cirag` stage end to end: a deterministic stand-in teacher on loopback (trajectories,
+//! the answer filter, the exact sample format, the zero-call rerun, a budget stop resumed
+//! mid-trajectory), and `pipelines/cirag-distill.toml` against a real vLLM when
+//! `DISTILLERY_VLLM_URL` is set.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::fault::{FaultServer, Responder};
+use crate::triples::{run_file, teacher};
+use crate::{parquet_files, repo, stage, summary};
+
+fn counter(s: &Value, name: &str) -> u64 {
+    stage(s, "cirag")["counters"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// The triples stand-in for extraction calls; integration: keep the first two candidates,
+/// ask one follow-up (the object of the first kept fact), then stop; final answer: the gold
+/// answer for every other question (by the order of the data file), "Unanswerable" else.
+fn cirag_teacher() -> Responder {
+    let data: Value =
+        serde_json::from_slice(&std::fs::read(repo().join("data/quickstart/hotpot.json")).unwrap())
+            .unwrap();
+    let gold: HashMap<String, (usize, String)> = data
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            (
+                q["question"].as_str().unwrap().to_string(),
+                (i, q["answer"].as_str().unwrap().to_string()),
+            )
+        })
+        .collect();
+    let triples = teacher();
+    Arc::new(move |body: &Value| {
+        if body["response_format"].is_object() {
+            return triples(body);
+        }
+        let user = body["messages"].as_array().unwrap().last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let question = user
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .trim_start_matches("[[## Original Query ##]]\n")
+            .to_string();
+        if user.contains("[[## facts ##]]") {
+            let (i, answer) = gold.get(&question).cloned().unwrap_or((1, String::new()));
+            let a = if i % 2 == 0 {
+                answer
+            } else {
+                "Unanswerable".into()
+            };
+            return format!("[[## answer ##]]\n{a}\n\n[[## completed ##]]");
+        }
+        let facts_json = user
+            .split("[[## fact_before_filter ##]]\n")
+            .nth(1)
+            .unwrap()
+            .split("\n\n")
+            .next()
+            .unwrap();
+        let facts: Vec<String> = serde_json::from_value(
+            serde_json::from_str::<Value>(facts_json).unwrap()["fact"].clone(),
+        )
+        .unwrap();
+        let kept: Vec<&String> = facts.iter().take(2).collect();
+        let first_step = user.contains("[[## historical_context ##]]\nNone");
+        let next = match kept.first() {
+            Some(f) if first_step => {
+                let object = f.trim_end_matches('>').rsplit("; ").next().unwrap();
+                format!("What is known about {object}?")
+            }
+            _ => "<no question>".to_string(),
+        };
+        format!(
+            "[[## thought ##]]\nKeeping {} fact(s).\n\n[[## fact_after_filter ##]]\n{}\n\n[[## question ##]]\n{next}\n\n[[## completed ##]]",
+            kept.len(),
+            json!({ "fact": kept })
+        )
+    })
+}
+
+fn pipeline(dir: &Path, url: &str) -> std::path::PathBuf {
+    let file = dir.join("cirag.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"version = 1
+name = "cirag-test"
+output = "{out}"
+[run]
+shards = 2
+[[inputs]]
+name = "hotpot"
+format = "hotpotqa"
+paths = ["{data}"]
+[[stages]]
+kind = "cirag"
+options = {{ top_k = 3, candidates = 5, max_steps = 3, validation_share = 0.3 }}
+[llm]
+base_url = "{url}"
+model = "stand-in"
+cache = "{cache}"
+max_concurrency = 3
+"#,
+            out = dir.join("out").display(),
+            data = repo().join("data/quickstart/hotpot.json").display(),
+            cache = dir.join("cache").display(),
+        ),
+    )
+    .unwrap();
+    file
+}
+
+fn made(out: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = parquet_files(out)
+        .into_iter()
+        .filter(|(p, _)| p.starts_with("sft/"))
+        .collect();
+    for f in [
+        "train.jsonl",
+        "validation.jsonl",
+        "trajectories.jsonl",
+        "dataset_info.json",
+    ] {
+        v.push((
+            f.to_string(),
+            std::fs::read(out.join("cirag").join(f)).unwrap(),
+        ));
+    }
+    v
+}
+
+#[test]
+fn cirag_trajectories_become_exact_student_samples() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(vec![], cirag_teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = pipeline(tmp.path(), &server.url);
+    let out = tmp.path().join("out");
+    assert!(run_file(&file, &[]).status.success());
+    let s = summary(&out);
+    assert_eq!(counter(&s, "questions"), 6);
+    assert_eq!(counter(&s, "trajectories.kept"), 3);
+    assert_eq!(counter(&s, "trajectories.wrong_answer"), 3);
+    assert_eq!(counter(&s, "trajectories.invalid"), 0);
+    let steps = counter(&s, "steps");
+    assert_eq!(steps, 12, "two steps a question: one follow-up, then stop");
+    assert!(counter(&s, "corpus.passages") > 0);
+    let samples = counter(&s, "samples.train") + counter(&s, "samples.validation");
+    assert_eq!(samples + counter(&s, "duplicates_removed"), 6);
+    let calls = counter(&s, "llm.calls");
+    assert!(calls > 0);
+
+    // Samples: system, user with the three input sections, the exact target.
+    let mut lines: Vec<Value> = Vec::new();
+    for f in ["train.jsonl", "validation.jsonl"] {
+        for l in std::fs::read_to_string(out.join("cirag").join(f))
+            .unwrap()
+            .lines()
+        {
+            lines.push(serde_json::from_str(l).unwrap());
+        }
+    }
+    assert_eq!(lines.len() as u64, samples);
+    for l in &lines {
+        assert_eq!(l["task"], "cirag_integration");
+        assert_eq!(l["method"], "cirag");
+        let m = l["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 3);
+        let user = m[1]["content"].as_str().unwrap();
+        assert!(user.starts_with("[[## Original Query ##]]\n"), "{user}");
+        assert!(user.contains("\n\n[[## fact_before_filter ##]]\n{\"fact\": ["));
+        assert!(user.contains("\n\n[[## historical_context ##]]\n"));
+        let target = m[2]["content"].as_str().unwrap();
+        let step = l["step"].as_u64().unwrap();
+        let re_ok = target.starts_with("[[## thought ##]]\nKeeping ")
+            && target.contains(" fact(s).\n\n[[## fact_after_filter ##]]\n{\"fact\": [")
+            && target.contains("]}\n\n[[## question ##]]\n");
+        assert!(re_ok, "{target}");
+        if step == 2 {
+            assert!(
+                target.ends_with("\n\n[[## question ##]]\n<no question>"),
+                "{target}"
+            );
+            assert!(
+                user.contains("[[## historical_context ##]]\nStep 1: "),
+                "{user}"
+            );
+        } else {
+            assert!(target.ends_with("?"), "{target}");
+            assert!(
+                user.contains("[[## historical_context ##]]\nNone"),
+                "{user}"
+            );
+        }
+        assert!(!target.contains("[[## completed ##]]"));
+    }
+    let trajectories = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
+    assert_eq!(trajectories.lines().count(), 6);
+    let first: Value = serde_json::from_str(trajectories.lines().next().unwrap()).unwrap();
+    assert!(first["steps"][0]["candidates"][0]["document_id"].is_string());
+    let info: Value =
+        serde_json::from_slice(&std::fs::read(out.join("cirag/dataset_info.json")).unwrap())
+            .unwrap();
+    assert_eq!(info["distillery_train"]["formatting"], "sharegpt");
+
+    // A rerun makes no call and writes the same bytes.
+    let before = made(&out);
+    assert!(run_file(&file, &[]).status.success());
+    assert_eq!(counter(&summary(&out), "llm.calls"), 0);
+    assert_eq!(made(&out), before);
+
+    // A budget stop mid-way, then a resume from the cache: the same outputs, and the two runs
+    // together make the calls of one.
+    let out2 = tmp.path().join("out2");
+    let set = vec![
+        format!("llm.cache={}", tmp.path().join("cache2").display()),
+        format!("output={}", out2.display()),
+    ];
+    let mut limited = set.clone();
+    limited.push(format!("llm.budget.max_tokens={}", 10 * calls / 2));
+    let o = run_file(&file, &limited);
+    assert_eq!(o.status.code(), Some(3));
+    assert!(!out2.join("_manifest.json").exists());
+    assert!(run_file(&file, &set).status.success());
+    let s2 = summary(&out2);
+    assert!(counter(&s2, "llm.cache_hits") > 0);
+    assert!(counter(&s2, "llm.calls") < calls);
+    assert_eq!(made(&out2), before);
+}
+
+/// `pipelines/cirag-distill.toml` on shared samples against a real vLLM (random tiny model:
+/// structure only) and the zero-call rerun.
+#[test]
+fn cirag_pipeline_against_a_real_vllm() {
+    let Some((url, model)) = crate::triples::vllm() else {
+        return;
+    };
+    if crate::shared("hotpotqa/hotpot_dev_distractor_v1.head.json").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let file = repo().join("pipelines/cirag-distill.toml");
+    let set = vec![
+        format!("output={}", out.display()),
+        format!("llm.base_url={url}"),
+        format!("llm.model={model}"),
+        format!("llm.cache={}", tmp.path().join("cache").display()),
+        "llm.max_concurrency=1".to_string(),
+        "stages.cirag.options.max_questions=2".to_string(),
+        "stages.cirag.options.top_k=2".to_string(),
+        "stages.cirag.options.max_steps=2".to_string(),
+        "stages.cirag.options.max_tokens=96".to_string(),
+    ];
+    assert!(run_file(&file, &set).status.success());
+    let s = summary(&out);
+    assert_eq!(counter(&s, "questions"), 2);
+    let ends: u64 = ["kept", "wrong_answer", "invalid", "no_evidence"]
+        .iter()
+        .map(|e| counter(&s, &format!("trajectories.{e}")))
+        .sum();
+    assert_eq!(ends, 2);
+    assert!(counter(&s, "llm.calls") > 0);
+    let lines = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 2);
+    let before = made(&out);
+    assert!(run_file(&file, &set).status.success());
+    assert_eq!(counter(&summary(&out), "llm.calls"), 0);
+    assert_eq!(made(&out), before);
+}
