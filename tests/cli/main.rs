@@ -7,6 +7,7 @@ mod cirag;
 #[path = "../support/fault_server.rs"]
 mod fault;
 mod label;
+mod planner;
 mod triples;
 
 use std::path::{Path, PathBuf};

@@ -351,14 +351,17 @@ pub enum StageKind {
     Triples,
     /// CIRAG teacher trajectories distilled into student SFT samples.
     Cirag,
+    /// HSEQ planner guidance per question from a teacher, into the label guidance cache.
+    Planner,
 }
 
 impl StageKind {
-    pub const ALL: [StageKind; 4] = [
+    pub const ALL: [StageKind; 5] = [
         StageKind::Hseq,
         StageKind::Label,
         StageKind::Triples,
         StageKind::Cirag,
+        StageKind::Planner,
     ];
 
     pub fn name(self) -> &'static str {
@@ -367,12 +370,16 @@ impl StageKind {
             StageKind::Label => "label",
             StageKind::Triples => "triples",
             StageKind::Cirag => "cirag",
+            StageKind::Planner => "planner",
         }
     }
 
     /// Whether the stage calls the `[llm]` server.
     pub fn uses_llm(self) -> bool {
-        matches!(self, StageKind::Triples | StageKind::Cirag)
+        matches!(
+            self,
+            StageKind::Triples | StageKind::Cirag | StageKind::Planner
+        )
     }
 }
 
@@ -636,6 +643,28 @@ impl Default for CiragOptions {
     }
 }
 
+fn default_plan_tokens() -> u32 {
+    256
+}
+
+/// `planner` stage options (HSEQ planner guidance, paper 000 9.3.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannerOptions {
+    /// The guidance cache directory the plans are written to (local): give the label stage
+    /// the same `guidance_cache`, and `planner_model` = `llm.model`.
+    pub cache: String,
+    /// Plan at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each plan.
+    #[serde(default = "default_plan_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing `planner_system.txt` / `planner_user.txt`.
+    #[serde(default)]
+    pub templates: Option<String>,
+}
+
 fn default_concurrency() -> usize {
     16
 }
@@ -735,6 +764,7 @@ pub enum StageOptions {
     Label(LabelOptions),
     Triples(TriplesOptions),
     Cirag(CiragOptions),
+    Planner(PlannerOptions),
 }
 
 /// One stage of the pipeline.
@@ -1361,6 +1391,7 @@ impl Pipeline {
                 }
             }
         }
+        check_planner_feeds_label(c, &stages, llm.as_ref());
         Some(Pipeline {
             version: version?,
             name,
@@ -1558,6 +1589,19 @@ fn check_stage(
             check_triples_options(c, &with("options"), &o);
             StageOptions::Triples(o)
         }
+        StageKind::Planner => {
+            let o: PlannerOptions = c.de(&with("options"), opts_val)?;
+            if o.cache.contains("://") || o.cache.trim().is_empty() {
+                c.push(
+                    with("options"),
+                    "`cache` must be a local directory (the label stage reads it from disk)",
+                );
+            }
+            if o.max_tokens == 0 {
+                c.push(with("options"), "`max_tokens` must be at least 1");
+            }
+            StageOptions::Planner(o)
+        }
         StageKind::Cirag => {
             let o: CiragOptions = c.de(&with("options"), opts_val)?;
             check_cirag_options(c, &with("options"), &o, inputs);
@@ -1689,6 +1733,58 @@ fn check_triples_options(c: &mut Collector<'_>, base: &[PathSeg], o: &TriplesOpt
                 ),
             );
         }
+    }
+}
+
+/// A planner stage writes guidance that a label stage of the same pipeline must read: the
+/// label stage comes after it, with the planner's cache and the teacher as planner model.
+fn check_planner_feeds_label(c: &mut Collector<'_>, stages: &[StageSpec], llm: Option<&LlmSpec>) {
+    let Some((pi, plan)) = stages
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| match &s.options {
+            StageOptions::Planner(o) => Some((i, o)),
+            _ => None,
+        })
+    else {
+        return;
+    };
+    let Some((li, label)) = stages
+        .iter()
+        .enumerate()
+        .find_map(|(i, s)| match &s.options {
+            StageOptions::Label(o) => Some((i, o)),
+            _ => None,
+        })
+    else {
+        return;
+    };
+    let at = |k: &str| vec![key("stages"), PathSeg::Index(li), key("options"), key(k)];
+    if li < pi {
+        c.push(
+            vec![key("stages"), PathSeg::Index(li)],
+            "the label stage runs before the planner stage, so it cannot use its plans: list the planner first",
+        );
+    }
+    if label.guidance_cache.as_deref() != Some(plan.cache.as_str()) {
+        c.push(
+            at("guidance_cache"),
+            format!(
+                "the planner stage writes plans to `{}`: set the label stage's guidance_cache to it",
+                plan.cache
+            ),
+        );
+    }
+    if let Some(l) = llm
+        && label.planner_model.as_deref() != Some(l.model.as_str())
+    {
+        c.push(
+            at("planner_model"),
+            format!(
+                "the planner stage plans with `{}`: set the label stage's planner_model to it",
+                l.model
+            ),
+        );
     }
 }
 

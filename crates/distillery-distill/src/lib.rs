@@ -4,6 +4,8 @@
 //!   extraction, reranked candidate facts, the teacher's integration decisions with the
 //!   exact section markers, a final answer checked against the gold) and its student
 //!   samples, one per step of a kept trajectory;
+//! - [`planner`]: HSEQ planner guidance per question from a teacher, for the label stage's
+//!   guidance cache;
 //! - [`metrics`]: exact match and token F1 for the answer filter.
 //!
 //! Dependencies: `distillery-llm` (client, cache), `distillery-triples` (the construction
@@ -12,6 +14,7 @@
 
 pub mod cirag;
 pub mod metrics;
+pub mod planner;
 
 use distillery_core::{ErrorKind, HasKind};
 

@@ -14,7 +14,8 @@
 //!    [`triples_stage`] part by part (triples extracted by the `[llm]` teacher through the
 //!    response cache, with provenance, quarantined answers and the OpenIE exports);
 //!    [`cirag_stage`] question by question (CIRAG teacher trajectories over a BM25-indexed
-//!    corpus, distilled into student SFT samples);
+//!    corpus, distilled into student SFT samples); [`planner_stage`] (teacher plans into the
+//!    label stage's guidance cache);
 //!    each returns a [`run::StageOutput`] (summary, parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
@@ -39,6 +40,7 @@ pub mod hseq_stage;
 pub mod label_stage;
 pub mod parts;
 pub mod plan;
+pub mod planner_stage;
 pub mod publish;
 pub mod run;
 pub mod sink;

@@ -139,6 +139,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                     .map(String::from),
                 );
             }
+            StageKind::Planner => out_files.push(format!("{}/plans.jsonl", s.name)),
             StageKind::Cirag => {
                 tables.push(TableKind::Sft);
                 for f in [

@@ -182,6 +182,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
             StageOptions::Cirag(_) => {
                 crate::cirag_stage::run_stage(p, stage, &out, &staging, &parts).await?
             }
+            StageOptions::Planner(_) => {
+                crate::planner_stage::run_stage(p, stage, &out, &staging, &parts).await?
+            }
         };
         parts.extend(output.parts);
         files.extend(output.files);

@@ -1,0 +1,225 @@
+//! The `planner` stage: HSEQ planner guidance for the questions of the stage's QA inputs
+//! (see `distillery-distill::planner`), written into the guidance cache directory `cache`
+//! that a later label stage reads (`guidance_cache`, with `planner_model` = `llm.model`).
+//!
+//! Questions are read in part order (at most `max_questions`), planned
+//! `llm.max_concurrency` at a time through the response cache (a rerun makes no call), and
+//! consumed in order. A plan is written to `<cache>/<model>/<dataset>/<sha1(question)>.txt`
+//! only when that file does not exist yet (atomically: temporary file, then a hard link): the
+//! cache is keyed by (dataset, question hash, planner model), and a plan already there,
+//! written by an earlier run or by hand, is kept.
+//! `planner/plans.jsonl` in the output lists every question's plan (`question_id`,
+//! `dataset`, `cache_key`, `plan`); answers that are not a plan go to `quarantine`.
+//!
+//! Counters: `questions`, `plans.written`, `plans.existing`, `plans.invalid`, and the
+//! `llm.*` counters of the other teacher stages.
+
+use std::io::Write;
+use std::time::Instant;
+
+use distillery_core::id::stable_id;
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{Pipeline, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{QuarantineRecord, Question, TableKind};
+use distillery_distill::planner::{PLANNER_SCHEMA, PLANNER_TEMPLATE, PlanParser, PlannerPrompts};
+use distillery_label::guidance::GuidanceSource;
+use distillery_llm::{Outcome, cached_chat};
+use futures::StreamExt;
+use serde_json::json;
+use tracing::info;
+
+use crate::error::ExecError;
+use crate::label_stage::TextFile;
+use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
+use crate::plan::{stage_tag, tag_input};
+use crate::run::StageOutput;
+use crate::store::Location;
+use crate::triples_stage::Teacher;
+
+/// Runs the stage over the parts staged so far.
+pub async fn run_stage(
+    p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+) -> Result<StageOutput, ExecError> {
+    let StageOptions::Planner(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not a planner stage",
+            stage.name
+        )));
+    };
+    let started = Instant::now();
+    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let prompts = PlannerPrompts::load(opts.templates.as_deref())
+        .map_err(|e| ExecError::Task(e.to_string()))?;
+    let version = prompts.version();
+    let guidance = GuidanceSource::new(Some(&opts.cache), Some(&llm.model))?;
+    let mut summary = StageSummary::new(&stage.name);
+    for c in [
+        "questions",
+        "plans.written",
+        "plans.existing",
+        "plans.invalid",
+        "llm.quarantined",
+    ] {
+        summary.add(c, 0);
+    }
+    let mut list = TextFile::new(out, staging, &format!("{}/plans.jsonl", stage.name));
+
+    let mut qparts: Vec<(String, u32, &WrittenPart)> = parts
+        .iter()
+        .filter(|w| w.table == TableKind::Questions)
+        .filter_map(|w| {
+            let (_, shard, tag) = parse_part_name(&w.rel)?;
+            let selected = tag_input(&tag).is_some_and(|n| stage.inputs.iter().any(|i| i == n));
+            selected.then_some((tag, shard, w))
+        })
+        .collect();
+    qparts.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+
+    let mut written = Vec::new();
+    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    'parts: for (tag, _, part) in qparts {
+        let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
+        summary.bytes_in += part.bytes;
+        let mut stream =
+            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        while let Some(batch) = stream.next().await {
+            if left == 0 {
+                written.extend(pw.finish().await?);
+                break 'parts;
+            }
+            let mut questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+            questions.truncate(left.min(questions.len() as u64) as usize);
+            left -= questions.len() as u64;
+            let results: Vec<(Question, Result<Outcome, ExecError>)> =
+                futures::stream::iter(questions)
+                    .map(|q| {
+                        let (teacher, prompts, version) = (&teacher, &prompts, &version);
+                        async move {
+                            if let Some(why) = teacher.budget.exhausted(teacher.client.stats()) {
+                                return (q, Err(ExecError::Budget(why)));
+                            }
+                            let req = prompts.request(&q, opts.max_tokens, llm.seed);
+                            let r = cached_chat(
+                                &teacher.client,
+                                &teacher.cache,
+                                (PLANNER_TEMPLATE, version),
+                                (&llm.model_revision, PLANNER_SCHEMA),
+                                &PlanParser,
+                                &req,
+                            )
+                            .await;
+                            let r = match r {
+                                Err(e) if e.is_rejection() => Ok(Outcome::Invalid {
+                                    raw: String::new(),
+                                    reason: format!("request rejected: {e}"),
+                                    cached: false,
+                                }),
+                                other => other.map_err(ExecError::from),
+                            };
+                            (q, r)
+                        }
+                    })
+                    .buffered(llm.max_concurrency.max(1))
+                    .collect()
+                    .await;
+            let mut bad = Vec::new();
+            for (q, r) in results {
+                summary.records_in += 1;
+                summary.add("questions", 1);
+                let key = guidance.cache_key(&q, Some(&llm.model));
+                match r? {
+                    Outcome::Parsed { value, .. } => {
+                        let plan = value["plan"].as_str().unwrap_or_default().to_string();
+                        let path = guidance.cache_path(&q).expect("a cache directory is set");
+                        if write_new(&path, &plan)? {
+                            summary.add("plans.written", 1);
+                        } else {
+                            summary.add("plans.existing", 1);
+                        }
+                        summary.records_out += 1;
+                        let mut line = json!({
+                            "question_id": q.id, "dataset": q.dataset,
+                            "cache_key": key, "plan": plan,
+                        })
+                        .to_string();
+                        line.push('\n');
+                        list.write(&line).await?;
+                    }
+                    Outcome::Invalid { raw, reason, .. } => {
+                        summary.add("plans.invalid", 1);
+                        summary.add("llm.quarantined", 1);
+                        summary.quarantined += 1;
+                        bad.push(QuarantineRecord {
+                            id: stable_id(&[&q.id, PLANNER_TEMPLATE]),
+                            dataset: "planner".into(),
+                            source: q.id.clone(),
+                            reason: "llm_invalid_answer".into(),
+                            detail: format!("{PLANNER_TEMPLATE}: {reason}"),
+                            excerpt: raw.chars().take(512).collect(),
+                            ..Default::default()
+                        });
+                    }
+                }
+            }
+            if !bad.is_empty() {
+                pw.write(
+                    TableKind::Quarantine,
+                    0,
+                    &to_batch(TableKind::Quarantine, &bad)?,
+                )
+                .await?;
+            }
+        }
+        written.extend(pw.finish().await?);
+    }
+    let files = vec![list.finish().await?];
+    teacher.count(&mut summary);
+    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
+        + files.iter().map(|f| f.bytes).sum::<u64>();
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        questions = summary.records_in,
+        cache = %opts.cache,
+        "planner done"
+    );
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        files,
+    })
+}
+
+/// Writes a plan unless the file exists, atomically: the plan goes to a temporary file that
+/// is then hard-linked into place (linking fails when the name exists), so a reader never
+/// sees half a plan and concurrent runs keep the first. `Ok(false)` when it was there.
+fn write_new(path: &std::path::Path, plan: &str) -> Result<bool, ExecError> {
+    let show = path.display().to_string();
+    let err = |e: std::io::Error| ExecError::output(&show, e.to_string());
+    if path.exists() {
+        return Ok(false);
+    }
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(dir).map_err(err)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("plan"),
+        std::process::id()
+    ));
+    let mut f = std::fs::File::create(&tmp).map_err(err)?;
+    f.write_all(plan.as_bytes()).map_err(err)?;
+    f.sync_all().map_err(err)?;
+    drop(f);
+    let linked = std::fs::hard_link(&tmp, path);
+    let _ = std::fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(err(e)),
+    }
+}
