@@ -30,7 +30,6 @@
 //! turn ([`render_target`]), the only trained turn.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::sync::Arc;
 
 use distillery_core::Question;
@@ -85,20 +84,7 @@ pub struct Prompts {
 impl Prompts {
     /// The built-in templates, files of `dir` replacing them by name.
     pub fn load(dir: Option<&str>) -> Result<Prompts, DistillError> {
-        let mut texts = Vec::new();
-        for (name, builtin) in FILES.iter().zip(BUILTIN) {
-            let file = dir.map(|d| Path::new(d).join(name)).filter(|f| f.exists());
-            texts.push(match file {
-                Some(f) => std::fs::read_to_string(&f)
-                    .map_err(|e| DistillError::Template {
-                        path: f.display().to_string(),
-                        message: e.to_string(),
-                    })?
-                    .trim_end()
-                    .to_string(),
-                None => builtin.trim_end().to_string(),
-            });
-        }
+        let texts = crate::load_templates(dir, &FILES, &BUILTIN)?;
         let p = Prompts { texts };
         for (file, ph) in [
             ("cirag_user.txt", "{question}"),

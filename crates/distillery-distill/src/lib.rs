@@ -16,7 +16,33 @@ pub mod cirag;
 pub mod metrics;
 pub mod planner;
 
+use std::path::Path;
+
 use distillery_core::{ErrorKind, HasKind};
+
+/// Template texts: the built-in ones, each replaced by the file of the same name in `dir`
+/// when there is one (trailing whitespace trimmed).
+pub(crate) fn load_templates(
+    dir: Option<&str>,
+    files: &[&str],
+    builtin: &[&str],
+) -> Result<Vec<String>, DistillError> {
+    let mut texts = Vec::new();
+    for (name, builtin) in files.iter().zip(builtin) {
+        let file = dir.map(|d| Path::new(d).join(name)).filter(|f| f.exists());
+        texts.push(match file {
+            Some(f) => std::fs::read_to_string(&f)
+                .map_err(|e| DistillError::Template {
+                    path: f.display().to_string(),
+                    message: e.to_string(),
+                })?
+                .trim_end()
+                .to_string(),
+            None => builtin.trim_end().to_string(),
+        });
+    }
+    Ok(texts)
+}
 
 /// Errors of distillation.
 #[derive(Debug, thiserror::Error)]

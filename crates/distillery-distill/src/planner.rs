@@ -8,8 +8,6 @@
 //! `numeric`, `factoid`, `binary` or `default`, computed from the question, never from its
 //! answer) can be replaced from a directory.
 
-use std::path::Path;
-
 use distillery_core::Question;
 use distillery_core::id::stable_id;
 use distillery_label::guidance::question_kind;
@@ -38,20 +36,7 @@ pub struct PlannerPrompts {
 impl PlannerPrompts {
     /// The built-in templates, files of `dir` replacing them by name.
     pub fn load(dir: Option<&str>) -> Result<PlannerPrompts, DistillError> {
-        let mut texts = Vec::new();
-        for (name, builtin) in FILES.iter().zip(BUILTIN) {
-            let file = dir.map(|d| Path::new(d).join(name)).filter(|f| f.exists());
-            texts.push(match file {
-                Some(f) => std::fs::read_to_string(&f)
-                    .map_err(|e| DistillError::Template {
-                        path: f.display().to_string(),
-                        message: e.to_string(),
-                    })?
-                    .trim_end()
-                    .to_string(),
-                None => builtin.trim_end().to_string(),
-            });
-        }
+        let texts = crate::load_templates(dir, &FILES, &BUILTIN)?;
         if !texts[1].contains("{question}") {
             return Err(DistillError::Template {
                 path: dir.map_or("builtin".into(), |d| format!("{d}/planner_user.txt")),

@@ -47,8 +47,9 @@ use crate::run::StageOutput;
 use crate::store::Location;
 use crate::triples_stage::Teacher;
 
-/// The stage's staged parts of `table` whose input is one of `inputs`, in part order.
-fn parts_of<'a>(
+/// The staged parts of `table` whose input is one of `inputs` (not parts derived by other
+/// stages), in part order: tag, then shard.
+pub(crate) fn parts_of<'a>(
     parts: &'a [WrittenPart],
     table: TableKind,
     inputs: &[String],

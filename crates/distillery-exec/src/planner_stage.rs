@@ -31,8 +31,8 @@ use tracing::info;
 
 use crate::error::ExecError;
 use crate::label_stage::TextFile;
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
-use crate::plan::{stage_tag, tag_input};
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::store::Location;
 use crate::triples_stage::Teacher;
@@ -69,16 +69,7 @@ pub async fn run_stage(
     }
     let mut list = TextFile::new(out, staging, &format!("{}/plans.jsonl", stage.name));
 
-    let mut qparts: Vec<(String, u32, &WrittenPart)> = parts
-        .iter()
-        .filter(|w| w.table == TableKind::Questions)
-        .filter_map(|w| {
-            let (_, shard, tag) = parse_part_name(&w.rel)?;
-            let selected = tag_input(&tag).is_some_and(|n| stage.inputs.iter().any(|i| i == n));
-            selected.then_some((tag, shard, w))
-        })
-        .collect();
-    qparts.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let qparts = crate::cirag_stage::parts_of(parts, TableKind::Questions, &stage.inputs);
 
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
