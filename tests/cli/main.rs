@@ -8,6 +8,7 @@ mod cirag;
 mod fault;
 mod label;
 mod planner;
+mod relevance;
 mod triples;
 
 use std::path::{Path, PathBuf};

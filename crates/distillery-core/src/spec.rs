@@ -353,15 +353,18 @@ pub enum StageKind {
     Cirag,
     /// HSEQ planner guidance per question from a teacher, into the label guidance cache.
     Planner,
+    /// HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student samples.
+    Relevance,
 }
 
 impl StageKind {
-    pub const ALL: [StageKind; 5] = [
+    pub const ALL: [StageKind; 6] = [
         StageKind::Hseq,
         StageKind::Label,
         StageKind::Triples,
         StageKind::Cirag,
         StageKind::Planner,
+        StageKind::Relevance,
     ];
 
     pub fn name(self) -> &'static str {
@@ -371,6 +374,7 @@ impl StageKind {
             StageKind::Triples => "triples",
             StageKind::Cirag => "cirag",
             StageKind::Planner => "planner",
+            StageKind::Relevance => "relevance",
         }
     }
 
@@ -378,7 +382,7 @@ impl StageKind {
     pub fn uses_llm(self) -> bool {
         matches!(
             self,
-            StageKind::Triples | StageKind::Cirag | StageKind::Planner
+            StageKind::Triples | StageKind::Cirag | StageKind::Planner | StageKind::Relevance
         )
     }
 }
@@ -665,6 +669,28 @@ pub struct PlannerOptions {
     pub templates: Option<String>,
 }
 
+fn default_judgement_tokens() -> u32 {
+    32
+}
+
+/// `relevance` stage options (HANRAG `<Q, D, IS_REL>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceOptions {
+    /// Label the context documents of at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each judgement.
+    #[serde(default = "default_judgement_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing the built-in relevance prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Share of samples (by id hash) in the validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
 fn default_concurrency() -> usize {
     16
 }
@@ -765,6 +791,7 @@ pub enum StageOptions {
     Triples(TriplesOptions),
     Cirag(CiragOptions),
     Planner(PlannerOptions),
+    Relevance(RelevanceOptions),
 }
 
 /// One stage of the pipeline.
@@ -1588,6 +1615,16 @@ fn check_stage(
             let o: TriplesOptions = c.de(&with("options"), opts_val)?;
             check_triples_options(c, &with("options"), &o);
             StageOptions::Triples(o)
+        }
+        StageKind::Relevance => {
+            let o: RelevanceOptions = c.de(&with("options"), opts_val)?;
+            if o.max_tokens == 0 || !(0.0..1.0).contains(&o.validation_share) {
+                c.push(
+                    with("options"),
+                    "`max_tokens` must be at least 1 and `validation_share` in [0, 1)",
+                );
+            }
+            StageOptions::Relevance(o)
         }
         StageKind::Planner => {
             let o: PlannerOptions = c.de(&with("options"), opts_val)?;

@@ -6,6 +6,8 @@
 //!   samples, one per step of a kept trajectory;
 //! - [`planner`]: HSEQ planner guidance per question from a teacher, for the label stage's
 //!   guidance cache;
+//! - [`relevance`]: HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student
+//!   samples of the relevance discriminator;
 //! - [`metrics`]: exact match and token F1 for the answer filter.
 //!
 //! Dependencies: `distillery-llm` (client, cache), `distillery-triples` (the construction
@@ -15,6 +17,7 @@
 pub mod cirag;
 pub mod metrics;
 pub mod planner;
+pub mod relevance;
 
 use std::path::Path;
 

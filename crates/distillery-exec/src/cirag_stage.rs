@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use distillery_core::id::{shard_of, stable_id};
+use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
 use distillery_core::spec::{Pipeline, StageOptions, StageSpec, TriplesOptions};
 use distillery_core::summary::StageSummary;
@@ -40,10 +40,11 @@ use serde_json::json;
 use tracing::info;
 
 use crate::error::ExecError;
-use crate::label_stage::{TextFile, content_hash, dataset_info, jsonl_line, split_of};
+use crate::label_stage::TextFile;
 use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
 use crate::plan::{stage_tag, tag_input};
 use crate::run::StageOutput;
+use crate::sft_out::SftOut;
 use crate::store::Location;
 use crate::triples_stage::Teacher;
 
@@ -178,11 +179,9 @@ pub async fn run_stage(
     // --- the questions ---
     let dir = stage.name.clone();
     let mut w = Writers {
-        train: TextFile::new(out, staging, &format!("{dir}/train.jsonl")),
-        validation: TextFile::new(out, staging, &format!("{dir}/validation.jsonl")),
         trajectories: TextFile::new(out, staging, &format!("{dir}/trajectories.jsonl")),
-        seen: HashSet::new(),
     };
+    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share, p.run.shards);
     let budget_fn = || teacher.budget.exhausted(teacher.client.stats());
     let params = json!({
         "top_k": opts.top_k, "candidates": opts.candidates, "max_steps": opts.max_steps,
@@ -221,7 +220,6 @@ pub async fn run_stage(
                         .buffered(llm.max_concurrency.max(1))
                         .collect()
                         .await;
-                let mut samples: BTreeMap<u32, Vec<SftSample>> = BTreeMap::new();
                 let mut bad: Vec<QuarantineRecord> = Vec::new();
                 for (q, t) in results {
                     let t = t.map_err(distill_err)?;
@@ -239,26 +237,7 @@ pub async fn run_stage(
                             summary.add("trajectories.kept", 1);
                             for (i, step) in t.steps.iter().enumerate() {
                                 let s = sample(&q, &t, i, step, &prompts, &cirag, &params, p);
-                                let s = SftSample {
-                                    split: split_of(&s.id, opts.validation_share).to_string(),
-                                    ..s
-                                };
-                                if !w.seen.insert(content_hash(&s)) {
-                                    summary.add("duplicates_removed", 1);
-                                    continue;
-                                }
-                                summary.add(&format!("samples.{}", s.split), 1);
-                                summary.records_out += 1;
-                                let line = jsonl_line(&s);
-                                if s.split == "validation" {
-                                    w.validation.write(&line).await?;
-                                } else {
-                                    w.train.write(&line).await?;
-                                }
-                                samples
-                                    .entry(shard_of(&s.id, p.run.shards))
-                                    .or_default()
-                                    .push(s);
+                                sft.add(s, &mut summary).await?;
                             }
                         }
                         End::WrongAnswer { .. } => summary.add("trajectories.wrong_answer", 1),
@@ -284,10 +263,7 @@ pub async fn run_stage(
                         }
                     }
                 }
-                for (shard, rows) in samples {
-                    pw.write(TableKind::Sft, shard, &to_batch(TableKind::Sft, &rows)?)
-                        .await?;
-                }
+                sft.flush(&mut pw).await?;
                 if !bad.is_empty() {
                     pw.write(
                         TableKind::Quarantine,
@@ -301,26 +277,8 @@ pub async fn run_stage(
         written.extend(pw.finish().await?);
     }
 
-    let mut files = Vec::new();
-    let (train, validation) = (w.train.finish().await?, w.validation.finish().await?);
-    let mut splits = Vec::new();
-    if train.rows > 0 {
-        splits.push(("train", "train.jsonl"));
-    }
-    if validation.rows > 0 {
-        splits.push(("validation", "validation.jsonl"));
-    }
-    let mut info_file = TextFile::new(out, staging, &format!("{dir}/dataset_info.json"));
-    let text = serde_json::to_string_pretty(&dataset_info(&splits)).expect("json") + "\n";
-    info_file.write(&text).await?;
-    let mut info_manifest = info_file.finish().await?;
-    info_manifest.rows = 1;
-    files.extend([
-        train,
-        validation,
-        w.trajectories.finish().await?,
-        info_manifest,
-    ]);
+    let mut files = sft.finish().await?;
+    files.push(w.trajectories.finish().await?);
     teacher.count(&mut summary);
     summary.bytes_out =
         written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
@@ -340,10 +298,7 @@ pub async fn run_stage(
 }
 
 struct Writers {
-    train: TextFile,
-    validation: TextFile,
     trajectories: TextFile,
-    seen: HashSet<u128>,
 }
 
 impl Writers {

@@ -15,7 +15,8 @@
 //!    response cache, with provenance, quarantined answers and the OpenIE exports);
 //!    [`cirag_stage`] question by question (CIRAG teacher trajectories over a BM25-indexed
 //!    corpus, distilled into student SFT samples); [`planner_stage`] (teacher plans into the
-//!    label stage's guidance cache);
+//!    label stage's guidance cache); [`relevance_stage`] (HANRAG relevance labels from the
+//!    teacher as student samples);
 //!    each returns a [`run::StageOutput`] (summary, parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
@@ -42,7 +43,9 @@ pub mod parts;
 pub mod plan;
 pub mod planner_stage;
 pub mod publish;
+pub mod relevance_stage;
 pub mod run;
+mod sft_out;
 pub mod sink;
 pub mod store;
 pub mod triples_stage;

@@ -140,6 +140,12 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                 );
             }
             StageKind::Planner => out_files.push(format!("{}/plans.jsonl", s.name)),
+            StageKind::Relevance => {
+                tables.push(TableKind::Sft);
+                for f in ["train.jsonl", "validation.jsonl", "dataset_info.json"] {
+                    out_files.push(format!("{}/{f}", s.name));
+                }
+            }
             StageKind::Cirag => {
                 tables.push(TableKind::Sft);
                 for f in [

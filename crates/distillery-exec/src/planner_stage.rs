@@ -24,7 +24,7 @@ use distillery_core::summary::StageSummary;
 use distillery_core::{QuarantineRecord, Question, TableKind};
 use distillery_distill::planner::{PLANNER_SCHEMA, PLANNER_TEMPLATE, PlanParser, PlannerPrompts};
 use distillery_label::guidance::GuidanceSource;
-use distillery_llm::{Outcome, cached_chat};
+use distillery_llm::Outcome;
 use futures::StreamExt;
 use serde_json::json;
 use tracing::info;
@@ -91,27 +91,15 @@ pub async fn run_stage(
                     .map(|q| {
                         let (teacher, prompts, version) = (&teacher, &prompts, &version);
                         async move {
-                            if let Some(why) = teacher.budget.exhausted(teacher.client.stats()) {
-                                return (q, Err(ExecError::Budget(why)));
-                            }
                             let req = prompts.request(&q, opts.max_tokens, llm.seed);
-                            let r = cached_chat(
-                                &teacher.client,
-                                &teacher.cache,
-                                (PLANNER_TEMPLATE, version),
-                                (&llm.model_revision, PLANNER_SCHEMA),
-                                &PlanParser,
-                                &req,
-                            )
-                            .await;
-                            let r = match r {
-                                Err(e) if e.is_rejection() => Ok(Outcome::Invalid {
-                                    raw: String::new(),
-                                    reason: format!("request rejected: {e}"),
-                                    cached: false,
-                                }),
-                                other => other.map_err(ExecError::from),
-                            };
+                            let r = teacher
+                                .ask(
+                                    (PLANNER_TEMPLATE, version),
+                                    (&llm.model_revision, PLANNER_SCHEMA),
+                                    &PlanParser,
+                                    &req,
+                                )
+                                .await;
                             (q, r)
                         }
                     })

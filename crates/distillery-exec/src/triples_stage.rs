@@ -133,6 +133,35 @@ impl Teacher {
         )
     }
 
+    /// One teacher call through the cache: the budget checked first (a stop is
+    /// [`ExecError::Budget`]); a request the server rejects as it is becomes
+    /// [`Outcome::Invalid`] (quarantined by the caller), not an error.
+    pub async fn ask(
+        &self,
+        template: (&str, &str),
+        schema: (&str, &str),
+        parser: &dyn distillery_llm::Parser,
+        req: &distillery_llm::ChatRequest,
+    ) -> Result<distillery_llm::Outcome, ExecError> {
+        if let Some(why) = self.budget.exhausted(self.client.stats()) {
+            return Err(ExecError::Budget(format!(
+                "{why}; nothing was published; the answers received so far are in the cache at \
+                 {}, so a rerun resumes from there",
+                self.cache_display
+            )));
+        }
+        match distillery_llm::cached_chat(&self.client, &self.cache, template, schema, parser, req)
+            .await
+        {
+            Err(e) if e.is_rejection() => Ok(distillery_llm::Outcome::Invalid {
+                raw: String::new(),
+                reason: format!("request rejected: {e}"),
+                cached: false,
+            }),
+            other => other.map_err(ExecError::from),
+        }
+    }
+
     /// The LLM counters of this run into a stage summary.
     pub fn count(&self, s: &mut StageSummary) {
         let [_, retries, failures, tokens_in, tokens_out] = self.client.stats().snapshot();

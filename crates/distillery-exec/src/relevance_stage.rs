@@ -1,0 +1,276 @@
+//! The `relevance` stage: HANRAG relevance labels `<Q, D, IS_REL>` from the teacher (see
+//! `distillery-distill::relevance`) for every context document of the questions of the
+//! stage's QA inputs.
+//!
+//! Per input: its staged `documents` are read into an id → document map (**memory bound: one
+//! input's context documents**), then its questions in part order (at most `max_questions`
+//! in all). Each (question, context document) pair is judged through the response cache,
+//! `llm.max_concurrency` at a time, consumed in order. Each judgement is one student sample
+//! (task `hanrag_relevance`, target `true`/`false`) in the `sft` table
+//! (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`), `<stage>/train.jsonl`,
+//! `<stage>/validation.jsonl` and `<stage>/dataset_info.json`; an answer that is not a
+//! judgement goes to `quarantine`.
+//!
+//! Questions with gold evidence (MuSiQue `is_supporting`, HotpotQA supporting facts, 2Wiki
+//! evidences) measure the teacher: `gold.true_positive`, `gold.false_positive`,
+//! `gold.false_negative`, `gold.true_negative` count its labels against the documents the
+//! gold evidence names. Other counters: `questions`, `pairs`, `labels.relevant`,
+//! `labels.irrelevant`, `labels.invalid`, `documents_missing`, `samples.*`,
+//! `duplicates_removed`, `llm.*`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use distillery_core::id::stable_id;
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{Pipeline, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
+use distillery_distill::relevance::{
+    RELEVANCE_SCHEMA, RELEVANCE_TEMPLATE, RelevanceParser, RelevancePrompts, TASK_RELEVANCE,
+};
+use distillery_llm::Outcome;
+use futures::StreamExt;
+use tracing::info;
+
+use crate::cirag_stage::parts_of;
+use crate::error::ExecError;
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::stage_tag;
+use crate::run::StageOutput;
+use crate::sft_out::SftOut;
+use crate::store::Location;
+use crate::triples_stage::Teacher;
+
+/// Runs the stage over the parts staged so far.
+pub async fn run_stage(
+    p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+) -> Result<StageOutput, ExecError> {
+    let StageOptions::Relevance(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not a relevance stage",
+            stage.name
+        )));
+    };
+    let started = Instant::now();
+    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let prompts = RelevancePrompts::load(opts.templates.as_deref())
+        .map_err(|e| ExecError::Task(e.to_string()))?;
+    let (teacher_version, student_version) = (prompts.teacher_version(), prompts.student_version());
+    let mut summary = StageSummary::new(&stage.name);
+    for c in [
+        "questions",
+        "pairs",
+        "labels.relevant",
+        "labels.irrelevant",
+        "labels.invalid",
+        "documents_missing",
+        "gold.true_positive",
+        "gold.false_positive",
+        "gold.false_negative",
+        "gold.true_negative",
+        "samples.train",
+        "samples.validation",
+        "duplicates_removed",
+        "llm.quarantined",
+    ] {
+        summary.add(c, 0);
+    }
+    let mut sft = SftOut::new(
+        out,
+        staging,
+        &stage.name,
+        opts.validation_share,
+        p.run.shards,
+    );
+    let params = serde_json::json!({ "teacher": llm.model }).to_string();
+    let mut written = Vec::new();
+    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+
+    for input in &stage.inputs {
+        if left == 0 {
+            break;
+        }
+        let one = std::slice::from_ref(input);
+        // The input's context documents.
+        let mut docs: HashMap<String, Document> = HashMap::new();
+        for (_, _, part) in parts_of(parts, TableKind::Documents, one) {
+            summary.bytes_in += part.bytes;
+            let mut stream =
+                Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+            while let Some(batch) = stream.next().await {
+                for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                    docs.insert(d.id.clone(), d);
+                }
+            }
+        }
+        let mut by_tag: BTreeMap<String, Vec<&WrittenPart>> = BTreeMap::new();
+        for (tag, _, part) in parts_of(parts, TableKind::Questions, one) {
+            by_tag.entry(tag).or_default().push(part);
+        }
+        for (tag, qparts) in by_tag {
+            let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
+            for part in qparts {
+                summary.bytes_in += part.bytes;
+                let mut stream =
+                    Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 64).await?);
+                while let Some(batch) = stream.next().await {
+                    if left == 0 {
+                        break;
+                    }
+                    let mut questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+                    questions.truncate(left.min(questions.len() as u64) as usize);
+                    left -= questions.len() as u64;
+                    let mut pairs: Vec<(usize, &Document)> = Vec::new();
+                    for (i, q) in questions.iter().enumerate() {
+                        summary.records_in += 1;
+                        summary.add("questions", 1);
+                        let mut seen = HashSet::new();
+                        for id in &q.context_documents {
+                            match docs.get(id) {
+                                Some(d) if seen.insert(id.as_str()) => pairs.push((i, d)),
+                                Some(_) => {}
+                                None => summary.add("documents_missing", 1),
+                            }
+                        }
+                    }
+                    let results: Vec<Result<Outcome, ExecError>> = futures::stream::iter(&pairs)
+                        .map(|(i, d)| {
+                            let (teacher, prompts, version) =
+                                (&teacher, &prompts, &teacher_version);
+                            let q = &questions[*i];
+                            async move {
+                                let req = prompts.request(q, d, opts.max_tokens, llm.seed);
+                                teacher
+                                    .ask(
+                                        (RELEVANCE_TEMPLATE, version),
+                                        (&llm.model_revision, RELEVANCE_SCHEMA),
+                                        &RelevanceParser,
+                                        &req,
+                                    )
+                                    .await
+                            }
+                        })
+                        .buffered(llm.max_concurrency.max(1))
+                        .collect()
+                        .await;
+                    let mut bad = Vec::new();
+                    for ((i, d), r) in pairs.iter().zip(results) {
+                        let q = &questions[*i];
+                        summary.add("pairs", 1);
+                        let relevant = match r? {
+                            Outcome::Parsed { value, .. } => {
+                                value["relevant"].as_bool().unwrap_or(false)
+                            }
+                            Outcome::Invalid { raw, reason, .. } => {
+                                summary.add("labels.invalid", 1);
+                                summary.add("llm.quarantined", 1);
+                                summary.quarantined += 1;
+                                bad.push(QuarantineRecord {
+                                    id: stable_id(&[&q.id, &d.id, RELEVANCE_TEMPLATE]),
+                                    dataset: "relevance".into(),
+                                    source: format!("{} / {}", q.id, d.id),
+                                    reason: "llm_invalid_answer".into(),
+                                    detail: format!("{RELEVANCE_TEMPLATE}: {reason}"),
+                                    excerpt: raw.chars().take(512).collect(),
+                                    ..Default::default()
+                                });
+                                continue;
+                            }
+                        };
+                        summary.add(
+                            if relevant {
+                                "labels.relevant"
+                            } else {
+                                "labels.irrelevant"
+                            },
+                            1,
+                        );
+                        if !q.evidence.is_empty() {
+                            let gold = q
+                                .evidence
+                                .iter()
+                                .any(|e| e.record_id.as_deref() == Some(d.id.as_str()));
+                            summary.add(
+                                match (relevant, gold) {
+                                    (true, true) => "gold.true_positive",
+                                    (true, false) => "gold.false_positive",
+                                    (false, true) => "gold.false_negative",
+                                    (false, false) => "gold.true_negative",
+                                },
+                                1,
+                            );
+                        }
+                        let messages: Vec<Message> = prompts
+                            .student(q, d, relevant)
+                            .into_iter()
+                            .map(|(role, content)| Message { role, content })
+                            .collect();
+                        let chars = |s: &str| s.chars().count().div_ceil(4) as u32;
+                        let n = messages.len();
+                        let s = SftSample {
+                            id: stable_id(&[
+                                &q.id,
+                                TASK_RELEVANCE,
+                                &d.id,
+                                &messages[n - 1].content,
+                            ]),
+                            task: TASK_RELEVANCE.into(),
+                            prompt_tokens: messages[..n - 1]
+                                .iter()
+                                .map(|m| chars(&m.content))
+                                .sum(),
+                            target_tokens: chars(&messages[n - 1].content),
+                            messages,
+                            weight: 1.0,
+                            split: String::new(),
+                            dataset: q.dataset.clone(),
+                            question_id: q.id.clone(),
+                            segment_ids: vec![d.id.clone()],
+                            method: "teacher".into(),
+                            params: params.clone(),
+                            template_id: "hanrag-relevance".into(),
+                            template_version: student_version.clone(),
+                            pipeline_hash: p.hash.clone(),
+                            step: None,
+                            steps: None,
+                            sufficient: None,
+                        };
+                        sft.add(s, &mut summary).await?;
+                    }
+                    sft.flush(&mut pw).await?;
+                    if !bad.is_empty() {
+                        pw.write(
+                            TableKind::Quarantine,
+                            0,
+                            &to_batch(TableKind::Quarantine, &bad)?,
+                        )
+                        .await?;
+                    }
+                }
+            }
+            written.extend(pw.finish().await?);
+        }
+    }
+    let files = sft.finish().await?;
+    teacher.count(&mut summary);
+    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
+        + files.iter().map(|f| f.bytes).sum::<u64>();
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        questions = summary.records_in,
+        samples = summary.records_out,
+        "relevance done"
+    );
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        files,
+    })
+}

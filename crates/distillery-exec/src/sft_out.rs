@@ -1,0 +1,110 @@
+//! SFT output shared by the teacher stages: samples split by id hash, exact duplicates
+//! dropped, written to `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line
+//! form, [`jsonl_line`]) and buffered per shard for the `sft` table, plus
+//! `<dir>/dataset_info.json` (LLaMA-Factory) at the end. Memory: the samples of one batch and
+//! 16 bytes per distinct sample kept.
+
+use std::collections::{BTreeMap, HashSet};
+
+use distillery_core::SftSample;
+use distillery_core::TableKind;
+use distillery_core::id::shard_of;
+use distillery_core::schema::to_batch;
+use distillery_core::summary::{ManifestFile, StageSummary};
+
+use crate::error::ExecError;
+use crate::label_stage::{TextFile, content_hash, dataset_info, jsonl_line, split_of};
+use crate::parts::PartWriters;
+use crate::store::Location;
+
+pub(crate) struct SftOut {
+    dir: String,
+    out: Location,
+    staging: String,
+    train: TextFile,
+    validation: TextFile,
+    seen: HashSet<u128>,
+    validation_share: f64,
+    shards: u32,
+    buffered: BTreeMap<u32, Vec<SftSample>>,
+}
+
+impl SftOut {
+    pub(crate) fn new(
+        out: &Location,
+        staging: &str,
+        dir: &str,
+        validation_share: f64,
+        shards: u32,
+    ) -> SftOut {
+        SftOut {
+            train: TextFile::new(out, staging, &format!("{dir}/train.jsonl")),
+            validation: TextFile::new(out, staging, &format!("{dir}/validation.jsonl")),
+            dir: dir.to_string(),
+            out: out.clone(),
+            staging: staging.to_string(),
+            seen: HashSet::new(),
+            validation_share,
+            shards: shards.max(1),
+            buffered: BTreeMap::new(),
+        }
+    }
+
+    /// Splits, deduplicates and writes a sample (counted in `samples.<split>` or
+    /// `duplicates_removed`).
+    pub(crate) async fn add(
+        &mut self,
+        mut s: SftSample,
+        summary: &mut StageSummary,
+    ) -> Result<(), ExecError> {
+        s.split = split_of(&s.id, self.validation_share).to_string();
+        if !self.seen.insert(content_hash(&s)) {
+            summary.add("duplicates_removed", 1);
+            return Ok(());
+        }
+        summary.add(&format!("samples.{}", s.split), 1);
+        summary.records_out += 1;
+        let line = jsonl_line(&s);
+        if s.split == "validation" {
+            self.validation.write(&line).await?;
+        } else {
+            self.train.write(&line).await?;
+        }
+        self.buffered
+            .entry(shard_of(&s.id, self.shards))
+            .or_default()
+            .push(s);
+        Ok(())
+    }
+
+    /// Writes the buffered samples as `sft` batches.
+    pub(crate) async fn flush(&mut self, pw: &mut PartWriters) -> Result<(), ExecError> {
+        for (shard, rows) in std::mem::take(&mut self.buffered) {
+            pw.write(TableKind::Sft, shard, &to_batch(TableKind::Sft, &rows)?)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Closes the JSONL files and writes `dataset_info.json`.
+    pub(crate) async fn finish(self) -> Result<Vec<ManifestFile>, ExecError> {
+        let (train, validation) = (self.train.finish().await?, self.validation.finish().await?);
+        let mut splits = Vec::new();
+        if train.rows > 0 {
+            splits.push(("train", "train.jsonl"));
+        }
+        if validation.rows > 0 {
+            splits.push(("validation", "validation.jsonl"));
+        }
+        let mut info = TextFile::new(
+            &self.out,
+            &self.staging,
+            &format!("{}/dataset_info.json", self.dir),
+        );
+        let text = serde_json::to_string_pretty(&dataset_info(&splits)).expect("json") + "\n";
+        info.write(&text).await?;
+        let mut m = info.finish().await?;
+        m.rows = 1;
+        Ok(vec![train, validation, m])
+    }
+}
