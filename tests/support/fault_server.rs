@@ -192,11 +192,33 @@ fn chat_body(content: &str) -> String {
     .to_string()
 }
 
+/// A text completion body (`/v1/completions`) carrying `text`.
+fn text_body(text: &str) -> String {
+    serde_json::json!({
+        "id": "x", "object": "text_completion", "model": "fault-server",
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10},
+    })
+    .to_string()
+}
+
+fn is_text_completion(head: &str) -> bool {
+    head.lines()
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .is_some_and(|p| p.ends_with("/completions") && !p.ends_with("/chat/completions"))
+}
+
 /// The normal answer: a whole HTTP response.
 async fn normal(up: &Upstream, head: &str, body: &[u8], json: &serde_json::Value) -> Vec<u8> {
     match up {
         Upstream::Local(responder) => {
-            let ok_body = chat_body(&responder(json));
+            let content = responder(json);
+            let ok_body = if is_text_completion(head) {
+                text_body(&content)
+            } else {
+                chat_body(&content)
+            };
             reply(200, "", &ok_body, ok_body.len())
         }
         Upstream::KeepAlive(content) => {

@@ -445,6 +445,7 @@ impl Cirag {
             max_tokens: Some(self.config.max_tokens),
             seed: self.config.seed,
             response_format: None,
+            prompt: None,
         }
     }
 

@@ -66,6 +66,7 @@ impl PlannerPrompts {
             max_tokens: Some(max_tokens),
             seed,
             response_format: None,
+            prompt: None,
         }
     }
 }

@@ -102,6 +102,7 @@ impl RelevancePrompts {
                 }),
                 strict: true,
             }),
+            prompt: None,
         }
     }
 

@@ -143,6 +143,9 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     pub seed: Option<u64>,
     pub response_format: Option<ResponseFormat>,
+    /// When set, the request is a text completion: `/completions` with this `prompt` (the
+    /// `messages` are not sent). The answer comes back as `content` all the same.
+    pub prompt: Option<String>,
 }
 
 /// Token counts from a response's `usage`.
@@ -229,7 +232,10 @@ impl Client {
     pub fn request_body(&self, req: &ChatRequest) -> Value {
         let mut body = serde_json::Map::new();
         body.insert("model".into(), json!(self.config.model));
-        body.insert("messages".into(), json!(req.messages));
+        match &req.prompt {
+            Some(p) => body.insert("prompt".into(), json!(p)),
+            None => body.insert("messages".into(), json!(req.messages)),
+        };
         if let Some(t) = req.temperature {
             body.insert("temperature".into(), json!(t));
         }
@@ -248,8 +254,12 @@ impl Client {
         Value::Object(body)
     }
 
-    fn url(&self) -> String {
-        format!("{}/chat/completions", self.config.base_url)
+    fn url(&self, completion: bool) -> String {
+        if completion {
+            format!("{}/completions", self.config.base_url)
+        } else {
+            format!("{}/chat/completions", self.config.base_url)
+        }
     }
 
     /// Sends `req`, retrying as the module docs say.
@@ -264,7 +274,7 @@ impl Client {
         loop {
             attempt += 1;
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
-            match self.send_once(&body).await {
+            match self.send_once(&body, req.prompt.is_some()).await {
                 Ok(mut r) => {
                     r.attempts = attempt;
                     self.stats
@@ -298,8 +308,8 @@ impl Client {
         }
     }
 
-    async fn send_once(&self, body: &[u8]) -> Result<ChatResponse, LlmError> {
-        let url = self.url();
+    async fn send_once(&self, body: &[u8], completion: bool) -> Result<ChatResponse, LlmError> {
+        let url = self.url(completion);
         let mut rb = self
             .http
             .post(&url)
@@ -378,10 +388,12 @@ fn parse_completion(body: &[u8]) -> Result<ChatResponse, String> {
     let choice = v
         .pointer("/choices/0")
         .ok_or_else(|| "no choices in the response".to_string())?;
+    // Chat completions answer in `message.content`, text completions in `text`.
     let content = choice
         .pointer("/message/content")
+        .or_else(|| choice.get("text"))
         .and_then(Value::as_str)
-        .ok_or_else(|| "the first choice has no message content".to_string())?;
+        .ok_or_else(|| "the first choice has no message content or text".to_string())?;
     let usage = v
         .get("usage")
         .and_then(|u| serde_json::from_value::<Usage>(u.clone()).ok())

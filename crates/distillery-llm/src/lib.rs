@@ -1,6 +1,7 @@
 //! The teacher side of Distillery: an OpenAI-compatible client and the LLM response cache.
 //!
-//! - [`client`]: chat completions against any OpenAI-compatible server (vLLM in production):
+//! - [`client`]: chat completions (and text completions, `ChatRequest::prompt`) against any
+//!   OpenAI-compatible server (vLLM in production):
 //!   a concurrency limit per client, a per-request timeout, retries with exponential backoff
 //!   and full jitter on 429 (honouring `Retry-After`), 5xx, connection errors, timeouts and
 //!   broken bodies; structured output through `response_format` (`json_schema` or

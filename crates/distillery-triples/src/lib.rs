@@ -236,6 +236,7 @@ impl Extractor {
             max_tokens: Some(self.config.max_tokens),
             seed: self.config.seed,
             response_format: format,
+            prompt: None,
         }
     }
 

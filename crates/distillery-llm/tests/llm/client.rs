@@ -143,3 +143,25 @@ fn a_missing_key_variable_is_named() {
     assert!(e.to_string().contains("DISTILLERY_TEST_SURELY_UNSET_KEY"));
     assert!(Client::new(LlmConfig::new("ftp://x", "m")).is_err());
 }
+
+#[tokio::test]
+async fn text_completions_go_to_the_completions_endpoint() {
+    let server = FaultServer::start(vec![Fault::Status(500)], "Paris").await;
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    let req = ChatRequest {
+        prompt: Some("The capital of France is".into()),
+        max_tokens: Some(4),
+        temperature: Some(0.0),
+        ..Default::default()
+    };
+    let body = client.request_body(&req);
+    assert_eq!(body["prompt"], "The capital of France is");
+    assert!(body.get("messages").is_none());
+    let r = client.chat(&req).await.unwrap();
+    assert_eq!(r.content, "Paris");
+    assert_eq!(r.attempts, 2);
+    assert_eq!(
+        server.bodies.lock().unwrap()[1]["prompt"],
+        "The capital of France is"
+    );
+}

@@ -140,3 +140,20 @@ async fn structured_output_through_the_cache_against_a_real_server() {
     let e = bad.chat(&first[0].0).await.unwrap_err();
     assert!(e.to_string().contains("404"), "{e}");
 }
+
+#[tokio::test]
+async fn text_completions_against_a_real_server() {
+    let Some((url, model)) = server() else { return };
+    let client = Client::new(LlmConfig::new(&url, &model)).unwrap();
+    let r = client
+        .chat(&ChatRequest {
+            prompt: Some("Question: What is the capital of France?\nAnswer:".into()),
+            max_tokens: Some(8),
+            temperature: Some(0.0),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(r.usage.prompt_tokens > 0);
+    assert!(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 8);
+}
