@@ -8,6 +8,7 @@ mod cirag;
 mod fault;
 mod label;
 mod planner;
+mod ras;
 mod relevance;
 mod triples;
 

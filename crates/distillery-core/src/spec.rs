@@ -355,16 +355,19 @@ pub enum StageKind {
     Planner,
     /// HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student samples.
     Relevance,
+    /// RAS HotpotQA-SUBQ planner and answerer samples from a teacher.
+    Ras,
 }
 
 impl StageKind {
-    pub const ALL: [StageKind; 6] = [
+    pub const ALL: [StageKind; 7] = [
         StageKind::Hseq,
         StageKind::Label,
         StageKind::Triples,
         StageKind::Cirag,
         StageKind::Planner,
         StageKind::Relevance,
+        StageKind::Ras,
     ];
 
     pub fn name(self) -> &'static str {
@@ -375,6 +378,7 @@ impl StageKind {
             StageKind::Cirag => "cirag",
             StageKind::Planner => "planner",
             StageKind::Relevance => "relevance",
+            StageKind::Ras => "ras",
         }
     }
 
@@ -382,7 +386,11 @@ impl StageKind {
     pub fn uses_llm(self) -> bool {
         matches!(
             self,
-            StageKind::Triples | StageKind::Cirag | StageKind::Planner | StageKind::Relevance
+            StageKind::Triples
+                | StageKind::Cirag
+                | StageKind::Planner
+                | StageKind::Relevance
+                | StageKind::Ras
         )
     }
 }
@@ -691,6 +699,49 @@ pub struct RelevanceOptions {
     pub validation_share: f64,
 }
 
+fn default_similarity() -> f64 {
+    0.8
+}
+fn default_ras_tokens() -> u32 {
+    128
+}
+
+/// `ras` stage options (RAS HotpotQA-SUBQ, paper 002 appendix B).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RasOptions {
+    /// The sentence-embedding model deciding `[NO_RETRIEVAL]`: a directory with
+    /// `config.json`, `tokenizer.json` and `model.safetensors`, or a model id in the Hugging
+    /// Face cache (e.g. `sentence-transformers/all-MiniLM-L6-v2`).
+    pub embedding_model: String,
+    /// The base model answering without context (served by the same server; default the
+    /// teacher `llm.model`).
+    #[serde(default)]
+    pub base_model: Option<String>,
+    /// Cosine similarity of the base answer's and the gold answer's embeddings at or above
+    /// which a question needs no retrieval.
+    #[serde(default = "default_similarity")]
+    pub similarity: f64,
+    /// Build samples for at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each teacher answer (sub-queries, filtering, base answers).
+    #[serde(default = "default_ras_tokens")]
+    pub max_tokens: u32,
+    /// `max_tokens` of the triple extraction answers (the `triples` stage's, to share its cache).
+    #[serde(default = "default_answer_tokens")]
+    pub triple_max_tokens: u32,
+    /// Directory of templates replacing the built-in RAS prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Directory of templates replacing the built-in triple extraction prompts.
+    #[serde(default)]
+    pub triple_templates: Option<String>,
+    /// Share of samples (by id hash) in the validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
 fn default_concurrency() -> usize {
     16
 }
@@ -792,6 +843,7 @@ pub enum StageOptions {
     Cirag(CiragOptions),
     Planner(PlannerOptions),
     Relevance(RelevanceOptions),
+    Ras(RasOptions),
 }
 
 /// One stage of the pipeline.
@@ -1615,6 +1667,20 @@ fn check_stage(
             let o: TriplesOptions = c.de(&with("options"), opts_val)?;
             check_triples_options(c, &with("options"), &o);
             StageOptions::Triples(o)
+        }
+        StageKind::Ras => {
+            let o: RasOptions = c.de(&with("options"), opts_val)?;
+            if !(0.0..=1.0).contains(&o.similarity)
+                || o.max_tokens == 0
+                || o.triple_max_tokens == 0
+                || !(0.0..1.0).contains(&o.validation_share)
+            {
+                c.push(
+                    with("options"),
+                    "`similarity` must be in [0, 1], `max_tokens` at least 1, `validation_share` in [0, 1)",
+                );
+            }
+            StageOptions::Ras(o)
         }
         StageKind::Relevance => {
             let o: RelevanceOptions = c.de(&with("options"), opts_val)?;

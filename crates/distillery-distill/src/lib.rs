@@ -6,6 +6,8 @@
 //!   samples, one per step of a kept trajectory;
 //! - [`planner`]: HSEQ planner guidance per question from a teacher, for the label stage's
 //!   guidance cache;
+//! - [`ras`]: RAS HotpotQA-SUBQ planner and answerer samples (labels, graph lines, Python
+//!   `repr` of triples), the teacher's sub-query prompt and parsing;
 //! - [`relevance`]: HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student
 //!   samples of the relevance discriminator;
 //! - [`metrics`]: exact match and token F1 for the answer filter.
@@ -17,6 +19,7 @@
 pub mod cirag;
 pub mod metrics;
 pub mod planner;
+pub mod ras;
 pub mod relevance;
 
 use std::path::Path;

@@ -16,7 +16,8 @@
 //!    [`cirag_stage`] question by question (CIRAG teacher trajectories over a BM25-indexed
 //!    corpus, distilled into student SFT samples); [`planner_stage`] (teacher plans into the
 //!    label stage's guidance cache); [`relevance_stage`] (HANRAG relevance labels from the
-//!    teacher as student samples);
+//!    teacher as student samples); [`ras_stage`] (RAS HotpotQA-SUBQ planner and answerer
+//!    samples, `[NO_RETRIEVAL]` by candle sentence embeddings);
 //!    each returns a [`run::StageOutput`] (summary, parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
@@ -31,8 +32,9 @@
 //! bridged with `SyncIoBridge`), `indicatif` (progress bars on a terminal), `glob` (input
 //! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types),
 //! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple
-//! extraction of the `triples` stage), `distillery-distill` (the CIRAG loop of the `cirag`
-//! stage).
+//! extraction of the `triples` stage), `distillery-distill` (the CIRAG loop, planner, relevance and
+//! RAS prompts of the teacher stages), `distillery-embed` (candle sentence embeddings for
+//! RAS's `[NO_RETRIEVAL]`).
 
 pub mod cirag_stage;
 pub mod error;
@@ -43,6 +45,7 @@ pub mod parts;
 pub mod plan;
 pub mod planner_stage;
 pub mod publish;
+pub mod ras_stage;
 pub mod relevance_stage;
 pub mod run;
 mod sft_out;

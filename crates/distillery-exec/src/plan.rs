@@ -140,7 +140,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                 );
             }
             StageKind::Planner => out_files.push(format!("{}/plans.jsonl", s.name)),
-            StageKind::Relevance => {
+            StageKind::Relevance | StageKind::Ras => {
                 tables.push(TableKind::Sft);
                 for f in ["train.jsonl", "validation.jsonl", "dataset_info.json"] {
                     out_files.push(format!("{}/{f}", s.name));

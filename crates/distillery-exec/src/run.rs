@@ -188,6 +188,9 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
             StageOptions::Relevance(_) => {
                 crate::relevance_stage::run_stage(p, stage, &out, &staging, &parts).await?
             }
+            StageOptions::Ras(_) => {
+                crate::ras_stage::run_stage(p, stage, &out, &staging, &parts).await?
+            }
         };
         parts.extend(output.parts);
         files.extend(output.files);

@@ -1,0 +1,433 @@
+//! The `ras` stage: RAS HotpotQA-SUBQ samples (see `distillery-distill::ras`) for the
+//! questions of the stage's QA inputs that have gold supporting documents (HotpotQA supporting
+//! facts; MuSiQue and 2Wiki evidence work the same way).
+//!
+//! Per input: its staged `documents` are read into an id → document map (**memory bound: one
+//! input's context documents**); its questions, in part order (at most `max_questions` in
+//! all), run `llm.max_concurrency` at a time and are consumed in order. Per question:
+//! 1. the base model (`base_model`, default the teacher) answers without context; the
+//!    answer's and the gold answer's embeddings (`embedding_model`, candle BERT, mean
+//!    pooling) at cosine ≥ `similarity` make it a `[NO_RETRIEVAL]` question;
+//! 2. else the supporting documents (in the order of the gold evidence) are filtered by the
+//!    teacher (the relevance judgement of the `relevance` stage, same cache); a judgement
+//!    that does not parse keeps the document (it is gold evidence) and is counted; a
+//!    question left with no document is dropped and counted;
+//! 3. one sub-query per kept document from the teacher, given the earlier ones (one stricter
+//!    retry, then the fallback, both counted);
+//! 4. each kept document's triples through the `triples` stage's extractor and cache
+//!    (`triple_max_tokens` must match that stage's `max_tokens` for its answers to be
+//!    reused); a document whose extraction fails gives an empty graph (counted).
+//!
+//! Samples (`ras_planner`, `ras_answerer`; user turn = the RAS input, assistant = the label
+//! or the gold answer) go to `<stage>/train.jsonl`, `<stage>/validation.jsonl`,
+//! `<stage>/dataset_info.json` and the `sft` table. Counters: `questions`, `no_retrieval`,
+//! `chains`, `dropped.no_answer`, `dropped.no_supporting_documents`, `dropped.filtered_out`,
+//! `documents.kept`, `documents.filtered`, `filter.invalid`, `subq.teacher`, `subq.retried`,
+//! `subq.fallback`, `triples.failed_documents`, `samples.*`, `duplicates_removed`, `llm.*`
+//! (teacher and base model together).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use distillery_core::id::stable_id;
+use distillery_core::schema::from_batch;
+use distillery_core::spec::{Pipeline, RasOptions, StageOptions, StageSpec, TriplesOptions};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Document, Message, Question, SftSample, TableKind};
+use distillery_distill::ras::{
+    BASE_SCHEMA, BASE_TEMPLATE, BaseAnswerParser, RasPrompts, SUBQUERY_SCHEMA, SUBQUERY_TEMPLATE,
+    SUFFICIENT, SubqueryParser, fallback_subquery, graph_repr, samples,
+};
+use distillery_distill::relevance::{
+    RELEVANCE_SCHEMA, RELEVANCE_TEMPLATE, RelevanceParser, RelevancePrompts,
+};
+use distillery_embed::{Embedder, cosine};
+use distillery_llm::Outcome;
+use distillery_triples::{Extraction, Extractor, Unit, passages};
+use futures::StreamExt;
+use tracing::info;
+
+use crate::cirag_stage::parts_of;
+use crate::error::ExecError;
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::stage_tag;
+use crate::run::StageOutput;
+use crate::sft_out::SftOut;
+use crate::store::Location;
+use crate::triples_stage::Teacher;
+
+/// What a question gave.
+enum Built {
+    NoRetrieval,
+    Chain {
+        pairs: Vec<(String, String)>,
+        docs: Vec<String>,
+    },
+    Dropped(&'static str),
+}
+
+struct Ctx<'a> {
+    opts: &'a RasOptions,
+    teacher: &'a Teacher,
+    base: &'a Teacher,
+    base_seed: Option<u64>,
+    model_revision: &'a str,
+    prompts: &'a RasPrompts,
+    relevance: &'a RelevancePrompts,
+    versions: (String, String, String),
+    extractor: &'a Extractor,
+    embedder: &'a Embedder,
+    docs: &'a HashMap<String, Document>,
+}
+
+impl Ctx<'_> {
+    /// Builds one question, adding its counters to `c`.
+    async fn build(
+        &self,
+        q: &Question,
+        c: &mut BTreeMap<&'static str, u64>,
+    ) -> Result<Built, ExecError> {
+        let mut bump = |k: &'static str| *c.entry(k).or_default() += 1;
+        let Some(gold) = q.answers.first().filter(|a| !a.trim().is_empty()) else {
+            return Ok(Built::Dropped("dropped.no_answer"));
+        };
+        let (base_v, subq_v, rel_v) = (&self.versions.0, &self.versions.1, &self.versions.2);
+        let max = self.opts.max_tokens;
+        // 1. no retrieval?
+        let base = self
+            .base
+            .ask(
+                (BASE_TEMPLATE, base_v),
+                (self.model_revision, BASE_SCHEMA),
+                &BaseAnswerParser,
+                &self.prompts.base_request(&q.question, max, self.base_seed),
+            )
+            .await?;
+        if let Outcome::Parsed { value, .. } = base {
+            let answer = value["answer"].as_str().unwrap_or_default().to_string();
+            let v = tokio::task::block_in_place(|| self.embedder.embed(&[&answer, gold]))
+                .map_err(|e| ExecError::Task(e.to_string()))?;
+            if f64::from(cosine(&v[0], &v[1])) >= self.opts.similarity {
+                return Ok(Built::NoRetrieval);
+            }
+        }
+        // 2. supporting documents, filtered by the teacher.
+        let mut seen = HashSet::new();
+        let support: Vec<&Document> = q
+            .evidence
+            .iter()
+            .filter_map(|e| e.record_id.as_deref())
+            .filter(|id| seen.insert(*id))
+            .filter_map(|id| self.docs.get(id))
+            .collect();
+        if support.is_empty() {
+            return Ok(Built::Dropped("dropped.no_supporting_documents"));
+        }
+        let mut kept = Vec::new();
+        for d in support {
+            let r = self
+                .teacher
+                .ask(
+                    (RELEVANCE_TEMPLATE, rel_v),
+                    (self.model_revision, RELEVANCE_SCHEMA),
+                    &RelevanceParser,
+                    &self.relevance.request(q, d, max, self.base_seed),
+                )
+                .await?;
+            match r {
+                Outcome::Parsed { value, .. } if value["relevant"] == false => {
+                    bump("documents.filtered")
+                }
+                Outcome::Parsed { .. } => kept.push(d),
+                Outcome::Invalid { .. } => {
+                    bump("filter.invalid");
+                    kept.push(d);
+                }
+            }
+        }
+        if kept.is_empty() {
+            return Ok(Built::Dropped("dropped.filtered_out"));
+        }
+        // 3. sub-queries, 4. triples.
+        let mut subqs: Vec<String> = Vec::new();
+        let mut pairs = Vec::new();
+        for (i, d) in kept.iter().enumerate() {
+            bump("documents.kept");
+            let mut subq = None;
+            for strict in [false, true] {
+                let req = self.prompts.subquery_request(
+                    &q.question,
+                    &d.title,
+                    &d.text,
+                    &subqs,
+                    strict,
+                    (max, self.base_seed),
+                );
+                let r = self
+                    .teacher
+                    .ask(
+                        (SUBQUERY_TEMPLATE, subq_v),
+                        (self.model_revision, SUBQUERY_SCHEMA),
+                        &SubqueryParser,
+                        &req,
+                    )
+                    .await?;
+                if let Outcome::Parsed { value, .. } = r {
+                    subq = value["subquery"].as_str().map(str::to_string);
+                    bump(if strict {
+                        "subq.retried"
+                    } else {
+                        "subq.teacher"
+                    });
+                    break;
+                }
+            }
+            let subq = subq.unwrap_or_else(|| {
+                bump("subq.fallback");
+                fallback_subquery(i, &q.question, &d.title)
+            });
+            let triples = match passages(d, Unit::Document).first() {
+                Some(p) => match self.extractor.extract(p).await? {
+                    Extraction::Done { triples, .. } => triples,
+                    Extraction::Invalid { .. } => {
+                        bump("triples.failed_documents");
+                        Vec::new()
+                    }
+                },
+                None => Vec::new(),
+            };
+            subqs.push(subq.clone());
+            pairs.push((subq, graph_repr(&triples)));
+        }
+        Ok(Built::Chain {
+            pairs,
+            docs: kept.iter().map(|d| d.id.clone()).collect(),
+        })
+    }
+}
+
+/// Runs the stage over the parts staged so far.
+pub async fn run_stage(
+    p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+) -> Result<StageOutput, ExecError> {
+    let StageOptions::Ras(opts) = &stage.options else {
+        return Err(ExecError::Task(format!(
+            "stage `{}` is not a ras stage",
+            stage.name
+        )));
+    };
+    let started = Instant::now();
+    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let base_spec = distillery_core::spec::LlmSpec {
+        model: opts.base_model.clone().unwrap_or_else(|| llm.model.clone()),
+        ..llm.clone()
+    };
+    let base = Teacher::new(&base_spec, &p.output)?;
+    let prompts =
+        RasPrompts::load(opts.templates.as_deref()).map_err(|e| ExecError::Task(e.to_string()))?;
+    let relevance = RelevancePrompts::load(None).map_err(|e| ExecError::Task(e.to_string()))?;
+    let triple_opts = TriplesOptions {
+        max_tokens: opts.triple_max_tokens,
+        templates: opts.triple_templates.clone(),
+        ..TriplesOptions::default()
+    };
+    let extractor = teacher.extractor(
+        llm,
+        &triple_opts,
+        distillery_triples::prompt::Prompts::load(opts.triple_templates.as_deref())?,
+    );
+    let model = opts.embedding_model.clone();
+    let embedder = Arc::new(
+        tokio::task::spawn_blocking(move || Embedder::load(&model))
+            .await
+            .map_err(|e| ExecError::Task(e.to_string()))?
+            .map_err(|e| ExecError::Task(e.to_string()))?,
+    );
+    let mut summary = StageSummary::new(&stage.name);
+    const COUNTERS: [&str; 16] = [
+        "questions",
+        "no_retrieval",
+        "chains",
+        "dropped.no_answer",
+        "dropped.no_supporting_documents",
+        "dropped.filtered_out",
+        "documents.kept",
+        "documents.filtered",
+        "filter.invalid",
+        "subq.teacher",
+        "subq.retried",
+        "subq.fallback",
+        "triples.failed_documents",
+        "samples.train",
+        "samples.validation",
+        "duplicates_removed",
+    ];
+    for c in COUNTERS {
+        summary.add(c, 0);
+    }
+    let mut sft = SftOut::new(
+        out,
+        staging,
+        &stage.name,
+        opts.validation_share,
+        p.run.shards,
+    );
+    let params = serde_json::json!({
+        "teacher": llm.model, "base_model": base_spec.model, "similarity": opts.similarity,
+        "embedding_model": opts.embedding_model,
+    })
+    .to_string();
+    let versions = (
+        prompts.base_version(),
+        prompts.subquery_version(),
+        relevance.teacher_version(),
+    );
+    let sample_version = prompts.sample_version();
+    let mut written = Vec::new();
+    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+
+    for input in &stage.inputs {
+        if left == 0 {
+            break;
+        }
+        let one = std::slice::from_ref(input);
+        let mut docs: HashMap<String, Document> = HashMap::new();
+        for (_, _, part) in parts_of(parts, TableKind::Documents, one) {
+            summary.bytes_in += part.bytes;
+            let mut stream =
+                Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+            while let Some(batch) = stream.next().await {
+                for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                    docs.insert(d.id.clone(), d);
+                }
+            }
+        }
+        let ctx = Ctx {
+            opts,
+            teacher: &teacher,
+            base: &base,
+            base_seed: llm.seed,
+            model_revision: &llm.model_revision,
+            prompts: &prompts,
+            relevance: &relevance,
+            versions: versions.clone(),
+            extractor: &extractor,
+            embedder: &embedder,
+            docs: &docs,
+        };
+        let mut by_tag: BTreeMap<String, Vec<&WrittenPart>> = BTreeMap::new();
+        for (tag, _, part) in parts_of(parts, TableKind::Questions, one) {
+            by_tag.entry(tag).or_default().push(part);
+        }
+        for (tag, qparts) in by_tag {
+            let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
+            for part in qparts {
+                summary.bytes_in += part.bytes;
+                let mut stream =
+                    Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 64).await?);
+                while let Some(batch) = stream.next().await {
+                    if left == 0 {
+                        break;
+                    }
+                    let mut questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+                    questions.truncate(left.min(questions.len() as u64) as usize);
+                    left -= questions.len() as u64;
+                    let results: Vec<_> = futures::stream::iter(questions)
+                        .map(|q| {
+                            let ctx = &ctx;
+                            async move {
+                                let mut c = BTreeMap::new();
+                                let b = ctx.build(&q, &mut c).await;
+                                (q, b, c)
+                            }
+                        })
+                        .buffered(llm.max_concurrency.max(1))
+                        .collect()
+                        .await;
+                    for (q, built, counts) in results {
+                        let built = built?;
+                        summary.records_in += 1;
+                        summary.add("questions", 1);
+                        for (k, n) in counts {
+                            summary.add(k, n);
+                        }
+                        let gold = q.answers.first().cloned().unwrap_or_default();
+                        let (made, seg_ids) = match built {
+                            Built::Dropped(why) => {
+                                summary.add(why, 1);
+                                continue;
+                            }
+                            Built::NoRetrieval => {
+                                summary.add("no_retrieval", 1);
+                                (samples(&prompts, &q.question, &gold, None), Vec::new())
+                            }
+                            Built::Chain { pairs, docs } => {
+                                summary.add("chains", 1);
+                                (samples(&prompts, &q.question, &gold, Some(&pairs)), docs)
+                            }
+                        };
+                        let steps = made.len() as u32;
+                        for (task, step, input, label) in made {
+                            let chars = |s: &str| s.chars().count().div_ceil(4) as u32;
+                            let s = SftSample {
+                                id: stable_id(&[&q.id, task, &step.to_string(), &label]),
+                                task: task.into(),
+                                prompt_tokens: chars(&input),
+                                target_tokens: chars(&label),
+                                sufficient: Some(label == SUFFICIENT),
+                                messages: vec![
+                                    Message {
+                                        role: "user".into(),
+                                        content: input,
+                                    },
+                                    Message {
+                                        role: "assistant".into(),
+                                        content: label,
+                                    },
+                                ],
+                                weight: 1.0,
+                                split: String::new(),
+                                dataset: q.dataset.clone(),
+                                question_id: q.id.clone(),
+                                segment_ids: seg_ids.clone(),
+                                method: "ras".into(),
+                                params: params.clone(),
+                                template_id: "ras-hotpotqa-subq".into(),
+                                template_version: sample_version.clone(),
+                                pipeline_hash: p.hash.clone(),
+                                step: Some(step),
+                                steps: Some(steps),
+                            };
+                            sft.add(s, &mut summary).await?;
+                        }
+                    }
+                    sft.flush(&mut pw).await?;
+                }
+            }
+            written.extend(pw.finish().await?);
+        }
+    }
+    let files = sft.finish().await?;
+    teacher.count(&mut summary);
+    base.count(&mut summary);
+    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
+        + files.iter().map(|f| f.bytes).sum::<u64>();
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        questions = summary.records_in,
+        samples = summary.records_out,
+        "ras done"
+    );
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        files,
+    })
+}
