@@ -70,6 +70,40 @@ pub(crate) fn parts_of<'a>(
     v
 }
 
+/// One QA input's context documents, by id (**memory: the input's documents**).
+pub(crate) async fn context_documents(
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    input: &str,
+    summary: &mut StageSummary,
+) -> Result<std::collections::HashMap<String, Document>, ExecError> {
+    let mut docs = std::collections::HashMap::new();
+    for (_, _, part) in parts_of(parts, TableKind::Documents, &[input.to_string()]) {
+        summary.bytes_in += part.bytes;
+        let mut stream =
+            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        while let Some(batch) = stream.next().await {
+            for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                docs.insert(d.id.clone(), d);
+            }
+        }
+    }
+    Ok(docs)
+}
+
+/// One input's `questions` parts grouped by tag, in part order.
+pub(crate) fn question_tags<'a>(
+    parts: &'a [WrittenPart],
+    input: &str,
+) -> BTreeMap<String, Vec<&'a WrittenPart>> {
+    let mut by_tag: BTreeMap<String, Vec<&WrittenPart>> = BTreeMap::new();
+    for (tag, _, part) in parts_of(parts, TableKind::Questions, &[input.to_string()]) {
+        by_tag.entry(tag).or_default().push(part);
+    }
+    by_tag
+}
+
 fn distill_err(e: DistillError) -> ExecError {
     match e {
         DistillError::Budget(why) => ExecError::Budget(why),

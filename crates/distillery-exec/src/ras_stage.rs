@@ -48,7 +48,7 @@ use distillery_triples::{Extraction, Extractor, Unit, passages};
 use futures::StreamExt;
 use tracing::info;
 
-use crate::cirag_stage::parts_of;
+use crate::cirag_stage::{context_documents, question_tags};
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
@@ -295,18 +295,7 @@ pub async fn run_stage(
         if left == 0 {
             break;
         }
-        let one = std::slice::from_ref(input);
-        let mut docs: HashMap<String, Document> = HashMap::new();
-        for (_, _, part) in parts_of(parts, TableKind::Documents, one) {
-            summary.bytes_in += part.bytes;
-            let mut stream =
-                Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
-            while let Some(batch) = stream.next().await {
-                for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
-                    docs.insert(d.id.clone(), d);
-                }
-            }
-        }
+        let docs = context_documents(out, staging, parts, input, &mut summary).await?;
         let ctx = Ctx {
             opts,
             teacher: &teacher,
@@ -320,11 +309,7 @@ pub async fn run_stage(
             embedder: &embedder,
             docs: &docs,
         };
-        let mut by_tag: BTreeMap<String, Vec<&WrittenPart>> = BTreeMap::new();
-        for (tag, _, part) in parts_of(parts, TableKind::Questions, one) {
-            by_tag.entry(tag).or_default().push(part);
-        }
-        for (tag, qparts) in by_tag {
+        for (tag, qparts) in question_tags(parts, input) {
             let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
             for part in qparts {
                 summary.bytes_in += part.bytes;
