@@ -267,14 +267,19 @@ pub async fn estimate(
             }
         };
         let mut prompt_sample = 0u64;
-        let mut cached = 0u64;
         for ps in &sampled {
             prompt_sample += count(&extractor.ner_request(ps).messages).await;
             prompt_sample += count(&extractor.openie_request(ps, &example_entities).messages).await;
-            if teacher.cache.get(&extractor.ner_key(ps)).await?.is_some() {
-                cached += 1;
-            }
         }
+        // One batched lookup of the sample's NER keys.
+        let keys: Vec<_> = sampled.iter().map(|ps| extractor.ner_key(ps)).collect();
+        let cached = teacher
+            .cache
+            .get_many(&keys)
+            .await?
+            .iter()
+            .filter(|e| e.is_some())
+            .count() as u64;
         let answer = |s: &str| vec![ChatMessage::new("assistant", s)];
         let per_answer = count(&answer(&ex_ner)).await + count(&answer(&ex_ie)).await;
 
