@@ -24,7 +24,8 @@
 //! `chains`, `dropped.no_answer`, `dropped.no_supporting_documents`, `dropped.filtered_out`,
 //! `documents.kept`, `documents.filtered`, `filter.invalid`, `subq.teacher`, `subq.retried`,
 //! `subq.fallback`, `triples.failed_documents`, `samples.*`, `duplicates_removed`, `llm.*`
-//! (teacher and base model together).
+//! (teacher and base model together: the base model is the same server under another model
+//! name, sharing the teacher's concurrency limit, budget and counters).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -223,11 +224,8 @@ pub async fn run_stage(
     };
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_stage(p, stage)?;
-    let base_spec = distillery_core::spec::LlmSpec {
-        model: opts.base_model.clone().unwrap_or_else(|| llm.model.clone()),
-        ..llm.clone()
-    };
-    let base = Teacher::new(&base_spec, &p.output)?;
+    let base_model = opts.base_model.clone().unwrap_or_else(|| llm.model.clone());
+    let base = teacher.with_model(&base_model);
     let prompts =
         RasPrompts::load(opts.templates.as_deref()).map_err(|e| ExecError::Task(e.to_string()))?;
     let relevance = RelevancePrompts::load(None).map_err(|e| ExecError::Task(e.to_string()))?;
@@ -278,7 +276,7 @@ pub async fn run_stage(
         p.run.shards,
     );
     let params = serde_json::json!({
-        "teacher": llm.model, "base_model": base_spec.model, "similarity": opts.similarity,
+        "teacher": llm.model, "base_model": base_model, "similarity": opts.similarity,
         "embedding_model": opts.embedding_model,
     })
     .to_string();
@@ -398,8 +396,8 @@ pub async fn run_stage(
         }
     }
     let files = sft.finish().await?;
+    // The base model's client shares the teacher's counters.
     teacher.count(&mut summary);
-    base.count(&mut summary);
     summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
         + files.iter().map(|f| f.bytes).sum::<u64>();
     summary.seconds = started.elapsed().as_secs_f64();

@@ -101,6 +101,17 @@ impl Teacher {
         })
     }
 
+    /// The same teacher under another served model name (a base model on the same server):
+    /// one connection pool, concurrency limit, cache, budget and set of counters.
+    pub fn with_model(&self, model: &str) -> Teacher {
+        Teacher {
+            client: Arc::new(self.client.with_model(model)),
+            cache: self.cache.clone(),
+            cache_display: self.cache_display.clone(),
+            budget: self.budget,
+        }
+    }
+
     /// The `[llm]` section of a stage's pipeline and its teacher.
     pub fn for_stage<'a>(
         p: &'a Pipeline,

@@ -224,6 +224,20 @@ impl Client {
         &self.config
     }
 
+    /// The same server under another served model name, sharing this client's connection
+    /// pool, concurrency limit and counters (so budgets and per-server limits cover both).
+    pub fn with_model(&self, model: &str) -> Client {
+        Client {
+            http: self.http.clone(),
+            config: Arc::new(LlmConfig {
+                model: model.to_string(),
+                ..(*self.config).clone()
+            }),
+            permits: self.permits.clone(),
+            stats: self.stats.clone(),
+        }
+    }
+
     pub fn stats(&self) -> &ClientStats {
         &self.stats
     }

@@ -165,3 +165,17 @@ async fn text_completions_go_to_the_completions_endpoint() {
         "The capital of France is"
     );
 }
+
+#[tokio::test]
+async fn another_model_on_the_same_server_shares_limits_and_counters() {
+    let server = FaultServer::start(vec![], "ok").await;
+    let teacher = Client::new(fast_config(&server.url)).unwrap();
+    let base = teacher.with_model("base-7b");
+    base.chat(&request("a")).await.unwrap();
+    teacher.chat(&request("b")).await.unwrap();
+    let bodies = server.bodies.lock().unwrap().clone();
+    assert_eq!(bodies[0]["model"], "base-7b");
+    assert_eq!(bodies[1]["model"], "tiny");
+    assert_eq!(teacher.stats().snapshot()[0], 2);
+    assert_eq!(base.stats().snapshot()[0], 2);
+}
