@@ -29,6 +29,15 @@ impl StageSummary {
         }
     }
 
+    /// A summary whose documented counters are all present, zero or not.
+    pub fn with_counters(stage: &str, counters: &[&str]) -> StageSummary {
+        let mut s = StageSummary::new(stage);
+        for c in counters {
+            s.add(c, 0);
+        }
+        s
+    }
+
     pub fn add(&mut self, counter: &str, n: u64) {
         *self.counters.entry(counter.to_string()).or_default() += n;
     }

@@ -157,24 +157,24 @@ pub async fn run_stage(
             model_revision: llm.model_revision.clone(),
         },
     );
-    let mut summary = StageSummary::new(&stage.name);
-    for c in [
-        "questions",
-        "trajectories.kept",
-        "trajectories.wrong_answer",
-        "trajectories.invalid",
-        "trajectories.no_evidence",
-        "steps",
-        "facts.candidates",
-        "facts.kept",
-        "facts.not_candidates",
-        "samples.train",
-        "samples.validation",
-        "duplicates_removed",
-        "llm.quarantined",
-    ] {
-        summary.add(c, 0);
-    }
+    let mut summary = StageSummary::with_counters(
+        &stage.name,
+        &[
+            "questions",
+            "trajectories.kept",
+            "trajectories.wrong_answer",
+            "trajectories.invalid",
+            "trajectories.no_evidence",
+            "steps",
+            "facts.candidates",
+            "facts.kept",
+            "facts.not_candidates",
+            "samples.train",
+            "samples.validation",
+            "duplicates_removed",
+            "llm.quarantined",
+        ],
+    );
 
     // --- the corpus ---
     let corpus_inputs = if opts.corpus.is_empty() {
@@ -313,22 +313,7 @@ pub async fn run_stage(
 
     let mut files = sft.finish().await?;
     files.push(w.trajectories.finish().await?);
-    teacher.count(&mut summary);
-    summary.bytes_out =
-        written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
-    summary.seconds = started.elapsed().as_secs_f64();
-    info!(
-        stage = %stage.name,
-        questions = summary.records_in,
-        samples = summary.records_out,
-        "cirag done"
-    );
-    written.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(StageOutput {
-        summary,
-        parts: written,
-        files,
-    })
+    Ok(teacher.finish(summary, written, files, started))
 }
 
 struct Writers {

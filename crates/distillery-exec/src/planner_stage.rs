@@ -57,16 +57,16 @@ pub async fn run_stage(
         .map_err(|e| ExecError::Task(e.to_string()))?;
     let version = prompts.version();
     let guidance = GuidanceSource::new(Some(&opts.cache), Some(&llm.model))?;
-    let mut summary = StageSummary::new(&stage.name);
-    for c in [
-        "questions",
-        "plans.written",
-        "plans.existing",
-        "plans.invalid",
-        "llm.quarantined",
-    ] {
-        summary.add(c, 0);
-    }
+    let mut summary = StageSummary::with_counters(
+        &stage.name,
+        &[
+            "questions",
+            "plans.written",
+            "plans.existing",
+            "plans.invalid",
+            "llm.quarantined",
+        ],
+    );
     let mut list = TextFile::new(out, staging, &format!("{}/plans.jsonl", stage.name));
 
     let qparts = crate::cirag_stage::parts_of(parts, TableKind::Questions, &stage.inputs);
@@ -157,21 +157,8 @@ pub async fn run_stage(
         written.extend(pw.finish().await?);
     }
     let files = vec![list.finish().await?];
-    teacher.count(&mut summary);
-    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
-        + files.iter().map(|f| f.bytes).sum::<u64>();
-    summary.seconds = started.elapsed().as_secs_f64();
-    info!(
-        stage = %stage.name,
-        questions = summary.records_in,
-        cache = %opts.cache,
-        "planner done"
-    );
-    Ok(StageOutput {
-        summary,
-        parts: written,
-        files,
-    })
+    info!(stage = %stage.name, cache = %opts.cache, "plans written to the guidance cache");
+    Ok(teacher.finish(summary, written, files, started))
 }
 
 /// Writes a plan unless the file exists, atomically: the plan goes to a temporary file that

@@ -47,7 +47,6 @@ use distillery_embed::{Embedder, cosine};
 use distillery_llm::Outcome;
 use distillery_triples::{Extraction, Extractor, Unit, passages};
 use futures::StreamExt;
-use tracing::info;
 
 use crate::cirag_stage::{context_documents, question_tags};
 use crate::error::ExecError;
@@ -246,7 +245,6 @@ pub async fn run_stage(
             .map_err(|e| ExecError::Task(e.to_string()))?
             .map_err(|e| ExecError::Task(e.to_string()))?,
     );
-    let mut summary = StageSummary::new(&stage.name);
     const COUNTERS: [&str; 16] = [
         "questions",
         "no_retrieval",
@@ -265,9 +263,7 @@ pub async fn run_stage(
         "samples.validation",
         "duplicates_removed",
     ];
-    for c in COUNTERS {
-        summary.add(c, 0);
-    }
+    let mut summary = StageSummary::with_counters(&stage.name, &COUNTERS);
     let mut sft = SftOut::new(
         out,
         staging,
@@ -397,20 +393,5 @@ pub async fn run_stage(
     }
     let files = sft.finish().await?;
     // The base model's client shares the teacher's counters.
-    teacher.count(&mut summary);
-    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
-        + files.iter().map(|f| f.bytes).sum::<u64>();
-    summary.seconds = started.elapsed().as_secs_f64();
-    info!(
-        stage = %stage.name,
-        questions = summary.records_in,
-        samples = summary.records_out,
-        "ras done"
-    );
-    written.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(StageOutput {
-        summary,
-        parts: written,
-        files,
-    })
+    Ok(teacher.finish(summary, written, files, started))
 }

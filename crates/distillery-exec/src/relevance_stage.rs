@@ -31,7 +31,6 @@ use distillery_distill::relevance::{
 };
 use distillery_llm::Outcome;
 use futures::StreamExt;
-use tracing::info;
 
 use crate::cirag_stage::{context_documents, question_tags};
 use crate::error::ExecError;
@@ -61,25 +60,25 @@ pub async fn run_stage(
     let prompts = RelevancePrompts::load(opts.templates.as_deref())
         .map_err(|e| ExecError::Task(e.to_string()))?;
     let (teacher_version, student_version) = (prompts.teacher_version(), prompts.student_version());
-    let mut summary = StageSummary::new(&stage.name);
-    for c in [
-        "questions",
-        "pairs",
-        "labels.relevant",
-        "labels.irrelevant",
-        "labels.invalid",
-        "documents_missing",
-        "gold.true_positive",
-        "gold.false_positive",
-        "gold.false_negative",
-        "gold.true_negative",
-        "samples.train",
-        "samples.validation",
-        "duplicates_removed",
-        "llm.quarantined",
-    ] {
-        summary.add(c, 0);
-    }
+    let mut summary = StageSummary::with_counters(
+        &stage.name,
+        &[
+            "questions",
+            "pairs",
+            "labels.relevant",
+            "labels.irrelevant",
+            "labels.invalid",
+            "documents_missing",
+            "gold.true_positive",
+            "gold.false_positive",
+            "gold.false_negative",
+            "gold.true_negative",
+            "samples.train",
+            "samples.validation",
+            "duplicates_removed",
+            "llm.quarantined",
+        ],
+    );
     let mut sft = SftOut::new(
         out,
         staging,
@@ -242,20 +241,5 @@ pub async fn run_stage(
         }
     }
     let files = sft.finish().await?;
-    teacher.count(&mut summary);
-    summary.bytes_out = written.iter().map(|w: &WrittenPart| w.bytes).sum::<u64>()
-        + files.iter().map(|f| f.bytes).sum::<u64>();
-    summary.seconds = started.elapsed().as_secs_f64();
-    info!(
-        stage = %stage.name,
-        questions = summary.records_in,
-        samples = summary.records_out,
-        "relevance done"
-    );
-    written.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(StageOutput {
-        summary,
-        parts: written,
-        files,
-    })
+    Ok(teacher.finish(summary, written, files, started))
 }

@@ -173,6 +173,37 @@ impl Teacher {
         }
     }
 
+    /// Ends a teacher stage: the LLM counters, output bytes and time into the summary, parts
+    /// in name order, one log line.
+    pub fn finish(
+        &self,
+        mut summary: StageSummary,
+        mut parts: Vec<WrittenPart>,
+        files: Vec<distillery_core::summary::ManifestFile>,
+        started: Instant,
+    ) -> StageOutput {
+        self.count(&mut summary);
+        summary.bytes_out =
+            parts.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
+        summary.seconds = started.elapsed().as_secs_f64();
+        let counter = |k: &str| summary.counters.get(k).copied().unwrap_or(0);
+        info!(
+            stage = %summary.stage,
+            records_in = summary.records_in,
+            records_out = summary.records_out,
+            quarantined = summary.quarantined,
+            calls = counter("llm.calls"),
+            cache_hits = counter("llm.cache_hits"),
+            "teacher stage done"
+        );
+        parts.sort_by(|a, b| a.rel.cmp(&b.rel));
+        StageOutput {
+            summary,
+            parts,
+            files,
+        }
+    }
+
     /// The LLM counters of this run into a stage summary.
     pub fn count(&self, s: &mut StageSummary) {
         let [_, retries, failures, tokens_in, tokens_out] = self.client.stats().snapshot();
@@ -310,25 +341,7 @@ pub async fn run_stage(
     if let Some(f) = st.ras.take() {
         files.push(f.finish().await?);
     }
-    let mut summary = st.summary;
-    teacher.count(&mut summary);
-    summary.bytes_out =
-        written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
-    summary.seconds = started.elapsed().as_secs_f64();
-    info!(
-        stage = %stage.name,
-        passages = summary.records_in,
-        triples = summary.records_out,
-        calls = summary.counters.get("llm.calls").copied().unwrap_or(0),
-        cache_hits = summary.counters.get("llm.cache_hits").copied().unwrap_or(0),
-        "triples done"
-    );
-    written.sort_by(|a, b| a.rel.cmp(&b.rel));
-    Ok(StageOutput {
-        summary,
-        parts: written,
-        files,
-    })
+    Ok(teacher.finish(st.summary, written, files, started))
 }
 
 struct State {
@@ -480,15 +493,19 @@ impl State {
         entities: &[String],
         ts: &[[String; 3]],
     ) -> Result<(), ExecError> {
+        if self.hippo.is_none() && self.ras.is_none() {
+            return Ok(());
+        }
+        let (id, content) = (ps.chunk_id(), ps.content());
         if let Some((f, export)) = &mut self.hippo {
-            let piece = export.doc(&ps.chunk_id(), &ps.content(), entities, ts);
+            let piece = export.doc(&id, &content, entities, ts);
             f.write(&piece).await?;
         }
         if let Some(f) = &mut self.ras {
             let mut line = json!({
-                "id": ps.chunk_id(),
+                "id": id,
                 "document_id": ps.document_id,
-                "passage": ps.content(),
+                "passage": content,
                 "target": ras::render(ts),
             })
             .to_string();
