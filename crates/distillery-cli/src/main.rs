@@ -19,6 +19,7 @@
 //! `mimalloc` is the global allocator (faster than glibc's for the labeller's many small
 //! strings; measured in `scripts/bench-label.sh`).
 
+mod cluster;
 mod inspect;
 mod report;
 
@@ -28,7 +29,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use distillery_core::spec::{Format, Pipeline};
-use distillery_exec::run::{ProgressMode, RunOutcome, plan_pipeline, run_pipeline};
+use distillery_exec::run::{ProgressMode, RunOutcome, plan_pipeline};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -74,7 +75,7 @@ enum Command {
         #[arg(long)]
         tokenizer: Option<String>,
     },
-    /// Run a pipeline on this machine.
+    /// Run a pipeline on this machine (an embedded coordinator and worker on loopback).
     Run {
         file: PathBuf,
         /// Override a value of the file: key.path=value (repeatable), e.g.
@@ -166,6 +167,92 @@ enum Command {
         sql: Option<String>,
         #[arg(long, value_enum, default_value_t = OutFormat::Table)]
         format: OutFormat,
+    },
+    /// Serve the coordinator: plans submitted jobs into tasks for workers, with its durable
+    /// state (job records, one commit record per task) under --state.
+    Coordinator {
+        /// gRPC address.
+        #[arg(long, default_value = "0.0.0.0:7070")]
+        listen: std::net::SocketAddr,
+        /// Where the state lives: a path or an object-store URL.
+        #[arg(long)]
+        state: String,
+        /// Address of /metrics, /healthz and /readyz.
+        #[arg(long)]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// A file holding the shared token (else DISTILLERY_TOKEN).
+        #[arg(long)]
+        token_file: Option<PathBuf>,
+        /// Seconds a lease lasts without a heartbeat.
+        #[arg(long, default_value_t = 15.0)]
+        lease_secs: f64,
+        /// Milliseconds between worker pulls.
+        #[arg(long, default_value_t = 1000)]
+        heartbeat_ms: u64,
+        /// Attempts of a task before its job fails.
+        #[arg(long, default_value_t = 4)]
+        max_attempts: u32,
+        /// First retry delay in milliseconds (doubled per attempt).
+        #[arg(long, default_value_t = 500)]
+        backoff_ms: u64,
+        /// Copy a task running this many times longer than its stage's median (0: never).
+        #[arg(long, default_value_t = 4.0)]
+        straggler_factor: f64,
+        /// ...once it has run at least this many seconds.
+        #[arg(long, default_value_t = 30.0)]
+        straggler_min_secs: f64,
+        /// PEM certificate chain for TLS (with --tls-key).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+    },
+    /// Run tasks for a coordinator until SIGTERM (then drain within --grace-secs).
+    Worker {
+        #[command(flatten)]
+        conn: cluster::Conn,
+        /// Worker id (default: host name, pid and a random suffix).
+        #[arg(long)]
+        worker_id: Option<String>,
+        /// Tasks at once.
+        #[arg(long, default_value_t = 1)]
+        slots: u32,
+        /// GPUs this worker offers.
+        #[arg(long, default_value_t = 0)]
+        gpus: u32,
+        /// A label key=value (repeatable).
+        #[arg(long = "label")]
+        labels: Vec<String>,
+        /// Threads per task (default: cores / slots).
+        #[arg(long)]
+        parallelism: Option<usize>,
+        /// Seconds running tasks get to finish after SIGTERM.
+        #[arg(long, default_value_t = 60)]
+        grace_secs: u64,
+        #[arg(long)]
+        metrics_listen: Option<std::net::SocketAddr>,
+    },
+    /// Submit a pipeline to a coordinator; with --wait, exit 0 only if the job succeeded.
+    Submit {
+        file: PathBuf,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+        #[command(flatten)]
+        conn: cluster::Conn,
+        #[arg(long)]
+        wait: bool,
+    },
+    /// A job's progress per stage, its workers and failures (all jobs without JOB).
+    Status {
+        job: Option<String>,
+        #[command(flatten)]
+        conn: cluster::Conn,
+    },
+    /// Cancel a job.
+    Cancel {
+        job: String,
+        #[command(flatten)]
+        conn: cluster::Conn,
     },
     /// Reports over an output.
     Report {
@@ -351,20 +438,73 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 eprint!("{errors}");
                 Ok(ExitCode::FAILURE)
             }
-            Ok(p) => match run_pipeline(&p, mode).await {
-                Ok(outcome) => {
-                    print_outcome(&outcome);
-                    Ok(ExitCode::SUCCESS)
-                }
-                // A spending limit is a clean stop, not a failure: exit 3 so a scheduler can
-                // tell it apart and resume later.
-                Err(e @ distillery_exec::ExecError::Budget(_)) => {
-                    eprintln!("stopped: {e}");
-                    Ok(ExitCode::from(EXIT_BUDGET))
-                }
-                Err(e) => Err(e.into()),
-            },
+            Ok(p) => {
+                let text = std::fs::read_to_string(&file)?;
+                cluster::run_job(&file.display().to_string(), &text, &set, &p, mode).await
+            }
         },
+        Command::Coordinator {
+            listen,
+            state,
+            metrics_listen,
+            token_file,
+            lease_secs,
+            heartbeat_ms,
+            max_attempts,
+            backoff_ms,
+            straggler_factor,
+            straggler_min_secs,
+            tls_cert,
+            tls_key,
+        } => {
+            let cfg = distillery_cluster::coordinator::CoordinatorConfig {
+                lease: std::time::Duration::from_secs_f64(lease_secs.max(0.1)),
+                heartbeat: std::time::Duration::from_millis(heartbeat_ms.max(10)),
+                max_attempts: max_attempts.max(1),
+                backoff: std::time::Duration::from_millis(backoff_ms),
+                straggler_factor,
+                straggler_min: std::time::Duration::from_secs_f64(straggler_min_secs.max(0.0)),
+            };
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(distillery_cluster::local::TlsFiles { cert, key }),
+                _ => None,
+            };
+            cluster::coordinator(listen, &state, metrics_listen, token_file, cfg, tls).await
+        }
+        Command::Worker {
+            conn,
+            worker_id,
+            slots,
+            gpus,
+            labels,
+            parallelism,
+            grace_secs,
+            metrics_listen,
+        } => {
+            let cores = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2);
+            let par = parallelism.unwrap_or((cores / slots.max(1) as usize).max(1));
+            cluster::worker(
+                &conn,
+                worker_id,
+                slots,
+                gpus,
+                &labels,
+                par,
+                std::time::Duration::from_secs(grace_secs),
+                metrics_listen,
+            )
+            .await
+        }
+        Command::Submit {
+            file,
+            set,
+            conn,
+            wait,
+        } => cluster::submit(&conn, &file, &set, wait).await,
+        Command::Status { job, conn } => cluster::status(&conn, job).await,
+        Command::Cancel { job, conn } => cluster::cancel(&conn, job).await,
         Command::Ingest {
             format,
             inputs,
@@ -387,9 +527,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             )?;
             let p = Pipeline::parse("(ingest command)", &text, &[])
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
-            let outcome = run_pipeline(&p, mode).await?;
-            print_outcome(&outcome);
-            Ok(ExitCode::SUCCESS)
+            cluster::run_job("(ingest command)", &text, &[], &p, mode).await
         }
         Command::Label {
             dataset,
@@ -429,9 +567,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::FAILURE);
                 }
             };
-            let outcome = run_pipeline(&p, mode).await?;
-            print_outcome(&outcome);
-            Ok(ExitCode::SUCCESS)
+            cluster::run_job("(label command)", &text, &set, &p, mode).await
         }
         Command::Report {
             command: ReportCommand::Labels { url, format },

@@ -854,6 +854,10 @@ pub struct StageSpec {
     /// Names of the inputs or stages it consumes (default: all inputs).
     pub inputs: Vec<String>,
     pub options: StageOptions,
+    /// GPUs a worker must offer to run this stage's tasks (0: any worker). Where a stage runs
+    /// is not part of what it makes, so this is left out of the pipeline hash.
+    #[serde(skip)]
+    pub gpus: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -862,6 +866,8 @@ struct RawStage {
     kind: String,
     #[serde(default)]
     name: Option<String>,
+    #[serde(default)]
+    gpus: u32,
     #[serde(default)]
     inputs: Option<Vec<String>>,
     #[serde(default)]
@@ -1718,6 +1724,7 @@ fn check_stage(
             .inputs
             .unwrap_or_else(|| inputs.iter().map(|i| i.name.clone()).collect()),
         options,
+        gpus: raw.gpus,
     })
 }
 

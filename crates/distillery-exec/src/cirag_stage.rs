@@ -73,7 +73,6 @@ pub(crate) fn parts_of<'a>(
 /// One QA input's context documents, by id (**memory: the input's documents**).
 pub(crate) async fn context_documents(
     out: &Location,
-    staging: &str,
     parts: &[WrittenPart],
     input: &str,
     summary: &mut StageSummary,
@@ -81,8 +80,7 @@ pub(crate) async fn context_documents(
     let mut docs = std::collections::HashMap::new();
     for (_, _, part) in parts_of(parts, TableKind::Documents, &[input.to_string()]) {
         summary.bytes_in += part.bytes;
-        let mut stream =
-            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
                 docs.insert(d.id.clone(), d);
@@ -186,8 +184,7 @@ pub async fn run_stage(
     let mut seen_docs: HashSet<String> = HashSet::new();
     for (_, _, part) in parts_of(parts, TableKind::Documents, &corpus_inputs) {
         summary.bytes_in += part.bytes;
-        let mut stream =
-            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
                 if seen_docs.insert(d.id.clone()) {
@@ -232,8 +229,7 @@ pub async fn run_stage(
         let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
         for (_, part) in tag_parts {
             summary.bytes_in += part.bytes;
-            let mut stream =
-                Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+            let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
             while let Some(batch) = stream.next().await {
                 if left == 0 {
                     written.extend(pw.finish().await?);

@@ -79,6 +79,13 @@ impl HasKind for ExecError {
                 | object_store::Error::UnknownConfigurationKey { .. } => ErrorKind::Fatal,
                 _ => ErrorKind::Retryable,
             },
+            // An external error under a Parquet writer or reader is the object store's I/O
+            // (a failed upload, a dropped connection): worth another attempt. The rest are
+            // malformed data, which another attempt would meet again.
+            ExecError::Parquet {
+                source: parquet::errors::ParquetError::External(_),
+                ..
+            } => ErrorKind::Retryable,
             ExecError::Ingest(e) => e.kind(),
             ExecError::Label(e) => e.kind(),
             ExecError::Llm(e) => e.kind(),

@@ -233,8 +233,7 @@ async fn hseq_group(
             TableKind::Tables => 256,
             _ => 4096,
         };
-        let mut stream =
-            Box::pin(read_part_rows(&out, &format!("{staging}/{}", src.rel), rows).await?);
+        let mut stream = Box::pin(read_part_rows(&out, &src.path(), rows).await?);
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             summary.records_in += batch.num_rows() as u64;

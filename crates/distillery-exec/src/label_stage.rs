@@ -135,7 +135,7 @@ pub async fn run_stage(
 
     let kb = match &opts.kb {
         Some(name) => {
-            let (kb, bytes) = load_kb(out, staging, parts, name).await?;
+            let (kb, bytes) = load_kb(out, parts, name).await?;
             outputs.summary.bytes_in += bytes;
             info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
             Some(Arc::new(kb))
@@ -157,7 +157,7 @@ pub async fn run_stage(
         if !input.format.is_qa() || !done.insert(name.as_str()) {
             continue;
         }
-        label_input(&env, out, staging, parts, name, parallelism, &mut outputs).await?;
+        label_input(&env, out, parts, name, parallelism, &mut outputs).await?;
     }
     let mut output = outputs.finish().await?;
     output.summary.seconds = started.elapsed().as_secs_f64();
@@ -213,7 +213,6 @@ fn parts_of<'a>(
 /// Reads every row of some staged parts of one table.
 async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     out: &Location,
-    staging: &str,
     table: TableKind,
     parts: &[(String, &WrittenPart)],
     mut each: impl FnMut(T),
@@ -221,7 +220,7 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     let mut bytes = 0;
     for (_, part) in parts {
         bytes += part.bytes;
-        let mut stream = Box::pin(read_part(out, &format!("{staging}/{}", part.rel)).await?);
+        let mut stream = Box::pin(read_part(out, &part.path()).await?);
         while let Some(batch) = stream.next().await {
             let batch = batch?;
             let rows = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
@@ -236,16 +235,12 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
 /// Reads a KB input's staged triples into an index (the whole KB is held in memory).
 async fn load_kb(
     out: &Location,
-    staging: &str,
     parts: &[WrittenPart],
     input: &str,
 ) -> Result<(KbIndex, u64), ExecError> {
     let mut triples: Vec<Triple> = Vec::new();
     let kb_parts = parts_of(parts, TableKind::Triples, input);
-    let bytes = read_rows(out, staging, TableKind::Triples, &kb_parts, |t| {
-        triples.push(t)
-    })
-    .await?;
+    let bytes = read_rows(out, TableKind::Triples, &kb_parts, |t| triples.push(t)).await?;
     let kb = tokio::task::spawn_blocking(move || KbIndex::new(triples))
         .await
         .map_err(task_err)?;
@@ -257,7 +252,6 @@ async fn load_kb(
 async fn label_input(
     env: &Env,
     out: &Location,
-    staging: &str,
     parts: &[WrittenPart],
     input: &str,
     parallelism: usize,
@@ -266,13 +260,12 @@ async fn label_input(
     let started = Instant::now();
     let mut ctx = Contexts::default();
     let docs = parts_of(parts, TableKind::Documents, input);
-    outputs.summary.bytes_in +=
-        read_rows(out, staging, TableKind::Documents, &docs, |d: Document| {
-            ctx.documents.insert(d.id.clone(), d);
-        })
-        .await?;
+    outputs.summary.bytes_in += read_rows(out, TableKind::Documents, &docs, |d: Document| {
+        ctx.documents.insert(d.id.clone(), d);
+    })
+    .await?;
     let tables = parts_of(parts, TableKind::Tables, input);
-    outputs.summary.bytes_in += read_rows(out, staging, TableKind::Tables, &tables, |t: Table| {
+    outputs.summary.bytes_in += read_rows(out, TableKind::Tables, &tables, |t: Table| {
         ctx.tables.insert(t.id.clone(), t);
     })
     .await?;
@@ -287,7 +280,7 @@ async fn label_input(
             outputs.start_tag(&tag).await?;
         }
         outputs.summary.bytes_in += part.bytes;
-        let mut stream = Box::pin(read_part(out, &format!("{staging}/{}", part.rel)).await?);
+        let mut stream = Box::pin(read_part(out, &part.path()).await?);
         while let Some(batch) = stream.next().await {
             let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
             let mut rest = questions.into_iter().peekable();

@@ -39,6 +39,7 @@
 pub mod cirag_stage;
 pub mod error;
 pub mod estimate;
+pub mod faults;
 pub mod hseq_stage;
 pub mod label_stage;
 pub mod parts;
@@ -51,6 +52,7 @@ pub mod run;
 mod sft_out;
 pub mod sink;
 pub mod store;
+pub mod task;
 pub mod triples_stage;
 pub mod verify;
 

@@ -32,14 +32,25 @@ use crate::error::ExecError;
 use crate::store::Location;
 
 /// A part written.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WrittenPart {
     pub table: TableKind,
     pub shard: u32,
-    /// Path relative to the directory the parts were written under.
+    /// Path relative to the directory the parts were written under: the part's path in the
+    /// published output.
     pub rel: String,
+    /// The directory the part lies under now (a run's staging directory, or the attempt
+    /// directory of the task that wrote it); `base/rel` is where readers find it.
+    pub base: String,
     pub rows: u64,
     pub bytes: u64,
+}
+
+impl WrittenPart {
+    /// Where the part lies now, relative to the output location.
+    pub fn path(&self) -> String {
+        format!("{}/{}", self.base, self.rel)
+    }
 }
 
 /// The file name of a part.
@@ -154,6 +165,7 @@ impl PartWriters {
                 table,
                 shard,
                 rel: part_name(table, shard, &self.tag),
+                base: self.base.clone(),
                 rows: part.rows,
                 bytes,
             });

@@ -76,8 +76,7 @@ pub async fn run_stage(
     'parts: for (tag, _, part) in qparts {
         let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
         summary.bytes_in += part.bytes;
-        let mut stream =
-            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 256).await?);
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             if left == 0 {
                 written.extend(pw.finish().await?);

@@ -11,7 +11,7 @@
 //! the previous manifest listed it and the new one does not: a file Distillery never listed is
 //! not ours to remove.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use distillery_core::TableKind;
 use distillery_core::schema::schema_hash;
@@ -70,7 +70,7 @@ pub fn build_manifest(
     }
 }
 
-/// Moves staged parts into place and commits the output with its manifest.
+/// Publishes a run whose every file is staged under `_staging/<run_id>/` at its output path.
 pub async fn publish(
     out: &Location,
     run_id: &str,
@@ -78,6 +78,28 @@ pub async fn publish(
     summary: &RunSummary,
 ) -> Result<(), ExecError> {
     let staging = staging_dir(run_id);
+    let sources: BTreeMap<String, (String, u64)> = manifest
+        .tables
+        .iter()
+        .flat_map(|t| t.files.iter())
+        .chain(manifest.files.iter())
+        .map(|f| (f.path.clone(), (format!("{staging}/{}", f.path), f.bytes)))
+        .collect();
+    publish_from(out, run_id, manifest, summary, &sources).await
+}
+
+/// Moves staged files into place and commits the output with its manifest. `sources` maps
+/// every listed path to where it lies now (relative to the output) and its size in bytes.
+///
+/// Repeatable after a crash part-way: a file whose source is gone but whose destination has
+/// the recorded size was moved by the interrupted attempt and is taken as moved.
+pub async fn publish_from(
+    out: &Location,
+    job: &str,
+    manifest: &Manifest,
+    summary: &RunSummary,
+    sources: &BTreeMap<String, (String, u64)>,
+) -> Result<(), ExecError> {
     // 0. Check before touching anything: every listed file is staged, and no path is listed
     //    twice (two writers of one path would mean lost rows).
     //    The same for the other files, which must not collide with parts or the manifest.
@@ -87,6 +109,7 @@ pub async fn publish(
         .iter()
         .flat_map(|t| t.files.iter())
         .chain(manifest.files.iter());
+    let mut moves: Vec<(&str, &str)> = Vec::new();
     for f in all.clone() {
         if f.path == Manifest::FILE || f.path == Manifest::SUMMARY || f.path.starts_with('_') {
             return Err(ExecError::output(
@@ -100,11 +123,16 @@ pub async fn publish(
                 format!("two files would be published as {}", f.path),
             ));
         }
-        if !out.exists(&format!("{staging}/{}", f.path)).await? {
+        let Some((from, bytes)) = sources.get(&f.path) else {
             return Err(ExecError::output(
-                out.show(&format!("{staging}/{}", f.path)),
-                "staged file is missing",
+                out.show(&f.path),
+                "no staged file for this output path",
             ));
+        };
+        if out.exists(from).await? {
+            moves.push((from.as_str(), f.path.as_str()));
+        } else if out.size(&f.path).await? != Some(*bytes) {
+            return Err(ExecError::output(out.show(from), "staged file is missing"));
         }
     }
     // The other files the previous output listed: removed after the commit unless listed
@@ -116,13 +144,11 @@ pub async fn publish(
     // 1. The output is about to change: withdraw the old commit point first.
     out.delete(Manifest::FILE).await?;
     // 2. Move every part and file into place.
-    for f in all {
-        let from = out.path(&format!("{staging}/{}", f.path));
-        let to = out.path(&f.path);
+    for (from, to) in moves {
         out.store
-            .rename(&from, &to)
+            .rename(&out.path(from), &out.path(to))
             .await
-            .map_err(|e| ExecError::store(out.show(&f.path), e))?;
+            .map_err(|e| ExecError::store(out.show(to), e))?;
     }
     // 3. Summary, then the manifest: the commit.
     out.write(
@@ -149,7 +175,7 @@ pub async fn publish(
             out.delete(&rel).await?;
         }
     }
-    remove_staging(out, run_id).await?;
+    remove_staging(out, job).await?;
     Ok(())
 }
 

@@ -289,7 +289,7 @@ pub async fn run_stage(
         if left == 0 {
             break;
         }
-        let docs = context_documents(out, staging, parts, input, &mut summary).await?;
+        let docs = context_documents(out, parts, input, &mut summary).await?;
         let ctx = Ctx {
             opts,
             teacher: &teacher,
@@ -307,8 +307,7 @@ pub async fn run_stage(
             let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
             for part in qparts {
                 summary.bytes_in += part.bytes;
-                let mut stream =
-                    Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), 64).await?);
+                let mut stream = Box::pin(read_part_rows(out, &part.path(), 64).await?);
                 while let Some(batch) = stream.next().await {
                     if left == 0 {
                         break;

@@ -3,26 +3,23 @@
 //! bad-record ratio, run the stages, then publish. Nothing is visible at the output location
 //! until publishing; a failed run leaves the previous output as it was.
 
-use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use distillery_core::TableKind;
-use distillery_core::spec::{InputSpec, Pipeline, StageOptions};
+use distillery_core::spec::{InputSpec, Pipeline};
 use distillery_core::summary::{Manifest, ManifestFile, RunSummary, StageSummary};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
-use futures::{StreamExt, TryStreamExt};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart};
-use crate::plan::{Plan, PlannedFile, plan, primary_table};
-use crate::publish::{build_manifest, cleanup_stale_staging, publish, staging_dir};
+use crate::plan::{Plan, PlannedFile, plan};
+use crate::publish::cleanup_stale_staging;
 use crate::sink::{BatchingSink, SinkCounts};
 use crate::store::{Location, StoreOpener, open_location};
 
@@ -56,27 +53,23 @@ pub struct StageOutput {
 
 /// What one input file produced.
 #[derive(Debug)]
-struct FileResult {
-    file: PlannedFile,
-    counts: SinkCounts,
-    parts: Vec<WrittenPart>,
-    bytes_in: u64,
-    seconds: f64,
+pub(crate) struct FileResult {
+    pub(crate) file: PlannedFile,
+    pub(crate) counts: SinkCounts,
+    pub(crate) parts: Vec<WrittenPart>,
+    pub(crate) bytes_in: u64,
+    pub(crate) seconds: f64,
 }
 
-/// Runs a checked pipeline end to end and publishes its output.
+/// Runs a checked pipeline end to end in this process and publishes its output: the
+/// tasks of [`crate::task::plan_tasks`] one after another (see [`crate::task::run_sequential`]).
 pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome, ExecError> {
-    let started = Instant::now();
-    let plan = plan(p)?;
     let out = open_location(&p.output, true)?;
-    let run_id = new_run_id(&p.hash);
-    let staging = staging_dir(&run_id);
-    info!(pipeline = %p.name, output = %p.output, run_id = %run_id, files = plan.files.len(), "run started");
+    let job = new_run_id(&p.hash);
+    info!(pipeline = %p.name, output = %p.output, job = %job, "run started");
     // Staging dirs of runs that died more than a day ago are garbage now (a concurrent run's
     // staging is younger and left alone).
-    cleanup_stale_staging(&out, &run_id).await?;
-
-    let progress = Progress::new(mode);
+    cleanup_stale_staging(&out, &job).await?;
     let parallelism = if p.run.parallelism == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -84,156 +77,24 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     } else {
         p.run.parallelism
     };
-
-    // --- ingest ---
-    // The first failing file stops the run: the other files' tasks are dropped, which aborts
-    // their writers and so their readers (see `AbortOnDrop`).
-    let mut results: Vec<FileResult> = futures::stream::iter(plan.files.clone())
-        .map(|file| {
-            let input = p
-                .input(&file.input)
-                .expect("planned from the pipeline")
-                .clone();
-            ingest_file(
-                file,
-                input,
-                p,
-                out.clone(),
-                staging.clone(),
-                progress.clone(),
-            )
-        })
-        .buffer_unordered(parallelism.max(1))
-        .try_collect()
-        .await?;
-    results.sort_by(|a, b| a.file.tag.cmp(&b.file.tag));
-    progress.finish();
-
-    let mut stages: Vec<StageSummary> = Vec::new();
-    let mut parts: Vec<WrittenPart> = Vec::new();
-    let mut files: Vec<ManifestFile> = Vec::new();
-    let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
-    for input in &p.inputs {
-        let mut s = StageSummary::new(&format!("ingest/{}", input.name));
-        for r in results.iter().filter(|r| r.file.input == input.name) {
-            let good = r.counts.good();
-            let bad = r.counts.quarantined();
-            s.records_in += good + bad;
-            s.records_out += good;
-            s.quarantined += bad;
-            s.bytes_in += r.bytes_in;
-            s.bytes_out += r.parts.iter().map(|p| p.bytes).sum::<u64>();
-            s.seconds += r.seconds;
-            s.add("files", 1);
-            for (t, n) in &r.counts.rows {
-                if *t != TableKind::Quarantine {
-                    s.add(&format!("rows.{}", t.name()), *n);
-                }
-            }
-            for (reason, n) in &r.counts.quarantine_reasons {
-                s.add(&format!("quarantine.{reason}"), *n);
-                *by_reason.entry(reason.clone()).or_default() += n;
-            }
-        }
-        stages.push(s);
+    let outcome = crate::task::run_sequential(p, &job, &out, parallelism, mode).await;
+    if outcome.is_err() {
+        crate::publish::remove_staging(&out, &job).await?;
     }
-    for r in &results {
-        parts.extend(r.parts.iter().cloned());
-    }
-
-    // --- bad-record threshold: quarantined records against the primary records (pages,
-    // questions, edges) of the inputs, not the context documents they also yield ---
-    let good: u64 = results
-        .iter()
-        .map(|r| {
-            r.counts
-                .rows
-                .get(&primary_table(r.file.format))
-                .copied()
-                .unwrap_or(0)
-        })
-        .sum();
-    let bad: u64 = results.iter().map(|r| r.counts.quarantined()).sum();
-    let total = good + bad;
-    if total > 0 && bad as f64 / total as f64 > p.run.max_bad_ratio {
-        let reasons: Vec<String> = by_reason.iter().map(|(r, n)| format!("{r}: {n}")).collect();
-        return Err(ExecError::BadRatio(format!(
-            "{bad} of {total} records are bad ({:.2}%), above run.max_bad_ratio = {} ({}); \
-             nothing was published; the quarantined records are in {}",
-            100.0 * bad as f64 / total as f64,
-            p.run.max_bad_ratio,
-            reasons.join(", "),
-            out.show(&format!("{staging}/quarantine/"))
-        )));
-    }
-
-    // --- stages ---
-    for stage in &p.stages {
-        let output = match &stage.options {
-            StageOptions::Hseq(_) => {
-                crate::hseq_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
-            }
-            StageOptions::Label(_) => {
-                crate::label_stage::run_stage(p, stage, &out, &staging, &parts, parallelism).await?
-            }
-            StageOptions::Triples(_) => {
-                crate::triples_stage::run_stage(p, stage, &out, &staging, &parts).await?
-            }
-            StageOptions::Cirag(_) => {
-                crate::cirag_stage::run_stage(p, stage, &out, &staging, &parts).await?
-            }
-            StageOptions::Planner(_) => {
-                crate::planner_stage::run_stage(p, stage, &out, &staging, &parts).await?
-            }
-            StageOptions::Relevance(_) => {
-                crate::relevance_stage::run_stage(p, stage, &out, &staging, &parts).await?
-            }
-            StageOptions::Ras(_) => {
-                crate::ras_stage::run_stage(p, stage, &out, &staging, &parts).await?
-            }
-        };
-        parts.extend(output.parts);
-        files.extend(output.files);
-        stages.push(output.summary);
-    }
-
-    // --- publish ---
-    let manifest = build_manifest(
-        &p.name,
-        &p.hash,
-        &run_id,
-        p.run.shards,
-        &plan.tables,
-        &parts,
-        &files,
-    );
-    let summary = RunSummary {
-        pipeline: p.name.clone(),
-        pipeline_hash: p.hash.clone(),
-        run_id: run_id.clone(),
-        started_at: rfc3339(SystemTime::now() - started.elapsed()),
-        seconds: started.elapsed().as_secs_f64(),
-        stages,
-        quarantine_by_reason: by_reason,
-    };
-    publish(&out, &run_id, &manifest, &summary).await?;
-    info!(output = %p.output, seconds = summary.seconds, "run published");
-    Ok(RunOutcome {
-        summary,
-        manifest,
-        output: p.output.clone(),
-    })
+    outcome
 }
 
-async fn ingest_file(
+/// Reads one input file into sharded parts under `staging`.
+pub(crate) async fn ingest_file(
     file: PlannedFile,
     input: InputSpec,
     p: &Pipeline,
     out: Location,
     staging: String,
-    progress: Progress,
+    mode: ProgressMode,
 ) -> Result<FileResult, ExecError> {
     let started = Instant::now();
+    let progress = Progress::new(mode);
     let (tx, mut rx) = mpsc::channel::<crate::sink::PartBatch>(8);
     let writer_out = out.clone();
     let tag = file.tag.clone();
@@ -282,6 +143,7 @@ async fn ingest_file(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    progress.finish();
     info!(
         input = %file.input,
         file = %file.location,
@@ -382,7 +244,7 @@ impl Progress {
 }
 
 /// A run id: UTC time plus a short hash of the pipeline and process, sortable by time.
-fn new_run_id(pipeline_hash: &str) -> String {
+pub fn new_run_id(pipeline_hash: &str) -> String {
     let now = SystemTime::now();
     let stamp = rfc3339(now).replace(['-', ':'], "");
     let nanos = now

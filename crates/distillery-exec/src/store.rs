@@ -109,6 +109,15 @@ impl Location {
         }
     }
 
+    /// The size of an object, `None` when it does not exist.
+    pub async fn size(&self, rel: &str) -> Result<Option<u64>, ExecError> {
+        match self.store.head(&self.path(rel)).await {
+            Ok(m) => Ok(Some(m.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(ExecError::store(self.show(rel), e)),
+        }
+    }
+
     pub async fn exists(&self, rel: &str) -> Result<bool, ExecError> {
         match self.store.head(&self.path(rel)).await {
             Ok(_) => Ok(true),
@@ -149,7 +158,7 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         let store =
             LocalFileSystem::new_with_prefix(&abs).map_err(|e| ExecError::store(location, e))?;
         return Ok(Location {
-            store: Arc::new(store),
+            store: crate::faults::wrap(Arc::new(store)),
             root: Path::default(),
             display: location.to_string(),
             local_dir: Some(abs),
@@ -181,7 +190,7 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         other => return Err(bad(format!("unsupported scheme `{other}`"))),
     };
     Ok(Location {
-        store,
+        store: crate::faults::wrap(store),
         root,
         display: location.to_string(),
         local_dir: None,

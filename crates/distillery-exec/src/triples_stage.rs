@@ -306,8 +306,7 @@ pub async fn run_stage(
         }
         let w = &mut writer.as_mut().expect("set above").1;
         st.summary.bytes_in += part.bytes;
-        let mut stream =
-            Box::pin(read_part_rows(out, &format!("{staging}/{}", part.rel), DOC_BATCH).await?);
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), DOC_BATCH).await?);
         while let Some(batch) = stream.next().await {
             if left == 0 {
                 break 'parts;

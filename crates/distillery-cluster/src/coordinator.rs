@@ -1,0 +1,1500 @@
+//! The coordinator: plans submitted jobs into tasks, hands them to workers that pull, keeps
+//! leases, retries with backoff, relaunches stragglers, commits exactly one attempt per task
+//! through the state store, and publishes a job's output when its last task commits.
+//!
+//! In memory it holds only what it can rebuild: a restarted coordinator reloads every
+//! unfinished job from the state store ([`crate::state`]) and carries on; workers re-register
+//! when their next pull is refused as coming from an older generation.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use distillery_core::spec::Pipeline;
+use distillery_core::{ErrorKind as Kind, HasKind};
+use distillery_exec::ExecError;
+use distillery_exec::parts::WrittenPart;
+use distillery_exec::store::{Location, open_location};
+use distillery_exec::task::{
+    JobPlan, TaskDef, TaskKind, TaskOutput, attempt_dir, check_bad_ratio, inputs_below, plan_tasks,
+    publish_job,
+};
+use tonic::{Request, Response, Status};
+use tracing::{info, warn};
+
+use crate::metrics::Text;
+use crate::pb;
+use crate::state::{CommitRecord, FinalRecord, JobRecord, StateStore};
+use crate::{ClusterError, PROTOCOL_VERSION};
+
+/// Coordinator settings.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// A lease lasts this long without a heartbeat.
+    pub lease: Duration,
+    /// How often workers pull.
+    pub heartbeat: Duration,
+    /// Attempts of a task before the job fails.
+    pub max_attempts: u32,
+    /// First retry delay; doubled per failed attempt, capped at 30 s.
+    pub backoff: Duration,
+    /// A running attempt slower than this factor times the median duration of its stage's
+    /// finished tasks gets a copy on a free worker (0: never).
+    pub straggler_factor: f64,
+    /// ...and only once it has run at least this long.
+    pub straggler_min: Duration,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            lease: Duration::from_secs(15),
+            heartbeat: Duration::from_secs(1),
+            max_attempts: 4,
+            backoff: Duration::from_millis(500),
+            straggler_factor: 4.0,
+            straggler_min: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TState {
+    Blocked,
+    Ready,
+    Running,
+    Committed,
+}
+
+#[derive(Debug)]
+struct AttemptRt {
+    id: String,
+    worker: String,
+    started: Instant,
+    deadline: Instant,
+    outcome: &'static str,
+    error: String,
+}
+
+#[derive(Debug)]
+struct TaskRt {
+    def: TaskDef,
+    state: TState,
+    attempts: Vec<AttemptRt>,
+    speculated: bool,
+}
+
+impl TaskRt {
+    fn running(&self) -> usize {
+        self.attempts
+            .iter()
+            .filter(|a| a.outcome == "running")
+            .count()
+    }
+}
+
+struct JobRt {
+    record: JobRecord,
+    p: Arc<Pipeline>,
+    plan: Arc<JobPlan>,
+    out: Location,
+    tasks: Vec<TaskRt>,
+    by_id: HashMap<String, usize>,
+    /// Task indexes per level, and how many of each level are not committed yet.
+    by_level: Vec<Vec<usize>>,
+    level_left: Vec<usize>,
+    /// Levels up to this one are released (their tasks may run).
+    released: usize,
+    /// The bad-record gate passed (every ingest task committed and the ratio is fine).
+    gate_ok: bool,
+    /// What the tasks of a level read, built once when the level is first handed out.
+    level_inputs: HashMap<u32, Arc<Vec<WrittenPart>>>,
+    shard_inputs: HashMap<(u32, u32), Arc<Vec<WrittenPart>>>,
+    committed: BTreeMap<String, TaskOutput>,
+    left: usize,
+    state: pb::JobState,
+    error_kind: pb::ErrorKind,
+    error: String,
+    summary_json: String,
+    started: SystemTime,
+    durations: HashMap<String, Vec<f64>>,
+}
+
+struct WorkerRt {
+    caps: pb::Capabilities,
+    last_seen: Instant,
+    last_seen_ms: i64,
+    draining: bool,
+    attempts: HashSet<String>,
+    abandon: Vec<String>,
+}
+
+#[derive(Default)]
+struct Inner {
+    workers: HashMap<String, WorkerRt>,
+    jobs: BTreeMap<String, JobRt>,
+    finals: BTreeMap<String, FinalRecord>,
+    ready: VecDeque<(String, usize, bool)>,
+    delayed: Vec<(Instant, String, usize)>,
+    /// attempt id → (job, task index)
+    running: HashMap<String, (String, usize)>,
+    next_attempt: u64,
+}
+
+/// Counters exported on `/metrics`.
+#[derive(Default)]
+struct Counters {
+    lease_expiries: AtomicU64,
+    retries: AtomicU64,
+    commits: AtomicU64,
+    commits_refused: AtomicU64,
+    stragglers: AtomicU64,
+    pulls: AtomicU64,
+}
+
+/// The coordinator service (cheap to clone; all clones share state).
+#[derive(Clone)]
+pub struct CoordinatorService {
+    inner: Arc<Mutex<Inner>>,
+    state: StateStore,
+    cfg: Arc<CoordinatorConfig>,
+    generation: u64,
+    counters: Arc<Counters>,
+    ready: Arc<AtomicBool>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn kind_name(k: pb::ErrorKind) -> &'static str {
+    match k {
+        pb::ErrorKind::Retryable => "retryable",
+        pb::ErrorKind::Fatal => "fatal",
+        pb::ErrorKind::Budget => "budget",
+        pb::ErrorKind::Unspecified => "",
+    }
+}
+
+fn kind_of(s: &str) -> pb::ErrorKind {
+    match s {
+        "retryable" => pb::ErrorKind::Retryable,
+        "fatal" => pb::ErrorKind::Fatal,
+        "budget" => pb::ErrorKind::Budget,
+        _ => pb::ErrorKind::Unspecified,
+    }
+}
+
+/// The gRPC error kind of an executor error.
+pub fn error_kind(e: &ExecError) -> pb::ErrorKind {
+    match e {
+        ExecError::Budget(_) => pb::ErrorKind::Budget,
+        e if e.kind() == Kind::Retryable => pb::ErrorKind::Retryable,
+        _ => pb::ErrorKind::Fatal,
+    }
+}
+
+impl CoordinatorService {
+    /// Opens the state store, starts a new generation and reloads unfinished jobs.
+    pub async fn start(
+        state_url: &str,
+        cfg: CoordinatorConfig,
+    ) -> Result<CoordinatorService, ClusterError> {
+        let state = StateStore::open(state_url)?;
+        let generation = state.next_generation().await?;
+        let svc = CoordinatorService {
+            inner: Arc::new(Mutex::new(Inner::default())),
+            state,
+            cfg: Arc::new(cfg),
+            generation,
+            counters: Arc::new(Counters::default()),
+            ready: Arc::new(AtomicBool::new(false)),
+        };
+        for (rec, fin) in svc.state.jobs().await? {
+            match fin {
+                Some(f) => {
+                    svc.lock().finals.insert(f.job_id.clone(), f);
+                }
+                None => {
+                    let commits = svc.state.commits(&rec.job_id).await?;
+                    let id = rec.job_id.clone();
+                    match svc.load_job(rec, commits) {
+                        Ok(()) => info!(job = %id, "job resumed from the state store"),
+                        Err(e) => {
+                            warn!(job = %id, error = %e, "job cannot be resumed");
+                        }
+                    }
+                }
+            }
+        }
+        info!(state = %svc.state.display(), generation, "coordinator started");
+        svc.ready.store(true, Ordering::SeqCst);
+        // Publish jobs whose every task had committed before a restart.
+        let ids: Vec<String> = svc
+            .lock()
+            .jobs
+            .iter()
+            .filter(|(_, j)| j.left == 0 && j.state == pb::JobState::Running)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            svc.spawn_publish(id);
+        }
+        Ok(svc)
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the state is loaded (readiness).
+    pub fn ready_flag(&self) -> Arc<AtomicBool> {
+        self.ready.clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Builds a job's runtime state; `commits` are its tasks already committed.
+    fn load_job(&self, rec: JobRecord, commits: Vec<CommitRecord>) -> Result<(), ClusterError> {
+        let p = Pipeline::parse(&rec.pipeline_file, &rec.pipeline_text, &rec.overrides)
+            .map_err(|e| ClusterError::Config(e.to_string()))?;
+        let plan = plan_tasks(&p)?;
+        let ids: Vec<String> = plan.tasks.iter().map(|t| t.id.clone()).collect();
+        if !rec.task_ids.is_empty() && ids != rec.task_ids {
+            return Err(ClusterError::Config(format!(
+                "job {}: its inputs changed since it was submitted ({} tasks planned now, {} then)",
+                rec.job_id,
+                ids.len(),
+                rec.task_ids.len()
+            )));
+        }
+        let out = open_location(&p.output, true)?;
+        let by_id: HashMap<String, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.clone(), i))
+            .collect();
+        let levels = plan
+            .tasks
+            .iter()
+            .map(|t| t.level as usize + 1)
+            .max()
+            .unwrap_or(1);
+        let mut by_level = vec![Vec::new(); levels];
+        let mut tasks = Vec::with_capacity(plan.tasks.len());
+        for (i, t) in plan.tasks.iter().enumerate() {
+            by_level[t.level as usize].push(i);
+            tasks.push(TaskRt {
+                def: t.clone(),
+                state: TState::Blocked,
+                attempts: Vec::new(),
+                speculated: false,
+            });
+        }
+        let level_left = by_level.iter().map(Vec::len).collect();
+        let mut job = JobRt {
+            left: tasks.len(),
+            by_level,
+            level_left,
+            released: 0,
+            gate_ok: false,
+            level_inputs: HashMap::new(),
+            shard_inputs: HashMap::new(),
+            record: rec.clone(),
+            p: Arc::new(p),
+            plan: Arc::new(plan),
+            out,
+            tasks,
+            by_id,
+            committed: BTreeMap::new(),
+            state: pb::JobState::Running,
+            error_kind: pb::ErrorKind::Unspecified,
+            error: String::new(),
+            summary_json: String::new(),
+            started: UNIX_EPOCH + Duration::from_millis(rec.submitted_at_ms.max(0) as u64),
+            durations: HashMap::new(),
+        };
+        let mut inner = self.lock();
+        for c in commits {
+            if let Some(&i) = job.by_id.get(&c.task_id)
+                && job.tasks[i].state != TState::Committed
+            {
+                mark_committed(&mut job, i, c.output);
+            }
+        }
+        // Level 0, and every level whose lower levels all committed before a restart.
+        for &i in &job.by_level[0] {
+            if job.tasks[i].state == TState::Blocked {
+                job.tasks[i].state = TState::Ready;
+            }
+        }
+        let mut ready: Vec<usize> = job.by_level[0].clone();
+        let gate = advance(&mut job).map(|r| ready.extend(r));
+        let id = rec.job_id.clone();
+        inner.jobs.insert(id.clone(), job);
+        match gate {
+            Err(e) => {
+                drop(inner);
+                self.fail_job(&id, pb::ErrorKind::Fatal, e.to_string());
+            }
+            Ok(()) => {
+                let job = inner.jobs.get(&id).expect("inserted");
+                let ready: Vec<usize> = ready
+                    .into_iter()
+                    .filter(|&i| job.tasks[i].state == TState::Ready)
+                    .collect();
+                for i in ready {
+                    inner.ready.push_back((id.clone(), i, false));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Submits a job: checked, planned, recorded in the state store, queued.
+    pub async fn submit(
+        &self,
+        file: &str,
+        text: &str,
+        overrides: &[String],
+    ) -> Result<String, ClusterError> {
+        let p = Pipeline::parse(file, text, overrides)
+            .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let job_id = distillery_exec::run::new_run_id(&p.hash);
+        let out = open_location(&p.output, true)?;
+        distillery_exec::publish::cleanup_stale_staging(&out, &job_id).await?;
+        let rec = JobRecord {
+            job_id: job_id.clone(),
+            pipeline_file: file.to_string(),
+            pipeline_text: text.to_string(),
+            overrides: overrides.to_vec(),
+            submitted_at_ms: now_ms(),
+            task_ids: plan.tasks.iter().map(|t| t.id.clone()).collect(),
+        };
+        self.state.put_job(&rec).await?;
+        info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");
+        self.load_job(rec, Vec::new())?;
+        Ok(job_id)
+    }
+
+    /// Fails (or cancels) a job: running attempts are abandoned, its staging removed, and
+    /// how it ended is recorded.
+    fn fail_job(&self, job_id: &str, kind: pb::ErrorKind, error: String) {
+        self.end_job(job_id, pb::JobState::Failed, kind, error);
+    }
+
+    fn end_job(&self, job_id: &str, state: pb::JobState, kind: pb::ErrorKind, error: String) {
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        let Some(job) = inner.jobs.get_mut(job_id) else {
+            return;
+        };
+        if job.state != pb::JobState::Running {
+            return;
+        }
+        job.state = state;
+        job.error_kind = kind;
+        job.error = error.clone();
+        for t in &mut job.tasks {
+            for a in &mut t.attempts {
+                if a.outcome == "running" {
+                    a.outcome = "abandoned";
+                    inner.running.remove(&a.id);
+                    if let Some(w) = inner.workers.get_mut(&a.worker) {
+                        w.attempts.remove(&a.id);
+                        w.abandon.push(a.id.clone());
+                    }
+                }
+            }
+        }
+        let fin = final_record(job);
+        let out = job.out.clone();
+        match state {
+            pb::JobState::Failed => warn!(job = %job_id, error = %error, "job failed"),
+            _ => info!(job = %job_id, "job cancelled"),
+        }
+        let store = self.state.clone();
+        let id = job_id.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = distillery_exec::publish::remove_staging(&out, &id).await {
+                warn!(job = %id, error = %e, "cannot remove the job's staging");
+            }
+            if let Err(e) = store.put_final(&fin).await {
+                warn!(job = %id, error = %e, "cannot record how the job ended");
+            }
+        });
+    }
+
+    /// Publishes a job whose every task committed (retried on retryable errors).
+    fn spawn_publish(&self, job_id: String) {
+        let svc = self.clone();
+        tokio::spawn(async move {
+            let mut tries = 0u32;
+            loop {
+                let Some((p, plan, out, committed, started)) = ({
+                    let inner = svc.lock();
+                    inner.jobs.get(&job_id).and_then(|j| {
+                        (j.state == pb::JobState::Running).then(|| {
+                            (
+                                j.p.clone(),
+                                j.plan.clone(),
+                                j.out.clone(),
+                                j.committed.clone(),
+                                j.started,
+                            )
+                        })
+                    })
+                }) else {
+                    return;
+                };
+                match publish_job(&p, &plan, &job_id, &out, &committed, started).await {
+                    Ok(outcome) => {
+                        let fin = {
+                            let mut inner = svc.lock();
+                            let Some(job) = inner.jobs.get_mut(&job_id) else {
+                                return;
+                            };
+                            job.state = pb::JobState::Succeeded;
+                            job.summary_json =
+                                serde_json::to_string(&outcome.summary).unwrap_or_default();
+                            final_record(job)
+                        };
+                        info!(job = %job_id, output = %outcome.output, "job published");
+                        if let Err(e) = svc.state.put_final(&fin).await {
+                            warn!(job = %job_id, error = %e, "cannot record the job's end");
+                        }
+                        return;
+                    }
+                    Err(e) if e.kind() == Kind::Retryable && tries < 5 => {
+                        tries += 1;
+                        warn!(job = %job_id, error = %e, tries, "publishing failed, retrying");
+                        tokio::time::sleep(svc.cfg.backoff * 2u32.pow(tries)).await;
+                    }
+                    Err(e) => {
+                        svc.fail_job(&job_id, error_kind(&e), format!("publishing: {e}"));
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
+    /// Lease expiry, due retries and stragglers; run every 100 ms by [`Self::spawn_ticker`].
+    pub fn tick(&self) {
+        let now = Instant::now();
+        let mut failed_jobs: Vec<(String, String)> = Vec::new();
+        {
+            let mut guard = self.lock();
+            let inner = &mut *guard;
+            // Leases.
+            let expired: Vec<String> = inner
+                .running
+                .iter()
+                .filter(|(id, (job, t))| {
+                    inner.jobs.get(job).is_some_and(|j| {
+                        j.tasks[*t]
+                            .attempts
+                            .iter()
+                            .any(|a| &a.id == *id && a.deadline < now)
+                    })
+                })
+                .map(|(id, _)| id.clone())
+                .collect();
+            for id in expired {
+                let Some((job_id, t)) = inner.running.remove(&id) else {
+                    continue;
+                };
+                self.counters.lease_expiries.fetch_add(1, Ordering::Relaxed);
+                let job = inner.jobs.get_mut(&job_id).expect("running job");
+                let task = &mut job.tasks[t];
+                let a = task
+                    .attempts
+                    .iter_mut()
+                    .find(|a| a.id == id)
+                    .expect("attempt");
+                a.outcome = "expired";
+                a.error = format!(
+                    "lease expired: worker {} sent no heartbeat for {:.1} s",
+                    a.worker,
+                    self.cfg.lease.as_secs_f64()
+                );
+                warn!(job = %job_id, task = %task.def.id, attempt = %id, worker = %a.worker, "lease expired");
+                let worker = a.worker.clone();
+                if let Some(w) = inner.workers.get_mut(&worker) {
+                    w.attempts.remove(&id);
+                    w.abandon.push(id.clone());
+                }
+                if let Some(e) = self.after_failure(job, t, &mut inner.delayed, now) {
+                    failed_jobs.push((job_id, e));
+                }
+            }
+            // Due retries.
+            let mut i = 0;
+            while i < inner.delayed.len() {
+                if inner.delayed[i].0 <= now {
+                    let (_, job, t) = inner.delayed.swap_remove(i);
+                    inner.ready.push_back((job, t, false));
+                } else {
+                    i += 1;
+                }
+            }
+            // Stragglers.
+            if self.cfg.straggler_factor > 0.0 {
+                let mut copies = Vec::new();
+                for (job_id, job) in inner.jobs.iter_mut() {
+                    if job.state != pb::JobState::Running {
+                        continue;
+                    }
+                    for (t, task) in job.tasks.iter_mut().enumerate() {
+                        if task.state != TState::Running || task.speculated || task.running() != 1 {
+                            continue;
+                        }
+                        let Some(d) = job.durations.get(&task.def.group) else {
+                            continue;
+                        };
+                        let median = median(d);
+                        let a = task
+                            .attempts
+                            .iter()
+                            .find(|a| a.outcome == "running")
+                            .expect("one running");
+                        let elapsed = now.duration_since(a.started);
+                        if elapsed >= self.cfg.straggler_min
+                            && elapsed.as_secs_f64() > self.cfg.straggler_factor * median
+                        {
+                            task.speculated = true;
+                            info!(job = %job_id, task = %task.def.id, elapsed_s = elapsed.as_secs_f64(), median_s = median, "straggler: launching a copy");
+                            copies.push((job_id.clone(), t));
+                        }
+                    }
+                }
+                for (j, t) in copies {
+                    self.counters.stragglers.fetch_add(1, Ordering::Relaxed);
+                    inner.ready.push_front((j, t, true));
+                }
+            }
+            // Workers silent for three leases are gone.
+            let lease = self.cfg.lease;
+            inner.workers.retain(|_, w| {
+                now.duration_since(w.last_seen) < lease * 3 || !w.attempts.is_empty()
+            });
+        }
+        for (job, e) in failed_jobs {
+            self.fail_job(&job, pb::ErrorKind::Retryable, e);
+        }
+    }
+
+    /// After an attempt failed or expired: retry later, or give up with a report.
+    fn after_failure(
+        &self,
+        job: &mut JobRt,
+        t: usize,
+        delayed: &mut Vec<(Instant, String, usize)>,
+        now: Instant,
+    ) -> Option<String> {
+        let task = &mut job.tasks[t];
+        if task.state != TState::Running || task.running() > 0 {
+            return None;
+        }
+        let tries = task.attempts.len() as u32;
+        if tries >= self.cfg.max_attempts {
+            return Some(task_report(task));
+        }
+        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        task.state = TState::Ready;
+        task.speculated = false;
+        let delay = (self.cfg.backoff * 2u32.saturating_pow(tries.saturating_sub(1)))
+            .min(Duration::from_secs(30));
+        delayed.push((now + delay, job.record.job_id.clone(), t));
+        None
+    }
+
+    pub fn spawn_ticker(&self) -> tokio::task::JoinHandle<()> {
+        let svc = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            loop {
+                tick.tick().await;
+                svc.tick();
+            }
+        })
+    }
+
+    fn check_generation(&self, g: u64) -> Result<(), Status> {
+        if g != self.generation {
+            return Err(Status::failed_precondition(format!(
+                "stale generation {g}: the coordinator restarted (generation {}); register again",
+                self.generation
+            )));
+        }
+        Ok(())
+    }
+
+    fn pull_inner(&self, req: pb::PullRequest) -> Result<pb::PullResponse, Status> {
+        self.counters.pulls.fetch_add(1, Ordering::Relaxed);
+        self.check_generation(req.generation)?;
+        let now = Instant::now();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let Some(w) = inner.workers.get_mut(&req.worker_id) else {
+            return Err(Status::failed_precondition(format!(
+                "unknown worker {}: register again",
+                req.worker_id
+            )));
+        };
+        w.last_seen = now;
+        w.last_seen_ms = now_ms();
+        w.draining = req.draining;
+        let mut abandon = std::mem::take(&mut w.abandon);
+        let listed: HashSet<&str> = req.running.iter().map(|r| r.attempt_id.as_str()).collect();
+        // Renew the leases of the attempts the worker runs; anything else it runs is stale.
+        let deadline = now + self.cfg.lease;
+        for r in &req.running {
+            let ok = match inner.running.get(&r.attempt_id) {
+                Some((job, t)) => inner
+                    .jobs
+                    .get_mut(job)
+                    .and_then(|j| {
+                        j.tasks[*t]
+                            .attempts
+                            .iter_mut()
+                            .find(|a| a.id == r.attempt_id)
+                    })
+                    .map(|a| a.deadline = deadline)
+                    .is_some(),
+                None => false,
+            };
+            if !ok && !abandon.contains(&r.attempt_id) {
+                abandon.push(r.attempt_id.clone());
+            }
+        }
+        // Attempts this worker should be running but no longer lists were lost (a restarted
+        // worker with the same id): they expire at once.
+        let w = inner.workers.get_mut(&req.worker_id).expect("checked");
+        let lost: Vec<String> = w
+            .attempts
+            .iter()
+            .filter(|a| !listed.contains(a.as_str()))
+            .cloned()
+            .collect();
+        for a in &lost {
+            if let Some((job, t)) = inner.running.get(a)
+                && let Some(j) = inner.jobs.get_mut(job)
+                && let Some(at) = j.tasks[*t].attempts.iter_mut().find(|x| &x.id == a)
+            {
+                at.deadline = now;
+            }
+        }
+        let w = inner.workers.get(&req.worker_id).expect("checked");
+        let (gpus, draining) = (w.caps.gpus, w.draining);
+        let mut tasks = Vec::new();
+        if !draining {
+            let mut skipped = Vec::new();
+            while (tasks.len() as u32) < req.free_slots {
+                let Some((job_id, t, spec)) = inner.ready.pop_front() else {
+                    break;
+                };
+                let Some(job) = inner.jobs.get_mut(&job_id) else {
+                    continue;
+                };
+                if job.state != pb::JobState::Running {
+                    continue;
+                }
+                let task = &job.tasks[t];
+                let wanted = if spec {
+                    task.state == TState::Running
+                        && task.running() == 1
+                        && !task
+                            .attempts
+                            .iter()
+                            .any(|a| a.outcome == "running" && a.worker == req.worker_id)
+                } else {
+                    task.state == TState::Ready
+                };
+                if !wanted {
+                    continue;
+                }
+                if task.def.gpus > gpus {
+                    skipped.push((job_id, t, spec));
+                    continue;
+                }
+                inner.next_attempt += 1;
+                let attempt_id = format!("g{}-a{}", self.generation, inner.next_attempt);
+                let inputs = task_inputs_cached(job, t);
+                let task = &mut job.tasks[t];
+                let dir = attempt_dir(&job_id, &task.def.id, &attempt_id);
+                task.state = TState::Running;
+                task.attempts.push(AttemptRt {
+                    id: attempt_id.clone(),
+                    worker: req.worker_id.clone(),
+                    started: now,
+                    deadline,
+                    outcome: "running",
+                    error: String::new(),
+                });
+                inner
+                    .running
+                    .insert(attempt_id.clone(), (job_id.clone(), t));
+                tasks.push(pb::Task {
+                    job_id: job_id.clone(),
+                    task_id: task.def.id.clone(),
+                    attempt_id,
+                    attempt: task.attempts.len() as u32,
+                    generation: self.generation,
+                    lease_deadline_ms: now_ms() + self.cfg.lease.as_millis() as i64,
+                    pipeline_file: job.record.pipeline_file.clone(),
+                    pipeline_text: job.record.pipeline_text.clone(),
+                    overrides: job.record.overrides.clone(),
+                    task_json: serde_json::to_string(&task.def).expect("task serializes"),
+                    inputs_json: serde_json::to_string(inputs.as_slice()).expect("parts serialize"),
+                    dir,
+                });
+            }
+            for s in skipped.into_iter().rev() {
+                inner.ready.push_front(s);
+            }
+        }
+        let w = inner.workers.get_mut(&req.worker_id).expect("checked");
+        for t in &tasks {
+            w.attempts.insert(t.attempt_id.clone());
+        }
+        Ok(pb::PullResponse {
+            tasks,
+            abandon_attempts: abandon,
+            heartbeat_ms: self.cfg.heartbeat.as_millis() as u32,
+        })
+    }
+
+    /// Removes a fenced attempt's files.
+    fn clean_attempt(&self, out: Option<Location>, dir: String) {
+        if let Some(out) = out {
+            tokio::spawn(async move {
+                match out.list(&dir).await {
+                    Ok(files) => {
+                        for (rel, _) in files {
+                            let _ = out.delete(&rel).await;
+                        }
+                    }
+                    Err(e) => warn!(dir = %dir, error = %e, "cannot clean a fenced attempt"),
+                }
+            });
+        }
+    }
+
+    async fn complete_inner(
+        &self,
+        req: pb::CompleteTaskRequest,
+    ) -> Result<pb::CompleteTaskResponse, Status> {
+        let refuse = |svc: &Self, reason: String, out: Option<Location>, dir: Option<String>| {
+            svc.counters.commits_refused.fetch_add(1, Ordering::Relaxed);
+            warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, reason = %reason, "completion refused");
+            if let Some(d) = dir {
+                svc.clean_attempt(out, d);
+            }
+            Ok(pb::CompleteTaskResponse {
+                accepted: false,
+                reason,
+            })
+        };
+        let output: TaskOutput = serde_json::from_str(&req.output_json)
+            .map_err(|e| Status::invalid_argument(format!("bad output manifest: {e}")))?;
+        let dir_of = |job: &str| attempt_dir(job, &req.task_id, &req.attempt_id);
+        if output.dir != dir_of(&req.job_id) {
+            return Err(Status::invalid_argument(
+                "output written outside the attempt's directory",
+            ));
+        }
+        // Validate under the lock, commit outside it.
+        let out = {
+            let inner = self.lock();
+            let out = inner.jobs.get(&req.job_id).map(|j| j.out.clone());
+            if req.generation != self.generation {
+                drop(inner);
+                return refuse(
+                    self,
+                    format!(
+                        "stale generation {} (now {})",
+                        req.generation, self.generation
+                    ),
+                    out,
+                    Some(dir_of(&req.job_id)),
+                );
+            }
+            let Some(job) = inner.jobs.get(&req.job_id) else {
+                drop(inner);
+                return refuse(self, "unknown job".into(), out, None);
+            };
+            if job.state != pb::JobState::Running {
+                drop(inner);
+                return refuse(
+                    self,
+                    "the job is not running".into(),
+                    out,
+                    Some(dir_of(&req.job_id)),
+                );
+            }
+            let Some(&t) = job.by_id.get(&req.task_id) else {
+                return Err(Status::invalid_argument("unknown task"));
+            };
+            let task = &job.tasks[t];
+            let Some(a) = task.attempts.iter().find(|a| a.id == req.attempt_id) else {
+                drop(inner);
+                return refuse(
+                    self,
+                    "unknown attempt".into(),
+                    out,
+                    Some(dir_of(&req.job_id)),
+                );
+            };
+            if a.outcome != "running" {
+                let reason = format!("attempt is {}", a.outcome);
+                drop(inner);
+                return refuse(self, reason, out, Some(dir_of(&req.job_id)));
+            }
+            if a.deadline < Instant::now() {
+                drop(inner);
+                return refuse(self, "lease expired".into(), out, Some(dir_of(&req.job_id)));
+            }
+            if task.state == TState::Committed {
+                drop(inner);
+                return refuse(
+                    self,
+                    "another attempt committed first".into(),
+                    out,
+                    Some(dir_of(&req.job_id)),
+                );
+            }
+            out
+        };
+        let rec = CommitRecord {
+            task_id: req.task_id.clone(),
+            attempt_id: req.attempt_id.clone(),
+            worker_id: req.worker_id.clone(),
+            output,
+        };
+        match self.state.commit(&req.job_id, &rec).await {
+            Err(e) => Err(Status::unavailable(format!(
+                "cannot write the commit record: {e}"
+            ))),
+            Ok(Some(winner)) => {
+                {
+                    let mut inner = self.lock();
+                    let inner = &mut *inner;
+                    if let Some(job) = inner.jobs.get_mut(&req.job_id)
+                        && let Some(&t) = job.by_id.get(&req.task_id)
+                        && let Some(a) = job.tasks[t]
+                            .attempts
+                            .iter_mut()
+                            .find(|a| a.id == req.attempt_id)
+                    {
+                        a.outcome = "fenced";
+                        inner.running.remove(&req.attempt_id);
+                    }
+                }
+                refuse(
+                    self,
+                    format!("attempt {winner} committed first"),
+                    out,
+                    Some(dir_of(&req.job_id)),
+                )
+            }
+            Ok(None) => {
+                self.counters.commits.fetch_add(1, Ordering::Relaxed);
+                let mut publish = false;
+                let mut gate_err = None;
+                {
+                    let mut guard = self.lock();
+                    let inner = &mut *guard;
+                    let Some(job) = inner.jobs.get_mut(&req.job_id) else {
+                        return Ok(pb::CompleteTaskResponse {
+                            accepted: true,
+                            reason: String::new(),
+                        });
+                    };
+                    let t = job.by_id[&req.task_id];
+                    let now = Instant::now();
+                    let group = job.tasks[t].def.group.clone();
+                    for a in &mut job.tasks[t].attempts {
+                        if a.id == req.attempt_id {
+                            a.outcome = "committed";
+                            let secs = now.duration_since(a.started).as_secs_f64();
+                            job.durations.entry(group.clone()).or_default().push(secs);
+                        } else if a.outcome == "running" {
+                            // The losing copy of a straggler: stop it.
+                            a.outcome = "abandoned";
+                            if let Some(w) = inner.workers.get_mut(&a.worker) {
+                                w.attempts.remove(&a.id);
+                                w.abandon.push(a.id.clone());
+                            }
+                            inner.running.remove(&a.id);
+                        }
+                    }
+                    inner.running.remove(&req.attempt_id);
+                    if let Some(w) = inner.workers.get_mut(&req.worker_id) {
+                        w.attempts.remove(&req.attempt_id);
+                    }
+                    mark_committed(job, t, rec.output);
+                    match advance(job) {
+                        Err(e) => gate_err = Some(e.to_string()),
+                        Ok(ready) => {
+                            for i in ready {
+                                inner.ready.push_back((req.job_id.clone(), i, false));
+                            }
+                            publish = job.left == 0;
+                        }
+                    }
+                    info!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, worker = %req.worker_id, "task committed");
+                }
+                if let Some(e) = gate_err {
+                    self.fail_job(&req.job_id, pb::ErrorKind::Fatal, e);
+                } else if publish {
+                    self.spawn_publish(req.job_id.clone());
+                }
+                Ok(pb::CompleteTaskResponse {
+                    accepted: true,
+                    reason: String::new(),
+                })
+            }
+        }
+    }
+
+    fn fail_inner(&self, req: pb::FailTaskRequest) -> Result<pb::FailTaskResponse, Status> {
+        if req.generation != self.generation {
+            return Ok(pb::FailTaskResponse {});
+        }
+        let kind = pb::ErrorKind::try_from(req.kind).unwrap_or(pb::ErrorKind::Fatal);
+        let mut give_up = None;
+        {
+            let mut guard = self.lock();
+            let inner = &mut *guard;
+            let Some(job) = inner.jobs.get_mut(&req.job_id) else {
+                return Ok(pb::FailTaskResponse {});
+            };
+            let Some(&t) = job.by_id.get(&req.task_id) else {
+                return Ok(pb::FailTaskResponse {});
+            };
+            let Some(a) = job.tasks[t]
+                .attempts
+                .iter_mut()
+                .find(|a| a.id == req.attempt_id && a.outcome == "running")
+            else {
+                return Ok(pb::FailTaskResponse {});
+            };
+            a.outcome = "failed";
+            a.error = format!("[{}] {}", kind_name(kind), req.message);
+            warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, kind = kind_name(kind), error = %req.message, "attempt failed");
+            inner.running.remove(&req.attempt_id);
+            if let Some(w) = inner.workers.get_mut(&req.worker_id) {
+                w.attempts.remove(&req.attempt_id);
+            }
+            if kind == pb::ErrorKind::Retryable {
+                if let Some(e) = self.after_failure(job, t, &mut inner.delayed, Instant::now()) {
+                    give_up = Some((pb::ErrorKind::Retryable, e));
+                }
+            } else if kind == pb::ErrorKind::Budget {
+                give_up = Some((kind, req.message.clone()));
+            } else {
+                give_up = Some((kind, task_report(&job.tasks[t])));
+            }
+        }
+        if let Some((k, e)) = give_up {
+            self.fail_job(&req.job_id, k, e);
+        }
+        Ok(pb::FailTaskResponse {})
+    }
+
+    fn status_of(&self, inner: &Inner, job_id: &str) -> Option<pb::JobStatus> {
+        let workers: Vec<pb::WorkerStatus> = {
+            let mut v: Vec<pb::WorkerStatus> = inner
+                .workers
+                .iter()
+                .map(|(id, w)| pb::WorkerStatus {
+                    worker_id: id.clone(),
+                    slots: w.caps.slots,
+                    gpus: w.caps.gpus,
+                    running: w.attempts.len() as u32,
+                    last_seen_ms: w.last_seen_ms,
+                    draining: w.draining,
+                })
+                .collect();
+            v.sort_by(|a, b| a.worker_id.cmp(&b.worker_id));
+            v
+        };
+        if let Some(job) = inner.jobs.get(job_id) {
+            let mut stages: Vec<pb::StageProgress> = Vec::new();
+            let mut failures = Vec::new();
+            for t in &job.tasks {
+                if stages.last().is_none_or(|s| s.stage != t.def.group) {
+                    stages.push(pb::StageProgress {
+                        stage: t.def.group.clone(),
+                        ..Default::default()
+                    });
+                }
+                let s = stages.last_mut().expect("pushed");
+                s.tasks += 1;
+                match t.state {
+                    TState::Committed => {
+                        s.done += 1;
+                        if let Some(o) = job.committed.get(&t.def.id) {
+                            s.records += o.summary.records_out;
+                            s.bytes += o.summary.bytes_out;
+                        }
+                    }
+                    TState::Running => s.running += 1,
+                    _ => {}
+                }
+                if t.attempts
+                    .iter()
+                    .any(|a| a.outcome == "failed" || a.outcome == "expired")
+                {
+                    failures.push(pb::TaskReport {
+                        task_id: t.def.id.clone(),
+                        state: format!("{:?}", t.state).to_lowercase(),
+                        attempts: attempt_reports(t),
+                    });
+                }
+            }
+            let done = stages.iter().map(|s| s.done).sum();
+            return Some(pb::JobStatus {
+                job_id: job_id.to_string(),
+                pipeline: job.p.name.clone(),
+                output: job.p.output.clone(),
+                state: job.state as i32,
+                error_kind: job.error_kind as i32,
+                error: job.error.clone(),
+                stages,
+                failures,
+                workers,
+                tasks_total: job.tasks.len() as u32,
+                tasks_done: done,
+                summary_json: job.summary_json.clone(),
+            });
+        }
+        inner.finals.get(job_id).map(|f| pb::JobStatus {
+            job_id: f.job_id.clone(),
+            pipeline: f.pipeline.clone(),
+            output: f.output.clone(),
+            state: match f.state.as_str() {
+                "succeeded" => pb::JobState::Succeeded,
+                "cancelled" => pb::JobState::Cancelled,
+                _ => pb::JobState::Failed,
+            } as i32,
+            error_kind: kind_of(&f.error_kind) as i32,
+            error: f.error.clone(),
+            workers,
+            tasks_total: f.tasks_total,
+            tasks_done: if f.state == "succeeded" {
+                f.tasks_total
+            } else {
+                0
+            },
+            summary_json: f.summary_json.clone(),
+            ..Default::default()
+        })
+    }
+
+    /// The Prometheus text of the coordinator's metrics.
+    pub fn metrics(&self) -> String {
+        let mut m = Text::default();
+        let inner = self.lock();
+        let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
+        for s in ["blocked", "ready", "running", "committed"] {
+            by_state.insert(s, 0);
+        }
+        let mut jobs: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut records: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for job in inner.jobs.values() {
+            *jobs
+                .entry(match job.state {
+                    pb::JobState::Running => "running",
+                    pb::JobState::Succeeded => "succeeded",
+                    pb::JobState::Cancelled => "cancelled",
+                    _ => "failed",
+                })
+                .or_default() += 1;
+            for t in &job.tasks {
+                let s = match t.state {
+                    TState::Blocked => "blocked",
+                    TState::Ready => "ready",
+                    TState::Running => "running",
+                    TState::Committed => "committed",
+                };
+                *by_state.entry(s).or_default() += 1;
+            }
+            for (id, o) in &job.committed {
+                let stage = job
+                    .by_id
+                    .get(id)
+                    .map(|&i| job.tasks[i].def.group.clone())
+                    .unwrap_or_default();
+                let e = records.entry(stage).or_default();
+                e.0 += o.summary.records_out;
+                e.1 += o.summary.bytes_out;
+            }
+        }
+        m.gauge_header(
+            "distillery_coordinator_tasks",
+            "tasks of unfinished and recent jobs by state",
+        );
+        for (s, n) in &by_state {
+            m.sample("distillery_coordinator_tasks", &[("state", s)], *n as f64);
+        }
+        m.gauge_header(
+            "distillery_coordinator_jobs",
+            "jobs held in memory by state",
+        );
+        for (s, n) in &jobs {
+            m.sample("distillery_coordinator_jobs", &[("state", s)], *n as f64);
+        }
+        m.gauge(
+            "distillery_coordinator_queue_depth",
+            "tasks ready and waiting for a worker",
+            inner.ready.len() as f64,
+        );
+        m.gauge(
+            "distillery_coordinator_retry_queue_depth",
+            "tasks waiting out a retry backoff",
+            inner.delayed.len() as f64,
+        );
+        m.gauge(
+            "distillery_coordinator_workers",
+            "registered workers",
+            inner.workers.len() as f64,
+        );
+        m.gauge(
+            "distillery_coordinator_running_attempts",
+            "attempts holding a lease",
+            inner.running.len() as f64,
+        );
+        m.gauge(
+            "distillery_coordinator_generation",
+            "this coordinator's generation",
+            self.generation as f64,
+        );
+        let c = &self.counters;
+        m.counter(
+            "distillery_coordinator_lease_expiries_total",
+            "leases that expired without a heartbeat",
+            c.lease_expiries.load(Ordering::Relaxed),
+        );
+        m.counter(
+            "distillery_coordinator_task_retries_total",
+            "tasks queued again after a failed or expired attempt",
+            c.retries.load(Ordering::Relaxed),
+        );
+        m.counter(
+            "distillery_coordinator_commits_total",
+            "task commits",
+            c.commits.load(Ordering::Relaxed),
+        );
+        m.counter(
+            "distillery_coordinator_commits_refused_total",
+            "completions refused (expired lease, stale generation, lost race)",
+            c.commits_refused.load(Ordering::Relaxed),
+        );
+        m.counter(
+            "distillery_coordinator_straggler_copies_total",
+            "copies launched for slow tasks",
+            c.stragglers.load(Ordering::Relaxed),
+        );
+        m.counter(
+            "distillery_coordinator_pulls_total",
+            "worker pulls (heartbeats)",
+            c.pulls.load(Ordering::Relaxed),
+        );
+        m.counter_header(
+            "distillery_stage_records_total",
+            "records written by committed tasks per stage",
+        );
+        for (s, (r, _)) in &records {
+            m.sample("distillery_stage_records_total", &[("stage", s)], *r as f64);
+        }
+        m.counter_header(
+            "distillery_stage_bytes_total",
+            "bytes written by committed tasks per stage",
+        );
+        for (s, (_, b)) in &records {
+            m.sample("distillery_stage_bytes_total", &[("stage", s)], *b as f64);
+        }
+        m.finish()
+    }
+}
+
+/// Marks a task committed with its output.
+fn mark_committed(job: &mut JobRt, t: usize, output: TaskOutput) {
+    job.tasks[t].state = TState::Committed;
+    job.left -= 1;
+    job.level_left[job.tasks[t].def.level as usize] -= 1;
+    job.committed.insert(job.tasks[t].def.id.clone(), output);
+}
+
+/// Releases the levels whose lower levels all committed; the bad-record gate runs once the
+/// ingest level is done, before anything above it starts. Returns the tasks made ready.
+fn advance(job: &mut JobRt) -> Result<Vec<usize>, ExecError> {
+    let mut ready = Vec::new();
+    if !job.gate_ok {
+        if job.level_left[0] > 0 {
+            return Ok(ready);
+        }
+        gate_check(job)?;
+        job.gate_ok = true;
+    }
+    while job.released + 1 < job.by_level.len()
+        && job.level_left[..=job.released].iter().all(|&n| n == 0)
+    {
+        job.released += 1;
+        for &i in &job.by_level[job.released] {
+            if job.tasks[i].state == TState::Blocked {
+                job.tasks[i].state = TState::Ready;
+                ready.push(i);
+            }
+        }
+    }
+    Ok(ready)
+}
+
+/// What a task reads: the outputs of the levels below it (of its shard, for sharded stages),
+/// computed once per level and shard.
+fn task_inputs_cached(job: &mut JobRt, t: usize) -> Arc<Vec<WrittenPart>> {
+    let level = job.tasks[t].def.level;
+    if level == 0 {
+        return Arc::new(Vec::new());
+    }
+    let all = match job.level_inputs.get(&level) {
+        Some(v) => v.clone(),
+        None => {
+            let v = Arc::new(inputs_below(level, &job.plan.tasks, &job.committed));
+            job.level_inputs.insert(level, v.clone());
+            v
+        }
+    };
+    match job.tasks[t].def.kind {
+        TaskKind::Stage { shard: Some(n), .. } => {
+            if !job.shard_inputs.contains_key(&(level, u32::MAX)) {
+                let mut by: BTreeMap<u32, Vec<WrittenPart>> = BTreeMap::new();
+                for w in all.iter() {
+                    if let Some((_, s, _)) = distillery_exec::parts::parse_part_name(&w.rel) {
+                        by.entry(s).or_default().push(w.clone());
+                    }
+                }
+                for (s, v) in by {
+                    job.shard_inputs.insert((level, s), Arc::new(v));
+                }
+                // Mark the level as split even when no part exists.
+                job.shard_inputs.entry((level, u32::MAX)).or_default();
+            }
+            job.shard_inputs
+                .get(&(level, n))
+                .cloned()
+                .unwrap_or_default()
+        }
+        _ => all,
+    }
+}
+
+/// The bad-record gate, once every ingest task committed.
+fn gate_check(job: &mut JobRt) -> Result<(), ExecError> {
+    let ingest: Vec<&TaskOutput> = job
+        .tasks
+        .iter()
+        .filter(|t| t.def.is_ingest())
+        .filter_map(|t| job.committed.get(&t.def.id))
+        .collect();
+    check_bad_ratio(&job.p, &job.out, &job.record.job_id, &ingest)
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    s[s.len() / 2]
+}
+
+fn attempt_reports(t: &TaskRt) -> Vec<pb::AttemptReport> {
+    t.attempts
+        .iter()
+        .map(|a| pb::AttemptReport {
+            attempt_id: a.id.clone(),
+            worker_id: a.worker.clone(),
+            outcome: a.outcome.to_string(),
+            error: a.error.clone(),
+        })
+        .collect()
+}
+
+/// Why a task gave up: the task, its attempts and their errors.
+fn task_report(t: &TaskRt) -> String {
+    let mut s = format!(
+        "task {} failed after {} attempt(s):",
+        t.def.id,
+        t.attempts.len()
+    );
+    for a in &t.attempts {
+        s.push_str(&format!(
+            "\n  attempt {} on worker {}: {}: {}",
+            a.id, a.worker, a.outcome, a.error
+        ));
+    }
+    s
+}
+
+fn final_record(job: &JobRt) -> FinalRecord {
+    FinalRecord {
+        job_id: job.record.job_id.clone(),
+        pipeline: job.p.name.clone(),
+        output: job.p.output.clone(),
+        state: match job.state {
+            pb::JobState::Succeeded => "succeeded",
+            pb::JobState::Cancelled => "cancelled",
+            _ => "failed",
+        }
+        .to_string(),
+        error_kind: kind_name(job.error_kind).to_string(),
+        error: job.error.clone(),
+        summary_json: job.summary_json.clone(),
+        tasks_total: job.tasks.len() as u32,
+    }
+}
+
+fn status_err(e: ClusterError) -> Status {
+    match e {
+        ClusterError::Invalid(m) => Status::invalid_argument(m),
+        ClusterError::Config(m) => Status::failed_precondition(m),
+        e => Status::unavailable(e.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl pb::coordinator_server::Coordinator for CoordinatorService {
+    async fn register_worker(
+        &self,
+        req: Request<pb::RegisterWorkerRequest>,
+    ) -> Result<Response<pb::RegisterWorkerResponse>, Status> {
+        let r = req.into_inner();
+        if r.protocol_version != PROTOCOL_VERSION {
+            return Err(Status::failed_precondition(format!(
+                "protocol version {} is not {PROTOCOL_VERSION}: upgrade the worker",
+                r.protocol_version
+            )));
+        }
+        if r.worker_id.is_empty() {
+            return Err(Status::invalid_argument("empty worker id"));
+        }
+        let caps = r.capabilities.unwrap_or_default();
+        info!(worker = %r.worker_id, slots = caps.slots, gpus = caps.gpus, "worker registered");
+        let mut inner = self.lock();
+        let prev = inner.workers.insert(
+            r.worker_id.clone(),
+            WorkerRt {
+                caps,
+                last_seen: Instant::now(),
+                last_seen_ms: now_ms(),
+                draining: false,
+                attempts: HashSet::new(),
+                abandon: Vec::new(),
+            },
+        );
+        // A worker registering again under its id lost what it ran.
+        if let Some(prev) = prev {
+            let now = Instant::now();
+            for a in prev.attempts {
+                if let Some((job, t)) = inner.running.get(&a).cloned()
+                    && let Some(j) = inner.jobs.get_mut(&job)
+                    && let Some(at) = j.tasks[t].attempts.iter_mut().find(|x| x.id == a)
+                {
+                    at.deadline = now;
+                }
+            }
+        }
+        Ok(Response::new(pb::RegisterWorkerResponse {
+            protocol_version: PROTOCOL_VERSION,
+            generation: self.generation,
+            heartbeat_ms: self.cfg.heartbeat.as_millis() as u32,
+            lease_ms: self.cfg.lease.as_millis() as u32,
+        }))
+    }
+
+    async fn pull(
+        &self,
+        req: Request<pb::PullRequest>,
+    ) -> Result<Response<pb::PullResponse>, Status> {
+        self.pull_inner(req.into_inner()).map(Response::new)
+    }
+
+    async fn complete_task(
+        &self,
+        req: Request<pb::CompleteTaskRequest>,
+    ) -> Result<Response<pb::CompleteTaskResponse>, Status> {
+        self.complete_inner(req.into_inner())
+            .await
+            .map(Response::new)
+    }
+
+    async fn fail_task(
+        &self,
+        req: Request<pb::FailTaskRequest>,
+    ) -> Result<Response<pb::FailTaskResponse>, Status> {
+        self.fail_inner(req.into_inner()).map(Response::new)
+    }
+
+    async fn submit_job(
+        &self,
+        req: Request<pb::SubmitJobRequest>,
+    ) -> Result<Response<pb::SubmitJobResponse>, Status> {
+        let r = req.into_inner();
+        let job_id = self
+            .submit(&r.pipeline_file, &r.pipeline_text, &r.overrides)
+            .await
+            .map_err(status_err)?;
+        Ok(Response::new(pb::SubmitJobResponse { job_id }))
+    }
+
+    async fn get_job(
+        &self,
+        req: Request<pb::GetJobRequest>,
+    ) -> Result<Response<pb::JobStatus>, Status> {
+        let id = req.into_inner().job_id;
+        let inner = self.lock();
+        self.status_of(&inner, &id)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("no job {id}")))
+    }
+
+    async fn cancel_job(
+        &self,
+        req: Request<pb::CancelJobRequest>,
+    ) -> Result<Response<pb::JobStatus>, Status> {
+        let id = req.into_inner().job_id;
+        self.end_job(
+            &id,
+            pb::JobState::Cancelled,
+            pb::ErrorKind::Unspecified,
+            "cancelled".into(),
+        );
+        let inner = self.lock();
+        self.status_of(&inner, &id)
+            .map(Response::new)
+            .ok_or_else(|| Status::not_found(format!("no job {id}")))
+    }
+
+    async fn list_jobs(
+        &self,
+        _req: Request<pb::ListJobsRequest>,
+    ) -> Result<Response<pb::ListJobsResponse>, Status> {
+        let inner = self.lock();
+        let mut ids: Vec<&String> = inner.jobs.keys().chain(inner.finals.keys()).collect();
+        ids.sort();
+        ids.dedup();
+        let jobs = ids
+            .into_iter()
+            .filter_map(|id| self.status_of(&inner, id))
+            .collect();
+        Ok(Response::new(pb::ListJobsResponse { jobs }))
+    }
+}

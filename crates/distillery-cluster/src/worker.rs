@@ -1,0 +1,596 @@
+//! A worker: registers, pulls tasks (the pull is its heartbeat), runs each in its own
+//! attempt directory, reports the output manifest, and repeats. On shutdown (SIGTERM) it stops
+//! pulling, lets running tasks finish within the grace period, gives back the rest as
+//! retryable failures, and returns.
+//!
+//! Fault injection for tests and drills (`DISTILLERY_FAULTS`, comma-separated):
+//! `delay:<task-id-prefix>:<ms>` holds a matching task that long before it reports;
+//! `fail:<task-id-prefix>` fails matching tasks with a retryable error;
+//! `mute:<task-id-prefix>:<ms>` stops heartbeats that long once a matching task starts (a
+//! network partition or a stalled process, while the task itself goes on).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use distillery_core::spec::Pipeline;
+use distillery_exec::ExecError;
+use distillery_exec::parts::WrittenPart;
+use distillery_exec::run::ProgressMode;
+use distillery_exec::store::open_location;
+use distillery_exec::task::{JobPlan, TaskDef, TaskKind, TaskOutput, plan_tasks, run_task};
+use tokio::sync::{Notify, watch};
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::client::Client;
+use crate::coordinator::error_kind;
+use crate::metrics::Text;
+use crate::{ClusterError, PROTOCOL_VERSION, pb};
+
+/// Injected faults (see the module docs).
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    pub delay: Vec<(String, Duration)>,
+    pub fail: Vec<String>,
+    pub mute: Vec<(String, Duration)>,
+}
+
+impl Faults {
+    /// Parses `DISTILLERY_FAULTS`.
+    pub fn from_env() -> Result<Faults, ClusterError> {
+        match std::env::var("DISTILLERY_FAULTS") {
+            Ok(s) => Faults::parse(&s),
+            Err(_) => Ok(Faults::default()),
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Faults, ClusterError> {
+        let mut f = Faults::default();
+        for item in s.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let bad = || ClusterError::Config(format!("DISTILLERY_FAULTS: bad item `{item}`"));
+            let mut it = item.split(':');
+            match it.next() {
+                Some(kind @ ("delay" | "mute")) => {
+                    let prefix = it.next().ok_or_else(bad)?.to_string();
+                    let ms: u64 = it.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+                    let v = if kind == "delay" {
+                        &mut f.delay
+                    } else {
+                        &mut f.mute
+                    };
+                    v.push((prefix, Duration::from_millis(ms)));
+                }
+                Some("fail") => f.fail.push(it.next().ok_or_else(bad)?.to_string()),
+                _ => return Err(bad()),
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub coordinator: String,
+    pub worker_id: String,
+    pub slots: u32,
+    pub gpus: u32,
+    pub memory_bytes: u64,
+    pub labels: HashMap<String, String>,
+    /// Threads a task may use (the label and hseq stages' parallelism).
+    pub parallelism: usize,
+    /// How long running tasks may take to finish after shutdown is asked for.
+    pub grace: Duration,
+    pub mode: ProgressMode,
+    pub faults: Faults,
+}
+
+struct Running {
+    job: String,
+    task: String,
+    abort: tokio::task::AbortHandle,
+    /// Dropping it stops the attempt's work (see [`execute_on_own_thread`]).
+    _cancel: tokio::sync::oneshot::Sender<()>,
+}
+
+/// Counters exported on the worker's `/metrics`.
+#[derive(Default)]
+pub struct WorkerMetrics {
+    outcomes: Mutex<BTreeMap<&'static str, u64>>,
+    stage: Mutex<BTreeMap<String, (u64, u64)>>,
+    running: std::sync::atomic::AtomicU64,
+    pub registered: AtomicBool,
+}
+
+impl WorkerMetrics {
+    fn outcome(&self, o: &'static str) {
+        *self
+            .outcomes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(o)
+            .or_default() += 1;
+    }
+
+    /// The Prometheus text.
+    pub fn render(&self) -> String {
+        let mut m = Text::default();
+        m.counter_header(
+            "distillery_worker_tasks_total",
+            "attempts finished by outcome",
+        );
+        for (o, n) in self
+            .outcomes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            m.sample(
+                "distillery_worker_tasks_total",
+                &[("outcome", o)],
+                *n as f64,
+            );
+        }
+        m.gauge(
+            "distillery_worker_running_tasks",
+            "attempts running now",
+            self.running.load(Ordering::Relaxed) as f64,
+        );
+        let stage = self.stage.lock().unwrap_or_else(|e| e.into_inner());
+        m.counter_header(
+            "distillery_worker_records_total",
+            "records written per stage",
+        );
+        for (s, (r, _)) in stage.iter() {
+            m.sample(
+                "distillery_worker_records_total",
+                &[("stage", s)],
+                *r as f64,
+            );
+        }
+        m.counter_header("distillery_worker_bytes_total", "bytes written per stage");
+        for (s, (_, b)) in stage.iter() {
+            m.sample("distillery_worker_bytes_total", &[("stage", s)], *b as f64);
+        }
+        m.finish()
+    }
+}
+
+type Muted = Arc<Mutex<Option<Instant>>>;
+type Plans = Arc<Mutex<HashMap<String, Arc<(Pipeline, JobPlan)>>>>;
+
+/// Runs a worker until `shutdown` turns true and its tasks are done (or the grace period
+/// ends).
+pub async fn run_worker(
+    cfg: WorkerConfig,
+    mut client: Client,
+    mut shutdown: watch::Receiver<bool>,
+    metrics: Arc<WorkerMetrics>,
+) -> Result<(), ClusterError> {
+    let running: Arc<Mutex<HashMap<String, Running>>> = Arc::new(Mutex::new(HashMap::new()));
+    let plans: Plans = Arc::new(Mutex::new(HashMap::new()));
+    let wake = Arc::new(Notify::new());
+    let muted: Muted = Arc::new(Mutex::new(None));
+    let mut drain_started: Option<Instant> = None;
+    let mut backoff = Duration::from_millis(200);
+    'register: loop {
+        let reg = loop {
+            if *shutdown.borrow() && running.lock().map(|r| r.is_empty()).unwrap_or(true) {
+                return Ok(());
+            }
+            let req = pb::RegisterWorkerRequest {
+                protocol_version: PROTOCOL_VERSION,
+                worker_id: cfg.worker_id.clone(),
+                capabilities: Some(pb::Capabilities {
+                    slots: cfg.slots,
+                    gpus: cfg.gpus,
+                    memory_bytes: cfg.memory_bytes,
+                    labels: cfg.labels.clone(),
+                }),
+            };
+            match client.register_worker(req).await {
+                Ok(r) => break r.into_inner(),
+                Err(s) if s.code() == tonic::Code::Unauthenticated => {
+                    return Err(crate::client::rpc_err(&cfg.coordinator, s));
+                }
+                Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+                    return Err(crate::client::rpc_err(&cfg.coordinator, s));
+                }
+                Err(s) => {
+                    warn!(coordinator = %cfg.coordinator, error = %s.message(), "cannot register, retrying");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        };
+        metrics.registered.store(true, Ordering::SeqCst);
+        backoff = Duration::from_millis(200);
+        let generation = reg.generation;
+        let heartbeat = Duration::from_millis(u64::from(reg.heartbeat_ms.max(10)));
+        info!(worker = %cfg.worker_id, generation, "registered");
+        loop {
+            let draining = *shutdown.borrow();
+            if draining {
+                let started = *drain_started.get_or_insert_with(|| {
+                    info!(worker = %cfg.worker_id, grace_s = cfg.grace.as_secs_f64(), "shutdown asked: draining");
+                    Instant::now()
+                });
+                let left = running.lock().map(|r| r.len()).unwrap_or(0);
+                if left == 0 {
+                    info!(worker = %cfg.worker_id, "drained");
+                    return Ok(());
+                }
+                if started.elapsed() > cfg.grace {
+                    give_back(&cfg, &mut client, &running, generation).await;
+                    return Ok(());
+                }
+            }
+            let mute_left = muted
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .and_then(|until| until.checked_duration_since(Instant::now()));
+            if let Some(left) = mute_left {
+                tokio::time::sleep(left.min(heartbeat)).await;
+                continue;
+            }
+            let (snapshot, free) = {
+                let r = running.lock().unwrap_or_else(|e| e.into_inner());
+                let snap: Vec<pb::AttemptProgress> = r
+                    .iter()
+                    .map(|(a, t)| pb::AttemptProgress {
+                        job_id: t.job.clone(),
+                        task_id: t.task.clone(),
+                        attempt_id: a.clone(),
+                        records: 0,
+                        bytes: 0,
+                    })
+                    .collect();
+                let free = cfg.slots.saturating_sub(r.len() as u32);
+                (snap, free)
+            };
+            let req = pb::PullRequest {
+                worker_id: cfg.worker_id.clone(),
+                generation,
+                free_slots: if draining { 0 } else { free },
+                running: snapshot,
+                draining,
+            };
+            match client.pull(req).await {
+                Ok(resp) => {
+                    let resp = resp.into_inner();
+                    for a in resp.abandon_attempts {
+                        if let Some(r) =
+                            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&a)
+                        {
+                            warn!(attempt = %a, task = %r.task, "abandoning attempt");
+                            r.abort.abort();
+                            metrics.outcome("abandoned");
+                            metrics.running.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    for t in resp.tasks {
+                        if let Some((_, d)) = cfg
+                            .faults
+                            .mute
+                            .iter()
+                            .find(|(p, _)| t.task_id.starts_with(p.as_str()))
+                        {
+                            warn!(task = %t.task_id, mute_ms = d.as_millis() as u64, "injected heartbeat stall");
+                            *muted.lock().unwrap_or_else(|e| e.into_inner()) =
+                                Some(Instant::now() + *d);
+                        }
+                        spawn_task(&cfg, &client, &running, &plans, &metrics, &wake, t);
+                    }
+                }
+                Err(s) if s.code() == tonic::Code::FailedPrecondition => {
+                    warn!(error = %s.message(), "coordinator asks to register again");
+                    continue 'register;
+                }
+                Err(s) => {
+                    warn!(coordinator = %cfg.coordinator, error = %s.message(), "pull failed");
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(heartbeat) => {}
+                _ = wake.notified() => {}
+                _ = shutdown.changed(), if !draining => {}
+            }
+        }
+    }
+}
+
+/// The grace period ended: running attempts are stopped and reported as retryable failures so
+/// the coordinator reschedules them at once.
+async fn give_back(
+    cfg: &WorkerConfig,
+    client: &mut Client,
+    running: &Arc<Mutex<HashMap<String, Running>>>,
+    generation: u64,
+) {
+    let all: Vec<(String, Running)> = running
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain()
+        .collect();
+    for (attempt, r) in all {
+        r.abort.abort();
+        warn!(attempt = %attempt, task = %r.task, "grace period over: giving the task back");
+        let _ = client
+            .fail_task(pb::FailTaskRequest {
+                worker_id: cfg.worker_id.clone(),
+                job_id: r.job,
+                task_id: r.task,
+                attempt_id: attempt,
+                generation,
+                kind: pb::ErrorKind::Retryable as i32,
+                message: "the worker shut down before the task finished".into(),
+            })
+            .await;
+    }
+}
+
+fn spawn_task(
+    cfg: &WorkerConfig,
+    client: &Client,
+    running: &Arc<Mutex<HashMap<String, Running>>>,
+    plans: &Plans,
+    metrics: &Arc<WorkerMetrics>,
+    wake: &Arc<Notify>,
+    t: pb::Task,
+) {
+    let span = info_span!("task", job = %t.job_id, task = %t.task_id, attempt = %t.attempt_id);
+    let (cfg, mut client, running2, plans, metrics2, wake) = (
+        cfg.clone(),
+        client.clone(),
+        running.clone(),
+        plans.clone(),
+        metrics.clone(),
+        wake.clone(),
+    );
+    let attempt = t.attempt_id.clone();
+    let (job, task_id) = (t.job_id.clone(), t.task_id.clone());
+    let (cancel_tx, cancel_rx) = tokio::sync::oneshot::channel::<()>();
+    // Registered before the task starts, so the next pull lists it.
+    let mut guard = running.lock().unwrap_or_else(|e| e.into_inner());
+    let handle = tokio::spawn(
+        async move {
+            info!("task started");
+            let started = Instant::now();
+            let Some(result) = execute_on_own_thread(&cfg, &plans, &t, cancel_rx).await else {
+                return;
+            };
+            // Abandoned meanwhile: nothing to report.
+            if !running2
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&t.attempt_id)
+            {
+                return;
+            }
+            match result {
+                Ok(output) => {
+                    let (stage, records, bytes) = (
+                        output.summary.stage.clone(),
+                        output.summary.records_out,
+                        output.summary.bytes_out,
+                    );
+                    let req = pb::CompleteTaskRequest {
+                        worker_id: cfg.worker_id.clone(),
+                        job_id: t.job_id.clone(),
+                        task_id: t.task_id.clone(),
+                        attempt_id: t.attempt_id.clone(),
+                        generation: t.generation,
+                        output_json: serde_json::to_string(&output).expect("output serializes"),
+                    };
+                    match report(&mut client, req).await {
+                        Some(true) => {
+                            info!(
+                                seconds = started.elapsed().as_secs_f64(),
+                                records, "task committed"
+                            );
+                            metrics2.outcome("committed");
+                            let mut s = metrics2.stage.lock().unwrap_or_else(|e| e.into_inner());
+                            let e = s.entry(stage).or_default();
+                            e.0 += records;
+                            e.1 += bytes;
+                        }
+                        Some(false) => metrics2.outcome("refused"),
+                        None => metrics2.outcome("unreported"),
+                    }
+                }
+                Err(e) => {
+                    let kind = error_kind(&e);
+                    warn!(error = %e, "task failed");
+                    metrics2.outcome("failed");
+                    let _ = client
+                        .fail_task(pb::FailTaskRequest {
+                            worker_id: cfg.worker_id.clone(),
+                            job_id: t.job_id.clone(),
+                            task_id: t.task_id.clone(),
+                            attempt_id: t.attempt_id.clone(),
+                            generation: t.generation,
+                            kind: kind as i32,
+                            message: e.to_string(),
+                        })
+                        .await;
+                }
+            }
+            running2
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&t.attempt_id);
+            metrics2.running.fetch_sub(1, Ordering::Relaxed);
+            wake.notify_one();
+        }
+        .instrument(span),
+    );
+    metrics.running.fetch_add(1, Ordering::Relaxed);
+    guard.insert(
+        attempt,
+        Running {
+            job,
+            task: task_id,
+            abort: handle.abort_handle(),
+            _cancel: cancel_tx,
+        },
+    );
+}
+
+/// Reports a completion, retrying while the coordinator is unreachable (it may be
+/// restarting). `Some(accepted)`, or `None` when it could not be reported at all.
+async fn report(client: &mut Client, req: pb::CompleteTaskRequest) -> Option<bool> {
+    let mut delay = Duration::from_millis(200);
+    for _ in 0..30 {
+        match client.complete_task(req.clone()).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                if !r.accepted {
+                    warn!(reason = %r.reason, "completion refused");
+                }
+                return Some(r.accepted);
+            }
+            Err(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unavailable
+                        | tonic::Code::Unknown
+                        | tonic::Code::Cancelled
+                        | tonic::Code::DeadlineExceeded
+                ) =>
+            {
+                warn!(error = %s.message(), "cannot report the completion, retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(3));
+            }
+            Err(s) => {
+                warn!(error = %s.message(), "completion rejected");
+                return Some(false);
+            }
+        }
+    }
+    None
+}
+
+/// Runs an attempt on a blocking thread of its own, driven by the runtime's handle: the
+/// stages' futures borrow their pipeline across awaits in ways rustc cannot yet prove `Send`
+/// for every lifetime, so they are not moved between threads. `None` when cancelled (the
+/// attempt's `Running` entry, holding the sender, was dropped).
+async fn execute_on_own_thread(
+    cfg: &WorkerConfig,
+    plans: &Plans,
+    t: &pb::Task,
+    cancel: tokio::sync::oneshot::Receiver<()>,
+) -> Option<Result<TaskOutput, ExecError>> {
+    let (cfg, plans, t) = (cfg.clone(), plans.clone(), t.clone());
+    let handle = tokio::runtime::Handle::current();
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || {
+        let _enter = span.enter();
+        handle.block_on(async move {
+            tokio::select! {
+                r = execute(&cfg, &plans, &t) => Some(r),
+                _ = cancel => None,
+            }
+        })
+    })
+    .await
+    .unwrap_or_else(|e| Some(Err(ExecError::Task(format!("task thread: {e}")))))
+}
+
+/// Runs one task attempt.
+async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<TaskOutput, ExecError> {
+    let def: TaskDef = serde_json::from_str(&t.task_json)
+        .map_err(|e| ExecError::Task(format!("bad task definition: {e}")))?;
+    let inputs: Vec<WrittenPart> = serde_json::from_str(&t.inputs_json)
+        .map_err(|e| ExecError::Task(format!("bad task inputs: {e}")))?;
+    if cfg
+        .faults
+        .fail
+        .iter()
+        .any(|p| def.id.starts_with(p.as_str()))
+    {
+        return Err(ExecError::Task(format!("injected failure of {}", def.id)));
+    }
+    let cached = plans
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&t.job_id)
+        .cloned();
+    let planned = match cached {
+        Some(p) => p,
+        None => {
+            let p = Pipeline::parse(&t.pipeline_file, &t.pipeline_text, &t.overrides)
+                .map_err(|e| ExecError::Inputs(e.to_string()))?;
+            let jp = plan_tasks(&p)?;
+            let v = Arc::new((p, jp));
+            plans
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(t.job_id.clone(), v.clone());
+            v
+        }
+    };
+    let (p, jp) = (&planned.0, &planned.1);
+    if let TaskKind::Ingest { file } = def.kind
+        && jp.plan.files.get(file).map(|f| format!("ingest/{}", f.tag)) != Some(def.id.clone())
+    {
+        return Err(ExecError::Inputs(format!(
+            "{}: this worker sees other input files than the coordinator (shared storage?)",
+            def.id
+        )));
+    }
+    let out = open_location(&p.output, true)?;
+    let output = run_task(
+        p,
+        &jp.plan,
+        &def,
+        &out,
+        &t.dir,
+        &inputs,
+        cfg.parallelism,
+        cfg.mode,
+    )
+    .await?;
+    for (prefix, d) in &cfg.faults.delay {
+        if def.id.starts_with(prefix.as_str()) {
+            info!(delay_ms = d.as_millis() as u64, "injected delay");
+            tokio::time::sleep(*d).await;
+        }
+    }
+    Ok(output)
+}
+
+/// A worker id: the host name (the pod name on Kubernetes) and a random suffix.
+pub fn default_worker_id() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".to_string());
+    let mut suffix = String::new();
+    for _ in 0..6 {
+        suffix.push(fastrand::lowercase());
+    }
+    format!("{host}-{}-{suffix}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_parse() {
+        let f = Faults::parse("delay:ingest/:1500, fail:stage/label, mute:ingest/:10").unwrap();
+        assert_eq!(
+            f.mute,
+            vec![("ingest/".to_string(), Duration::from_millis(10))]
+        );
+        assert_eq!(
+            f.delay,
+            vec![("ingest/".to_string(), Duration::from_millis(1500))]
+        );
+        assert_eq!(f.fail, vec!["stage/label".to_string()]);
+        assert!(Faults::parse("delay:x").is_err());
+        assert!(Faults::parse("explode:x").is_err());
+    }
+}

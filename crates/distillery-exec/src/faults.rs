@@ -1,0 +1,114 @@
+//! An object-store fault layer for failure drills and tests: with
+//! `DISTILLERY_FAULT_STORE_WRITES=N` in the environment, the first `N` writes (puts and
+//! multipart uploads) of this process through any opened location fail with a transient
+//! error, as a flaky S3 would. Without it, locations use their store directly.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+
+/// Environment variable: how many writes fail.
+pub const FAULT_WRITES_ENV: &str = "DISTILLERY_FAULT_STORE_WRITES";
+
+fn budget() -> Option<&'static AtomicU64> {
+    static LEFT: OnceLock<Option<AtomicU64>> = OnceLock::new();
+    LEFT.get_or_init(|| {
+        std::env::var(FAULT_WRITES_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| *n > 0)
+            .map(AtomicU64::new)
+    })
+    .as_ref()
+}
+
+/// Wraps a store in the fault layer when the environment asks for one.
+pub fn wrap(store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    match budget() {
+        Some(_) => Arc::new(FaultyStore { inner: store }),
+        None => store,
+    }
+}
+
+/// A store whose first writes fail.
+#[derive(Debug)]
+pub struct FaultyStore {
+    inner: Arc<dyn ObjectStore>,
+}
+
+impl std::fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FaultyStore({})", self.inner)
+    }
+}
+
+fn inject(location: &Path) -> Result<()> {
+    if let Some(left) = budget()
+        && left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    {
+        tracing::warn!(path = %location, "injected object-store write failure");
+        return Err(object_store::Error::Generic {
+            store: "fault-layer",
+            source: format!("injected write failure at {location}").into(),
+        });
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl ObjectStore for FaultyStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        inject(location)?;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        inject(location)?;
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}

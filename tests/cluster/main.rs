@@ -1,0 +1,595 @@
+//! The cluster harness and the fault tests: a `distillery coordinator` and `distillery worker`
+//! processes on loopback, the quick-start pipeline plus a larger generated HotpotQA input, and
+//! each fault ending with outputs identical (same files, same bytes, same rows) to a fault-free
+//! `distillery run` of the same pipeline.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_distillery"));
+    c.current_dir(repo());
+    c.env_remove("DISTILLERY_FAULTS")
+        .env_remove("DISTILLERY_FAULT_STORE_WRITES")
+        .env_remove("DISTILLERY_TOKEN")
+        .env("RUST_LOG", "info");
+    c
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Writes the test pipeline: the quick-start inputs plus `files` generated HotpotQA files of
+/// `per_file` questions each, HSEQ and labels over both QA inputs.
+fn write_pipeline(dir: &Path, files: usize, per_file: usize) -> PathBuf {
+    let gen_dir = dir.join("gen");
+    std::fs::create_dir_all(&gen_dir).unwrap();
+    for f in 0..files {
+        let mut qs = Vec::new();
+        for i in 0..per_file {
+            let n = f * per_file + i;
+            let a = format!("Person {n}");
+            let b = format!("Town {}", n % 97);
+            qs.push(serde_json::json!({
+                "_id": format!("gen-{n:06}"),
+                "question": format!("Where was the author of Book {n} born?"),
+                "answer": b,
+                "type": "bridge",
+                "level": "medium",
+                "supporting_facts": [[format!("Book {n}"), 0], [a.clone(), 0]],
+                "context": [
+                    [format!("Book {n}"), [format!("Book {n} is a novel written by {a}."), format!(" It was published in {}.", 1900 + n % 120)]],
+                    [a.clone(), [format!("{a} was born in {b}."), format!(" {a} wrote {} books.", n % 13 + 1)]],
+                    [format!("Book {} sequel", n), [format!("A sequel to Book {n} never appeared."), " Critics noted its absence.".to_string()]],
+                ]
+            }));
+        }
+        std::fs::write(
+            gen_dir.join(format!("part-{f}.json")),
+            serde_json::to_vec(&qs).unwrap(),
+        )
+        .unwrap();
+    }
+    let text = std::fs::read_to_string(repo().join("pipelines/quickstart.toml"))
+        .unwrap()
+        .replace(
+            "[[stages]]\nkind = \"hseq\"",
+            &format!(
+                "[[inputs]]\nname = \"gen\"\nformat = \"hotpotqa\"\npaths = [\"{}/part-*.json\"]\nsplit = \"train\"\n\n[[stages]]\nkind = \"hseq\"",
+                gen_dir.display()
+            ),
+        )
+        .replace("inputs = [\"hotpot\"]", "inputs = [\"hotpot\", \"gen\"]");
+    assert!(
+        text.contains("name = \"gen\""),
+        "quickstart.toml changed shape"
+    );
+    let p = dir.join("pipeline.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Every file of an output: data files byte for byte; the manifest without its run id; the
+/// summary's row counts.
+fn snapshot(out: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut m = BTreeMap::new();
+    let mut stack = vec![out.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(out).unwrap().display().to_string();
+            let bytes = std::fs::read(&p).unwrap();
+            let bytes = match rel.as_str() {
+                "_manifest.json" => {
+                    let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    v["run_id"] = serde_json::Value::Null;
+                    serde_json::to_vec_pretty(&v).unwrap()
+                }
+                "_summary.json" => {
+                    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                    let rows: Vec<_> = v["stages"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|s| {
+                            (
+                                s["stage"].clone(),
+                                s["records_in"].clone(),
+                                s["records_out"].clone(),
+                                s["quarantined"].clone(),
+                            )
+                        })
+                        .collect();
+                    format!("{rows:?}").into_bytes()
+                }
+                _ => bytes,
+            };
+            m.insert(rel, bytes);
+        }
+    }
+    m
+}
+
+fn assert_same_output(reference: &Path, got: &Path) {
+    let (a, b) = (snapshot(reference), snapshot(got));
+    let names = |m: &BTreeMap<String, Vec<u8>>| m.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(names(&a), names(&b), "different files");
+    for (k, v) in &a {
+        assert!(&b[k] == v, "{k} differs from the fault-free run");
+    }
+    assert!(a.len() > 20, "the output is too small to prove much: {a:?}");
+}
+
+/// A fault-free reference output of the pipeline, by `distillery run`.
+fn reference(dir: &Path, pipeline: &Path) -> PathBuf {
+    let out = dir.join("reference");
+    let o = bin()
+        .args(["run", "-q"])
+        .arg(pipeline)
+        .arg("--set")
+        .arg(format!("output={}", out.display()))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "reference run failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// A coordinator and workers as processes on loopback.
+struct Cluster {
+    dir: PathBuf,
+    port: u16,
+    metrics_port: u16,
+    token_file: PathBuf,
+    coordinator: Option<Child>,
+    coordinator_args: Vec<String>,
+    workers: Vec<(String, Child)>,
+    starts: usize,
+}
+
+impl Cluster {
+    fn new(dir: &Path, coordinator_args: &[&str]) -> Cluster {
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, "test-token-0123456789").unwrap();
+        let mut c = Cluster {
+            dir: dir.to_path_buf(),
+            port: free_port(),
+            metrics_port: free_port(),
+            token_file,
+            coordinator: None,
+            coordinator_args: coordinator_args.iter().map(|s| s.to_string()).collect(),
+            workers: Vec::new(),
+            starts: 0,
+        };
+        c.start_coordinator();
+        c
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn log(&self, name: &str) -> std::fs::File {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))
+            .unwrap()
+    }
+
+    fn read_log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    fn start_coordinator(&mut self) {
+        self.starts += 1;
+        let mut c = bin();
+        c.arg("coordinator")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{}", self.port))
+            .arg("--metrics-listen")
+            .arg(format!("127.0.0.1:{}", self.metrics_port))
+            .arg("--state")
+            .arg(self.dir.join("state"))
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .args([
+                "--lease-secs",
+                "2",
+                "--heartbeat-ms",
+                "100",
+                "--backoff-ms",
+                "100",
+                "--straggler-factor",
+                "0",
+            ])
+            .args(&self.coordinator_args)
+            .stdout(Stdio::null())
+            .stderr(self.log("coordinator"));
+        self.coordinator = Some(c.spawn().unwrap());
+        // Ready once /readyz answers.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if http_get(self.metrics_port, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("coordinator not ready: {}", self.read_log("coordinator"));
+    }
+
+    fn start_worker(&mut self, id: &str, env: &[(&str, &str)]) {
+        let mut c = bin();
+        c.arg("worker")
+            .args([
+                "--coordinator",
+                &self.url(),
+                "--worker-id",
+                id,
+                "--slots",
+                "1",
+                "--parallelism",
+                "1",
+                "--grace-secs",
+                "20",
+            ])
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .stdout(Stdio::null())
+            .stderr(self.log(id));
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        self.workers.push((id.to_string(), c.spawn().unwrap()));
+    }
+
+    fn worker(&mut self, id: &str) -> &mut Child {
+        &mut self.workers.iter_mut().find(|(w, _)| w == id).unwrap().1
+    }
+
+    fn cli(&self, args: &[&str]) -> Output {
+        bin()
+            .args(args)
+            .args(["--coordinator", &self.url()])
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .output()
+            .unwrap()
+    }
+
+    fn submit(&self, pipeline: &Path, out: &Path) -> String {
+        let o = self.cli(&[
+            "submit",
+            pipeline.to_str().unwrap(),
+            "--set",
+            &format!("output={}", out.display()),
+        ]);
+        assert!(
+            o.status.success(),
+            "submit: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap().trim().to_string()
+    }
+
+    fn status(&self, job: &str) -> String {
+        let o = self.cli(&["status", job]);
+        String::from_utf8_lossy(&o.stdout).to_string()
+    }
+
+    /// Waits until `cond` holds for the job's status text.
+    fn wait_for(&self, job: &str, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let s = self.status(job);
+            if cond(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; status:\n{s}\ncoordinator log:\n{}",
+                self.read_log("coordinator")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_end(&self, job: &str) -> String {
+        self.wait_for(job, "the job to end", |s| {
+            let head = s.lines().next().unwrap_or("");
+            head.contains(" succeeded ")
+                || head.contains(" failed ")
+                || head.contains(" cancelled ")
+        })
+    }
+
+    /// The worker running a task now, by the status listing.
+    fn busy_worker(&self, job: &str) -> String {
+        let s = self.wait_for(job, "a busy worker", |s| {
+            s.lines()
+                .any(|l| l.trim_start().starts_with('w') && l.contains("running   1"))
+        });
+        s.lines()
+            .find(|l| l.trim_start().starts_with('w') && l.contains("running   1"))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap()
+            .to_string()
+    }
+
+    fn metrics(&self) -> String {
+        http_get(self.metrics_port, "/metrics").unwrap_or_default()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.coordinator {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for (_, w) in &mut self.workers {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
+    }
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+fn signal(child: &Child, sig: &str) {
+    let st = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    dir: PathBuf,
+    pipeline: PathBuf,
+    reference: PathBuf,
+    out: PathBuf,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let pipeline = write_pipeline(&dir, 4, 150);
+    let reference = reference(&dir, &pipeline);
+    Setup {
+        out: dir.join("out"),
+        _tmp: tmp,
+        dir,
+        pipeline,
+        reference,
+    }
+}
+
+#[test]
+fn run_and_submit_to_three_worker_processes_give_identical_outputs() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &[]);
+    for w in ["w1", "w2", "w3"] {
+        c.start_worker(w, &[]);
+    }
+    // `submit --wait` exits 0 only when the job succeeded.
+    let o = c.cli(&[
+        "submit",
+        s.pipeline.to_str().unwrap(),
+        "--set",
+        &format!("output={}", s.out.display()),
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_same_output(&s.reference, &s.out);
+    // Every worker took part, and the metrics say what happened.
+    for w in ["w1", "w2", "w3"] {
+        assert!(c.read_log(w).contains("task committed"), "{w} ran nothing");
+    }
+    let m = c.metrics();
+    assert!(
+        metric(&m, "distillery_coordinator_commits_total") == 11.0,
+        "{m}"
+    );
+    assert!(
+        m.contains("distillery_stage_records_total{stage=\"hseq\"}"),
+        "{m}"
+    );
+    // No token, no work.
+    let o = bin()
+        .args(["status", "--coordinator", &c.url()])
+        .env("DISTILLERY_TOKEN", "wrong")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Unauthenticated"));
+    // The token never reaches the logs.
+    for name in ["coordinator", "w1", "w2", "w3"] {
+        assert!(!c.read_log(name).contains("test-token-0123456789"));
+    }
+}
+
+#[test]
+fn fault_1_a_worker_killed_mid_task() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &[]);
+    let slow = [("DISTILLERY_FAULTS", "delay:ingest/:3000")];
+    c.start_worker("w1", &slow);
+    c.start_worker("w2", &slow);
+    let job = c.submit(&s.pipeline, &s.out);
+    let victim = c.busy_worker(&job);
+    c.worker(&victim).kill().unwrap(); // SIGKILL
+    let end = c.wait_end(&job);
+    assert!(end.contains(" succeeded "), "{end}");
+    assert_same_output(&s.reference, &s.out);
+    let m = c.metrics();
+    assert!(
+        metric(&m, "distillery_coordinator_lease_expiries_total") >= 1.0,
+        "{m}"
+    );
+}
+
+#[test]
+fn fault_2_the_coordinator_killed_and_restarted_mid_job() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &[]);
+    let slow = [("DISTILLERY_FAULTS", "delay:ingest/:700")];
+    c.start_worker("w1", &slow);
+    c.start_worker("w2", &slow);
+    let job = c.submit(&s.pipeline, &s.out);
+    c.wait_for(&job, "a first commit", |st| {
+        st.contains("ingest") && !st.contains(" 0/") && st.contains(" running ")
+    });
+    let mut coord = c.coordinator.take().unwrap();
+    coord.kill().unwrap();
+    coord.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    c.start_coordinator();
+    let end = c.wait_end(&job);
+    assert!(end.contains(" succeeded "), "{end}");
+    assert_same_output(&s.reference, &s.out);
+    let log = c.read_log("coordinator");
+    assert!(log.contains("job resumed from the state store"), "{log}");
+    assert_eq!(c.starts, 2);
+}
+
+#[test]
+fn fault_3_a_silent_worker_past_its_lease_is_refused_when_it_publishes() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &[]);
+    // w1 stops heartbeating for 20 s when it takes an ingest task, which it finishes after
+    // 3.5 s, well past its 2 s lease; the task has moved to w2 by then.
+    c.start_worker(
+        "w1",
+        &[("DISTILLERY_FAULTS", "mute:ingest/:20000,delay:ingest/:3500")],
+    );
+    let job = c.submit(&s.pipeline, &s.out);
+    c.busy_worker(&job);
+    c.start_worker("w2", &[]);
+    let end = c.wait_end(&job);
+    assert!(end.contains(" succeeded "), "{end}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !c.read_log("w1").contains("completion refused") {
+        assert!(
+            Instant::now() < deadline,
+            "w1 never tried to publish:\n{}",
+            c.read_log("w1")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let m = c.metrics();
+    assert!(
+        metric(&m, "distillery_coordinator_commits_refused_total") >= 1.0,
+        "{m}"
+    );
+    assert_same_output(&s.reference, &s.out);
+}
+
+#[test]
+fn fault_4_object_store_writes_fail_for_a_while() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &["--max-attempts", "8"]);
+    c.start_worker("w1", &[("DISTILLERY_FAULT_STORE_WRITES", "3")]);
+    c.start_worker("w2", &[("DISTILLERY_FAULT_STORE_WRITES", "3")]);
+    let job = c.submit(&s.pipeline, &s.out);
+    let end = c.wait_end(&job);
+    assert!(end.contains(" succeeded "), "{end}");
+    let logs = c.read_log("w1") + &c.read_log("w2");
+    assert!(
+        logs.contains("injected object-store write failure"),
+        "{logs}"
+    );
+    assert!(metric(&c.metrics(), "distillery_coordinator_task_retries_total") >= 1.0);
+    assert_same_output(&s.reference, &s.out);
+}
+
+#[test]
+fn fault_5_a_task_that_always_fails_fails_the_job_cleanly() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &["--max-attempts", "3"]);
+    c.start_worker("w1", &[("DISTILLERY_FAULTS", "fail:stage/label")]);
+    c.start_worker("w2", &[("DISTILLERY_FAULTS", "fail:stage/label")]);
+    let o = c.cli(&[
+        "submit",
+        s.pipeline.to_str().unwrap(),
+        "--set",
+        &format!("output={}", s.out.display()),
+        "--wait",
+    ]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    // The report names the task, its attempts and their errors.
+    assert!(
+        err.contains("task stage/label failed after 3 attempt(s)"),
+        "{err}"
+    );
+    assert_eq!(
+        err.matches("injected failure of stage/label").count(),
+        3,
+        "{err}"
+    );
+    // Nothing was published: no manifest, no table part, no staging left.
+    std::thread::sleep(Duration::from_millis(500));
+    let files: Vec<String> = snapshot(&s.out).into_keys().collect();
+    assert!(files.is_empty(), "published or left behind: {files:?}");
+}
+
+#[test]
+fn fault_6_sigterm_drains_a_worker_and_the_job_completes() {
+    let s = setup();
+    let mut c = Cluster::new(&s.dir, &[]);
+    let slow = [("DISTILLERY_FAULTS", "delay:ingest/:3000")];
+    c.start_worker("w1", &slow);
+    c.start_worker("w2", &slow);
+    let job = c.submit(&s.pipeline, &s.out);
+    let victim = c.busy_worker(&job);
+    signal(c.worker(&victim), "TERM");
+    let status = c.worker(&victim).wait().unwrap();
+    assert!(status.success(), "a drained worker exits 0: {status:?}");
+    let log = c.read_log(&victim);
+    let drain = log.find("draining").expect("drain logged");
+    assert!(
+        log[drain..].contains("task committed"),
+        "it finished its task first:\n{log}"
+    );
+    let end = c.wait_end(&job);
+    assert!(end.contains(" succeeded "), "{end}");
+    assert_same_output(&s.reference, &s.out);
+}
