@@ -593,3 +593,34 @@ fn fault_6_sigterm_drains_a_worker_and_the_job_completes() {
     assert!(end.contains(" succeeded "), "{end}");
     assert_same_output(&s.reference, &s.out);
 }
+
+#[test]
+fn kubernetes_manifests_render_and_validate_offline() {
+    let o = Command::new("bash")
+        .arg("scripts/validate-k8s.sh")
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(2) && std::env::var_os("CI").is_none() {
+        eprintln!(
+            "skipping: the k8s tools are not installed (bash scripts/install-k8s-tools.sh):\n{out}"
+        );
+        return;
+    }
+    assert!(o.status.success(), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("manifests:"))
+        .unwrap_or_else(|| panic!("no summary line:\n{out}"));
+    assert!(line.ends_with(" 0 failed"), "{line}");
+    for kind in [
+        "Deployment/distillery-coordinator",
+        "CronJob/",
+        "PodDisruptionBudget/",
+        "Job/",
+        "Service/vllm",
+    ] {
+        assert!(out.contains(kind), "{kind} not validated:\n{out}");
+    }
+}

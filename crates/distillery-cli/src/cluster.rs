@@ -163,7 +163,7 @@ pub async fn worker(
     let metrics = Arc::new(WorkerMetrics::default());
     if let Some(addr) = metrics_listen {
         let m = metrics.clone();
-        let ready = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let ready = metrics.registered.clone();
         distillery_cluster::metrics::serve(addr, Arc::new(move || m.render()), ready)
             .await
             .with_context(|| format!("cannot serve metrics on {addr}"))?;

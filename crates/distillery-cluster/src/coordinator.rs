@@ -1498,3 +1498,199 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         Ok(Response::new(pb::ListJobsResponse { jobs }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pipeline(dir: &std::path::Path, gpus: u32) -> String {
+        let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/quickstart");
+        format!(
+            "version = 1\nname = \"t\"\noutput = \"{}\"\n[run]\nshards = 2\n\
+             [[inputs]]\nname = \"hotpot\"\nformat = \"hotpotqa\"\npaths = [\"{}\"]\n\
+             [[inputs]]\nname = \"kb\"\nformat = \"metaqa-kb\"\npaths = [\"{}\"]\n\
+             [[stages]]\nkind = \"hseq\"\ngpus = {gpus}\n",
+            dir.join("out").display(),
+            data.join("hotpot.json").display(),
+            data.join("kb.txt").display()
+        )
+    }
+
+    async fn service(dir: &std::path::Path, cfg: CoordinatorConfig) -> CoordinatorService {
+        CoordinatorService::start(&dir.join("state").display().to_string(), cfg)
+            .await
+            .unwrap()
+    }
+
+    fn register(svc: &CoordinatorService, id: &str, gpus: u32) {
+        let mut inner = svc.lock();
+        inner.workers.insert(
+            id.to_string(),
+            WorkerRt {
+                caps: pb::Capabilities {
+                    slots: 4,
+                    gpus,
+                    ..Default::default()
+                },
+                last_seen: Instant::now(),
+                last_seen_ms: 0,
+                draining: false,
+                attempts: HashSet::new(),
+                abandon: Vec::new(),
+            },
+        );
+    }
+
+    /// A pull by a worker that runs `running` (attempts it must list, or lose them).
+    fn pull_running(
+        svc: &CoordinatorService,
+        id: &str,
+        free: u32,
+        running: &[pb::Task],
+    ) -> Vec<pb::Task> {
+        let running = running
+            .iter()
+            .map(|t| pb::AttemptProgress {
+                job_id: t.job_id.clone(),
+                task_id: t.task_id.clone(),
+                attempt_id: t.attempt_id.clone(),
+                records: 0,
+                bytes: 0,
+            })
+            .collect();
+        svc.pull_inner(pb::PullRequest {
+            worker_id: id.to_string(),
+            generation: svc.generation,
+            free_slots: free,
+            running,
+            draining: false,
+        })
+        .unwrap()
+        .tasks
+    }
+
+    fn pull(svc: &CoordinatorService, id: &str, free: u32) -> Vec<pb::Task> {
+        svc.pull_inner(pb::PullRequest {
+            worker_id: id.to_string(),
+            generation: svc.generation,
+            free_slots: free,
+            running: Vec::new(),
+            draining: false,
+        })
+        .unwrap()
+        .tasks
+    }
+
+    async fn complete(
+        svc: &CoordinatorService,
+        id: &str,
+        t: &pb::Task,
+    ) -> pb::CompleteTaskResponse {
+        let out = TaskOutput {
+            dir: t.dir.clone(),
+            ..Default::default()
+        };
+        svc.complete_inner(pb::CompleteTaskRequest {
+            worker_id: id.to_string(),
+            job_id: t.job_id.clone(),
+            task_id: t.task_id.clone(),
+            attempt_id: t.attempt_id.clone(),
+            generation: t.generation,
+            output_json: serde_json::to_string(&out).unwrap(),
+        })
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_stage_that_needs_a_gpu_goes_only_to_a_worker_with_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+        svc.submit("t.toml", &pipeline(tmp.path(), 1), &[])
+            .await
+            .unwrap();
+        register(&svc, "cpu", 0);
+        register(&svc, "gpu", 1);
+        let ingest = pull(&svc, "cpu", 4);
+        assert_eq!(
+            ingest.len(),
+            2,
+            "the two ingest tasks, nothing above them yet"
+        );
+        assert!(pull_running(&svc, "cpu", 2, &ingest).is_empty());
+        for t in &ingest {
+            let r = complete(&svc, "cpu", t).await;
+            assert!(r.accepted, "{}", r.reason);
+        }
+        assert!(pull(&svc, "cpu", 4).is_empty(), "hseq needs a GPU");
+        let hseq = pull(&svc, "gpu", 4);
+        let ids: Vec<&str> = hseq.iter().map(|t| t.task_id.as_str()).collect();
+        assert_eq!(ids, ["stage/hseq/shard-00000", "stage/hseq/shard-00001"]);
+    }
+
+    #[tokio::test]
+    async fn a_straggler_gets_a_copy_and_the_first_commit_wins() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = CoordinatorConfig {
+            straggler_factor: 2.0,
+            straggler_min: Duration::from_millis(50),
+            ..CoordinatorConfig::default()
+        };
+        let svc = service(tmp.path(), cfg).await;
+        svc.submit("t.toml", &pipeline(tmp.path(), 0), &[])
+            .await
+            .unwrap();
+        register(&svc, "a", 0);
+        register(&svc, "b", 0);
+        let first = pull(&svc, "a", 2);
+        assert!(complete(&svc, "a", &first[0]).await.accepted);
+        // The other ingest task runs on: after 4x the median it is copied to b.
+        tokio::time::sleep(Duration::from_millis(120)).await;
+        svc.tick();
+        let copy = pull(&svc, "b", 1);
+        assert_eq!(copy.len(), 1);
+        assert_eq!(copy[0].task_id, first[1].task_id);
+        assert_ne!(copy[0].attempt_id, first[1].attempt_id);
+        assert!(complete(&svc, "b", &copy[0]).await.accepted);
+        let late = complete(&svc, "a", &first[1]).await;
+        assert!(!late.accepted);
+        assert_eq!(late.reason, "attempt is abandoned");
+        assert!(
+            svc.metrics()
+                .contains("distillery_coordinator_straggler_copies_total 1")
+        );
+    }
+
+    #[tokio::test]
+    async fn expired_leases_are_retried_then_the_job_fails_with_a_report() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = CoordinatorConfig {
+            lease: Duration::from_millis(30),
+            backoff: Duration::from_millis(1),
+            max_attempts: 2,
+            ..CoordinatorConfig::default()
+        };
+        let svc = service(tmp.path(), cfg).await;
+        let job = svc
+            .submit("t.toml", &pipeline(tmp.path(), 0), &[])
+            .await
+            .unwrap();
+        register(&svc, "a", 0);
+        for _ in 0..2 {
+            assert_eq!(pull(&svc, "a", 2).len(), 2);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            svc.tick();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            svc.tick();
+        }
+        let inner = svc.lock();
+        let st = svc.status_of(&inner, &job).unwrap();
+        assert_eq!(st.state, pb::JobState::Failed as i32);
+        assert!(
+            st.error.contains("failed after 2 attempt(s)"),
+            "{}",
+            st.error
+        );
+        assert_eq!(st.error.matches("lease expired").count(), 2, "{}", st.error);
+    }
+}

@@ -100,7 +100,8 @@ pub struct WorkerMetrics {
     outcomes: Mutex<BTreeMap<&'static str, u64>>,
     stage: Mutex<BTreeMap<String, (u64, u64)>>,
     running: std::sync::atomic::AtomicU64,
-    pub registered: AtomicBool,
+    /// Set once registered: the worker's `/readyz`.
+    pub registered: Arc<AtomicBool>,
 }
 
 impl WorkerMetrics {

@@ -1,0 +1,309 @@
+//! Coordinator scale bench: a `distillery coordinator` process driven by simulated workers
+//! polling at 1 Hz, on a job of about 100,000 tasks. Each simulated worker pulls with one free
+//! slot and completes a task the moment it gets one (no work), so what is measured is the
+//! coordinator: pull latency percentiles, completions, and its CPU from /proc.
+//!
+//! Baseline, same workers, same process, same run: a `GetJob` of an unknown job — a gRPC round
+//! trip through the same server, auth and lock, without scheduling. Ratios are pull / baseline.
+//!
+//!   cargo run --release -p distillery-cluster --example bench_coordinator -- \
+//!       target/release/distillery [workers] [tasks]
+//!
+//! (`scripts/bench-coordinator.sh` builds and runs it.) Linux only (reads /proc).
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use distillery_cluster::auth::Token;
+use distillery_cluster::client::connect;
+use distillery_cluster::{PROTOCOL_VERSION, pb};
+use distillery_exec::task::TaskOutput;
+use tokio::sync::Mutex;
+
+fn cpu_secs(pid: u32) -> f64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = s.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn peak_rss_mb(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(0.0)
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = args
+        .get(1)
+        .expect("usage: bench_coordinator DISTILLERY_BIN [workers] [tasks]");
+    let workers: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(1000);
+    let tasks: usize = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let token = "bench-token-0123456789";
+    std::fs::write(dir.join("token"), token).unwrap();
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/quickstart/hotpot.json");
+    // One ingest task plus two sharded stages of tasks/2 shards each.
+    let shards = (tasks / 2).clamp(1, 65_536);
+    let pipeline = format!(
+        "version = 1\nname = \"bench\"\noutput = \"{}\"\n[run]\nshards = {shards}\n\
+         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}\"]\n\
+         [[stages]]\nkind = \"hseq\"\nname = \"hseq_a\"\n[[stages]]\nkind = \"hseq\"\nname = \"hseq_b\"\n",
+        dir.join("out").display(),
+        input.canonicalize().unwrap().display()
+    );
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut coord = Command::new(bin)
+        .args([
+            "-q",
+            "coordinator",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .args([
+            "--lease-secs",
+            "30",
+            "--heartbeat-ms",
+            "1000",
+            "--straggler-factor",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the coordinator");
+    let pid = coord.id();
+    let url = format!("http://127.0.0.1:{port}");
+    let token = Token::new(token).unwrap();
+    let mut client = connect(&url, token.clone(), None).unwrap();
+    // Wait for the server.
+    for _ in 0..200 {
+        if client.list_jobs(pb::ListJobsRequest {}).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    println!("coordinator pid {pid}; {workers} simulated workers polling at 1 Hz");
+
+    // --- baseline: GetJob of an unknown job, 1 Hz per worker, 10 s ---
+    let base_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let mut c = connect(&url, token.clone(), None).unwrap();
+        let (lat, stop) = (base_lat.clone(), stop.clone());
+        handles.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let t = Instant::now();
+                let _ = c
+                    .get_job(pb::GetJobRequest {
+                        job_id: "none".into(),
+                    })
+                    .await;
+                lat.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+        }));
+    }
+    let (c0, t0) = (cpu_secs(pid), Instant::now());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.await;
+    }
+    let base_cpu = (cpu_secs(pid) - c0) / t0.elapsed().as_secs_f64();
+    let mut base = base_lat.lock().await.clone();
+
+    // --- the job ---
+    let t_submit = Instant::now();
+    let job = client
+        .submit_job(pb::SubmitJobRequest {
+            pipeline_file: "bench.toml".into(),
+            pipeline_text: pipeline,
+            overrides: vec![],
+        })
+        .await
+        .expect("submit")
+        .into_inner()
+        .job_id;
+    let submit_s = t_submit.elapsed().as_secs_f64();
+    let pull_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let done_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
+    let completed = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    for w in 0..workers {
+        let mut c = connect(&url, token.clone(), None).unwrap();
+        let (pl, dl, done, stop) = (
+            pull_lat.clone(),
+            done_lat.clone(),
+            completed.clone(),
+            stop.clone(),
+        );
+        handles.push(tokio::spawn(async move {
+            let id = format!("sim-{w:05}");
+            let reg = c
+                .register_worker(pb::RegisterWorkerRequest {
+                    protocol_version: PROTOCOL_VERSION,
+                    worker_id: id.clone(),
+                    capabilities: Some(pb::Capabilities {
+                        slots: 1,
+                        ..Default::default()
+                    }),
+                })
+                .await
+                .expect("register")
+                .into_inner();
+            tokio::time::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            while !stop.load(Ordering::Relaxed) {
+                tick.tick().await;
+                let t = Instant::now();
+                let Ok(r) = c
+                    .pull(pb::PullRequest {
+                        worker_id: id.clone(),
+                        generation: reg.generation,
+                        free_slots: 1,
+                        running: vec![],
+                        draining: false,
+                    })
+                    .await
+                else {
+                    continue;
+                };
+                pl.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
+                for task in r.into_inner().tasks {
+                    let out = TaskOutput {
+                        dir: task.dir.clone(),
+                        ..Default::default()
+                    };
+                    let t = Instant::now();
+                    let ok = c
+                        .complete_task(pb::CompleteTaskRequest {
+                            worker_id: id.clone(),
+                            job_id: task.job_id,
+                            task_id: task.task_id,
+                            attempt_id: task.attempt_id,
+                            generation: task.generation,
+                            output_json: serde_json::to_string(&out).unwrap(),
+                        })
+                        .await
+                        .map(|r| r.into_inner().accepted)
+                        .unwrap_or(false);
+                    dl.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
+                    if ok {
+                        done.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    let (c1, t1) = (cpu_secs(pid), Instant::now());
+    let mut last = Instant::now();
+    let state = loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let s = client
+            .get_job(pb::GetJobRequest {
+                job_id: job.clone(),
+            })
+            .await
+            .map(|r| r.into_inner());
+        if let Ok(s) = &s
+            && s.state != pb::JobState::Running as i32
+        {
+            break s.state;
+        }
+        if last.elapsed() > Duration::from_secs(15) {
+            last = Instant::now();
+            println!(
+                "  {:.0} s: {} tasks committed",
+                t1.elapsed().as_secs_f64(),
+                completed.load(Ordering::Relaxed)
+            );
+        }
+        if t1.elapsed() > Duration::from_secs(1800) {
+            break -1;
+        }
+    };
+    let wall = t1.elapsed().as_secs_f64();
+    let cpu = cpu_secs(pid) - c1;
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.await;
+    }
+    let mut pulls = pull_lat.lock().await.clone();
+    let mut dones = done_lat.lock().await.clone();
+    let n = completed.load(Ordering::Relaxed);
+    println!(
+        "job {job}: state {state} ({}), {n} tasks committed in {wall:.1} s = {:.0} tasks/s; submit (plan + record) {submit_s:.2} s",
+        if state == pb::JobState::Succeeded as i32 {
+            "succeeded"
+        } else {
+            "NOT succeeded"
+        },
+        n as f64 / wall
+    );
+    println!(
+        "pull latency ms ({} pulls): p50 {:.2}  p90 {:.2}  p99 {:.2}  max {:.2}",
+        pulls.len(),
+        pct(&mut pulls, 0.5),
+        pct(&mut pulls, 0.9),
+        pct(&mut pulls, 0.99),
+        pct(&mut pulls, 1.0)
+    );
+    println!(
+        "complete latency ms ({}): p50 {:.2}  p99 {:.2}",
+        dones.len(),
+        pct(&mut dones, 0.5),
+        pct(&mut dones, 0.99)
+    );
+    println!(
+        "baseline GetJob(unknown) latency ms ({}): p50 {:.2}  p99 {:.2}",
+        base.len(),
+        pct(&mut base, 0.5),
+        pct(&mut base, 0.99)
+    );
+    println!(
+        "ratio pull/baseline: p50 {:.2}x  p99 {:.2}x",
+        pct(&mut pulls, 0.5) / pct(&mut base, 0.5).max(1e-9),
+        pct(&mut pulls, 0.99) / pct(&mut base, 0.99).max(1e-9)
+    );
+    println!(
+        "coordinator CPU: {:.1}% of one core during the job ({cpu:.1} s over {wall:.1} s); {:.1}% during the baseline; peak RSS {:.0} MB",
+        100.0 * cpu / wall,
+        100.0 * base_cpu,
+        peak_rss_mb(pid)
+    );
+    let _ = coord.kill();
+    let _ = coord.wait();
+}
