@@ -108,9 +108,11 @@ struct JobRt {
     released: usize,
     /// The bad-record gate passed (every ingest task committed and the ratio is fine).
     gate_ok: bool,
-    /// What the tasks of a level read, built once when the level is first handed out.
-    level_inputs: HashMap<u32, Arc<Vec<WrittenPart>>>,
-    shard_inputs: HashMap<(u32, u32), Arc<Vec<WrittenPart>>>,
+    /// Publishing started: no cancelling any more, and staging is kept if it fails.
+    publishing: bool,
+    /// What the tasks of a (level, shard) read, as JSON, built once when first handed out
+    /// (`u32::MAX`: unsharded).
+    inputs_json: HashMap<(u32, u32), Arc<str>>,
     committed: BTreeMap<String, TaskOutput>,
     left: usize,
     state: pb::JobState,
@@ -135,7 +137,11 @@ struct Inner {
     workers: HashMap<String, WorkerRt>,
     jobs: BTreeMap<String, JobRt>,
     finals: BTreeMap<String, FinalRecord>,
-    ready: VecDeque<(String, usize, bool)>,
+    /// Tasks ready to run (job, task, speculative copy): those any worker may take, and those
+    /// that need GPUs (so a CPU worker's pull never scans them).
+    ready_cpu: VecDeque<(String, usize, bool)>,
+    ready_gpu: VecDeque<(String, usize, bool)>,
+    /// Retries waiting out their backoff: (due, job, task).
     delayed: Vec<(Instant, String, usize)>,
     /// attempt id → (job, task index)
     running: HashMap<String, (String, usize)>,
@@ -145,6 +151,8 @@ struct Inner {
 /// Counters exported on `/metrics`.
 #[derive(Default)]
 struct Counters {
+    /// Records and bytes written by committed tasks, per stage (cumulative).
+    stage: Mutex<BTreeMap<String, (u64, u64)>>,
     lease_expiries: AtomicU64,
     retries: AtomicU64,
     commits: AtomicU64,
@@ -171,8 +179,16 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Marks an attempt given back by a shutting-down worker.
+fn a_given_back(task: &mut TaskRt, attempt: &str) {
+    if let Some(a) = task.attempts.iter_mut().find(|a| a.id == attempt) {
+        a.outcome = "given back";
+    }
+}
+
 fn kind_name(k: pb::ErrorKind) -> &'static str {
     match k {
+        pb::ErrorKind::Shutdown => "shutdown",
         pb::ErrorKind::Retryable => "retryable",
         pb::ErrorKind::Fatal => "fatal",
         pb::ErrorKind::Budget => "budget",
@@ -222,10 +238,24 @@ impl CoordinatorService {
                 None => {
                     let commits = svc.state.commits(&rec.job_id).await?;
                     let id = rec.job_id.clone();
-                    match svc.load_job(rec, commits) {
+                    let (text, file) = (rec.pipeline_text.clone(), rec.pipeline_file.clone());
+                    let overrides = rec.overrides.clone();
+                    match svc.load_job(rec, commits, None) {
                         Ok(()) => info!(job = %id, "job resumed from the state store"),
                         Err(e) => {
                             warn!(job = %id, error = %e, "job cannot be resumed");
+                            let p = Pipeline::parse(&file, &text, &overrides).ok();
+                            let fin = FinalRecord {
+                                job_id: id.clone(),
+                                pipeline: p.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
+                                output: p.map(|p| p.output).unwrap_or_default(),
+                                state: "failed".into(),
+                                error_kind: "fatal".into(),
+                                error: format!("cannot be resumed: {e}"),
+                                summary_json: String::new(),
+                                tasks_total: 0,
+                            };
+                            svc.record_final(fin).await;
                         }
                     }
                 }
@@ -261,10 +291,21 @@ impl CoordinatorService {
     }
 
     /// Builds a job's runtime state; `commits` are its tasks already committed.
-    fn load_job(&self, rec: JobRecord, commits: Vec<CommitRecord>) -> Result<(), ClusterError> {
-        let p = Pipeline::parse(&rec.pipeline_file, &rec.pipeline_text, &rec.overrides)
-            .map_err(|e| ClusterError::Config(e.to_string()))?;
-        let plan = plan_tasks(&p)?;
+    fn load_job(
+        &self,
+        rec: JobRecord,
+        commits: Vec<CommitRecord>,
+        planned: Option<(Pipeline, JobPlan)>,
+    ) -> Result<(), ClusterError> {
+        let (p, plan) = match planned {
+            Some(v) => v,
+            None => {
+                let p = Pipeline::parse(&rec.pipeline_file, &rec.pipeline_text, &rec.overrides)
+                    .map_err(|e| ClusterError::Config(e.to_string()))?;
+                let plan = plan_tasks(&p)?;
+                (p, plan)
+            }
+        };
         let ids: Vec<String> = plan.tasks.iter().map(|t| t.id.clone()).collect();
         if !rec.task_ids.is_empty() && ids != rec.task_ids {
             return Err(ClusterError::Config(format!(
@@ -304,8 +345,8 @@ impl CoordinatorService {
             level_left,
             released: 0,
             gate_ok: false,
-            level_inputs: HashMap::new(),
-            shard_inputs: HashMap::new(),
+            publishing: false,
+            inputs_json: HashMap::new(),
             record: rec.clone(),
             p: Arc::new(p),
             plan: Arc::new(plan),
@@ -349,8 +390,12 @@ impl CoordinatorService {
                     .into_iter()
                     .filter(|&i| job.tasks[i].state == TState::Ready)
                     .collect();
-                for i in ready {
-                    inner.ready.push_back((id.clone(), i, false));
+                let ready: Vec<(usize, u32)> = ready
+                    .into_iter()
+                    .map(|i| (i, job.tasks[i].def.gpus))
+                    .collect();
+                for (i, gpus) in ready {
+                    push_ready(&mut inner, &id, i, false, gpus);
                 }
             }
         }
@@ -369,7 +414,8 @@ impl CoordinatorService {
         let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let job_id = distillery_exec::run::new_run_id(&p.hash);
         let out = open_location(&p.output, true)?;
-        distillery_exec::publish::cleanup_stale_staging(&out, &job_id).await?;
+        let running: Vec<String> = self.lock().jobs.keys().cloned().collect();
+        distillery_exec::publish::cleanup_stale_staging(&out, &job_id, &running).await?;
         let rec = JobRecord {
             job_id: job_id.clone(),
             pipeline_file: file.to_string(),
@@ -380,7 +426,7 @@ impl CoordinatorService {
         };
         self.state.put_job(&rec).await?;
         info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");
-        self.load_job(rec, Vec::new())?;
+        self.load_job(rec, Vec::new(), Some((p, plan)))?;
         Ok(job_id)
     }
 
@@ -391,14 +437,19 @@ impl CoordinatorService {
     }
 
     fn end_job(&self, job_id: &str, state: pb::JobState, kind: pb::ErrorKind, error: String) {
-        let mut inner = self.lock();
-        let inner = &mut *inner;
+        let mut guard = self.lock();
+        let inner = &mut *guard;
         let Some(job) = inner.jobs.get_mut(job_id) else {
             return;
         };
-        if job.state != pb::JobState::Running {
+        // A job being published can no longer be cancelled; one whose publishing failed
+        // keeps its staging (the committed files) for a later attempt.
+        if job.state != pb::JobState::Running
+            || (job.publishing && state == pb::JobState::Cancelled)
+        {
             return;
         }
+        let keep_staging = job.publishing;
         job.state = state;
         job.error_kind = kind;
         job.error = error.clone();
@@ -420,16 +471,33 @@ impl CoordinatorService {
             pb::JobState::Failed => warn!(job = %job_id, error = %error, "job failed"),
             _ => info!(job = %job_id, "job cancelled"),
         }
-        let store = self.state.clone();
+        drop(guard);
+        let svc = self.clone();
         let id = job_id.to_string();
         tokio::spawn(async move {
-            if let Err(e) = distillery_exec::publish::remove_staging(&out, &id).await {
+            // How the job ended is recorded first: a coordinator restarting in between must
+            // not resume it.
+            svc.record_final(fin).await;
+            if !keep_staging
+                && let Err(e) = distillery_exec::publish::remove_staging(&out, &id).await
+            {
                 warn!(job = %id, error = %e, "cannot remove the job's staging");
             }
-            if let Err(e) = store.put_final(&fin).await {
-                warn!(job = %id, error = %e, "cannot record how the job ended");
-            }
         });
+    }
+
+    /// Writes a job's final record (retrying until the store takes it), then keeps only that
+    /// record in memory.
+    async fn record_final(&self, fin: FinalRecord) {
+        let mut delay = Duration::from_millis(100);
+        while let Err(e) = self.state.put_final(&fin).await {
+            warn!(job = %fin.job_id, error = %e, "cannot record how the job ended, retrying");
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(10));
+        }
+        let mut inner = self.lock();
+        inner.jobs.remove(&fin.job_id);
+        inner.finals.insert(fin.job_id.clone(), fin);
     }
 
     /// Publishes a job whose every task committed (retried on retryable errors).
@@ -439,9 +507,10 @@ impl CoordinatorService {
             let mut tries = 0u32;
             loop {
                 let Some((p, plan, out, committed, started)) = ({
-                    let inner = svc.lock();
-                    inner.jobs.get(&job_id).and_then(|j| {
+                    let mut inner = svc.lock();
+                    inner.jobs.get_mut(&job_id).and_then(|j| {
                         (j.state == pb::JobState::Running).then(|| {
+                            j.publishing = true;
                             (
                                 j.p.clone(),
                                 j.plan.clone(),
@@ -461,15 +530,16 @@ impl CoordinatorService {
                             let Some(job) = inner.jobs.get_mut(&job_id) else {
                                 return;
                             };
+                            if job.state != pb::JobState::Running {
+                                return;
+                            }
                             job.state = pb::JobState::Succeeded;
                             job.summary_json =
                                 serde_json::to_string(&outcome.summary).unwrap_or_default();
                             final_record(job)
                         };
                         info!(job = %job_id, output = %outcome.output, "job published");
-                        if let Err(e) = svc.state.put_final(&fin).await {
-                            warn!(job = %job_id, error = %e, "cannot record the job's end");
-                        }
+                        svc.record_final(fin).await;
                         return;
                     }
                     Err(e) if e.kind() == Kind::Retryable && tries < 5 => {
@@ -540,44 +610,56 @@ impl CoordinatorService {
             while i < inner.delayed.len() {
                 if inner.delayed[i].0 <= now {
                     let (_, job, t) = inner.delayed.swap_remove(i);
-                    inner.ready.push_back((job, t, false));
+                    let gpus = inner
+                        .jobs
+                        .get(&job)
+                        .map(|j| j.tasks[t].def.gpus)
+                        .unwrap_or(0);
+                    push_ready(inner, &job, t, false, gpus);
                 } else {
                     i += 1;
                 }
             }
-            // Stragglers.
+            // Stragglers: only attempts running now are looked at, and one median per stage.
             if self.cfg.straggler_factor > 0.0 {
+                let mut medians: HashMap<(String, String), Option<f64>> = HashMap::new();
                 let mut copies = Vec::new();
-                for (job_id, job) in inner.jobs.iter_mut() {
-                    if job.state != pb::JobState::Running {
+                for (id, (job_id, t)) in &inner.running {
+                    let Some(job) = inner.jobs.get(job_id) else {
+                        continue;
+                    };
+                    let task = &job.tasks[*t];
+                    if task.speculated || task.state != TState::Running {
                         continue;
                     }
-                    for (t, task) in job.tasks.iter_mut().enumerate() {
-                        if task.state != TState::Running || task.speculated || task.running() != 1 {
-                            continue;
-                        }
-                        let Some(d) = job.durations.get(&task.def.group) else {
-                            continue;
-                        };
-                        let median = median(d);
-                        let a = task
-                            .attempts
-                            .iter()
-                            .find(|a| a.outcome == "running")
-                            .expect("one running");
-                        let elapsed = now.duration_since(a.started);
-                        if elapsed >= self.cfg.straggler_min
-                            && elapsed.as_secs_f64() > self.cfg.straggler_factor * median
-                        {
-                            task.speculated = true;
-                            info!(job = %job_id, task = %task.def.id, elapsed_s = elapsed.as_secs_f64(), median_s = median, "straggler: launching a copy");
-                            copies.push((job_id.clone(), t));
-                        }
+                    let Some(a) = task.attempts.iter().find(|a| &a.id == id) else {
+                        continue;
+                    };
+                    let elapsed = now.duration_since(a.started);
+                    if elapsed < self.cfg.straggler_min {
+                        continue;
+                    }
+                    let median = *medians
+                        .entry((job_id.clone(), task.def.group.clone()))
+                        .or_insert_with(|| job.durations.get(&task.def.group).map(|d| median(d)));
+                    if let Some(m) = median
+                        && elapsed.as_secs_f64() > self.cfg.straggler_factor * m
+                    {
+                        info!(job = %job_id, task = %task.def.id, elapsed_s = elapsed.as_secs_f64(), median_s = m, "straggler: launching a copy");
+                        copies.push((job_id.clone(), *t));
                     }
                 }
                 for (j, t) in copies {
+                    let Some(job) = inner.jobs.get_mut(&j) else {
+                        continue;
+                    };
+                    if job.tasks[t].speculated {
+                        continue;
+                    }
+                    job.tasks[t].speculated = true;
+                    let gpus = job.tasks[t].def.gpus;
                     self.counters.stragglers.fetch_add(1, Ordering::Relaxed);
-                    inner.ready.push_front((j, t, true));
+                    push_ready(inner, &j, t, true, gpus);
                 }
             }
             // Workers silent for three leases are gone.
@@ -603,7 +685,11 @@ impl CoordinatorService {
         if task.state != TState::Running || task.running() > 0 {
             return None;
         }
-        let tries = task.attempts.len() as u32;
+        let tries = task
+            .attempts
+            .iter()
+            .filter(|a| a.outcome != "given back")
+            .count() as u32;
         if tries >= self.cfg.max_attempts {
             return Some(task_report(task));
         }
@@ -697,8 +783,17 @@ impl CoordinatorService {
         let mut tasks = Vec::new();
         if !draining {
             let mut skipped = Vec::new();
+            let mut spec_skipped = Vec::new();
             while (tasks.len() as u32) < req.free_slots {
-                let Some((job_id, t, spec)) = inner.ready.pop_front() else {
+                let next = if gpus > 0 {
+                    inner
+                        .ready_gpu
+                        .pop_front()
+                        .or_else(|| inner.ready_cpu.pop_front())
+                } else {
+                    inner.ready_cpu.pop_front()
+                };
+                let Some((job_id, t, spec)) = next else {
                     break;
                 };
                 let Some(job) = inner.jobs.get_mut(&job_id) else {
@@ -708,17 +803,20 @@ impl CoordinatorService {
                     continue;
                 }
                 let task = &job.tasks[t];
-                let wanted = if spec {
-                    task.state == TState::Running
-                        && task.running() == 1
-                        && !task
-                            .attempts
-                            .iter()
-                            .any(|a| a.outcome == "running" && a.worker == req.worker_id)
-                } else {
-                    task.state == TState::Ready
-                };
-                if !wanted {
+                if spec {
+                    if task.state != TState::Running || task.running() != 1 {
+                        continue;
+                    }
+                    // Not on the worker already running the original: another may take it.
+                    if task
+                        .attempts
+                        .iter()
+                        .any(|a| a.outcome == "running" && a.worker == req.worker_id)
+                    {
+                        spec_skipped.push((job_id, t, spec));
+                        continue;
+                    }
+                } else if task.state != TState::Ready {
                     continue;
                 }
                 if task.def.gpus > gpus {
@@ -727,7 +825,7 @@ impl CoordinatorService {
                 }
                 inner.next_attempt += 1;
                 let attempt_id = format!("g{}-a{}", self.generation, inner.next_attempt);
-                let inputs = task_inputs_cached(job, t);
+                let inputs = task_inputs_json(job, t);
                 let task = &mut job.tasks[t];
                 let dir = attempt_dir(&job_id, &task.def.id, &attempt_id);
                 task.state = TState::Running;
@@ -753,12 +851,15 @@ impl CoordinatorService {
                     pipeline_text: job.record.pipeline_text.clone(),
                     overrides: job.record.overrides.clone(),
                     task_json: serde_json::to_string(&task.def).expect("task serializes"),
-                    inputs_json: serde_json::to_string(inputs.as_slice()).expect("parts serialize"),
+                    inputs_json: inputs.to_string(),
                     dir,
                 });
             }
             for s in skipped.into_iter().rev() {
-                inner.ready.push_front(s);
+                inner.ready_gpu.push_front(s);
+            }
+            for s in spec_skipped.into_iter().rev() {
+                inner.ready_cpu.push_front(s);
             }
         }
         let w = inner.workers.get_mut(&req.worker_id).expect("checked");
@@ -792,84 +893,95 @@ impl CoordinatorService {
         &self,
         req: pb::CompleteTaskRequest,
     ) -> Result<pb::CompleteTaskResponse, Status> {
-        let refuse = |svc: &Self, reason: String, out: Option<Location>, dir: Option<String>| {
-            svc.counters.commits_refused.fetch_add(1, Ordering::Relaxed);
-            warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, reason = %reason, "completion refused");
-            if let Some(d) = dir {
-                svc.clean_attempt(out, d);
-            }
-            Ok(pb::CompleteTaskResponse {
-                accepted: false,
-                reason,
-            })
-        };
         let output: TaskOutput = serde_json::from_str(&req.output_json)
             .map_err(|e| Status::invalid_argument(format!("bad output manifest: {e}")))?;
-        let dir_of = |job: &str| attempt_dir(job, &req.task_id, &req.attempt_id);
-        if output.dir != dir_of(&req.job_id) {
+        if req.attempt_id.is_empty() || req.task_id.is_empty() {
+            return Err(Status::invalid_argument("empty task or attempt id"));
+        }
+        if output.dir != attempt_dir(&req.job_id, &req.task_id, &req.attempt_id) {
             return Err(Status::invalid_argument(
                 "output written outside the attempt's directory",
             ));
         }
-        // Validate under the lock, commit outside it.
+        // The commit and the in-memory update run detached from the request, so a client
+        // that goes away mid-call cannot split them.
+        let svc = self.clone();
+        tokio::spawn(async move { svc.complete_detached(req, output).await })
+            .await
+            .map_err(|e| Status::internal(format!("commit task: {e}")))?
+    }
+
+    fn refused(&self, req: &pb::CompleteTaskRequest, reason: String) -> pb::CompleteTaskResponse {
+        self.counters
+            .commits_refused
+            .fetch_add(1, Ordering::Relaxed);
+        warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, reason = %reason, "completion refused");
+        pb::CompleteTaskResponse {
+            accepted: false,
+            reason,
+        }
+    }
+
+    fn accepted() -> pb::CompleteTaskResponse {
+        pb::CompleteTaskResponse {
+            accepted: true,
+            reason: String::new(),
+        }
+    }
+
+    async fn complete_detached(
+        &self,
+        req: pb::CompleteTaskRequest,
+        output: TaskOutput,
+    ) -> Result<pb::CompleteTaskResponse, Status> {
+        // Validate under the lock, commit outside it. Files are removed only for attempts
+        // known here and not committed: a completion from another generation may be the
+        // winner whose record the reloaded job reads.
         let out = {
-            let inner = self.lock();
-            let out = inner.jobs.get(&req.job_id).map(|j| j.out.clone());
+            let mut guard = self.lock();
+            let inner = &mut *guard;
             if req.generation != self.generation {
-                drop(inner);
-                return refuse(
-                    self,
-                    format!(
-                        "stale generation {} (now {})",
-                        req.generation, self.generation
-                    ),
-                    out,
-                    Some(dir_of(&req.job_id)),
+                drop(guard);
+                let reason = format!(
+                    "stale generation {} (now {})",
+                    req.generation, self.generation
                 );
+                return Ok(self.refused(&req, reason));
             }
-            let Some(job) = inner.jobs.get(&req.job_id) else {
-                drop(inner);
-                return refuse(self, "unknown job".into(), out, None);
+            let Some(job) = inner.jobs.get_mut(&req.job_id) else {
+                drop(guard);
+                return Ok(self.refused(&req, "unknown or ended job".into()));
             };
-            if job.state != pb::JobState::Running {
-                drop(inner);
-                return refuse(
-                    self,
-                    "the job is not running".into(),
-                    out,
-                    Some(dir_of(&req.job_id)),
-                );
-            }
             let Some(&t) = job.by_id.get(&req.task_id) else {
                 return Err(Status::invalid_argument("unknown task"));
             };
-            let task = &job.tasks[t];
-            let Some(a) = task.attempts.iter().find(|a| a.id == req.attempt_id) else {
-                drop(inner);
-                return refuse(
-                    self,
-                    "unknown attempt".into(),
-                    out,
-                    Some(dir_of(&req.job_id)),
-                );
+            let out = job.out.clone();
+            let running = job.state == pb::JobState::Running;
+            let task = &mut job.tasks[t];
+            let Some(a) = task.attempts.iter_mut().find(|a| a.id == req.attempt_id) else {
+                drop(guard);
+                return Ok(self.refused(&req, "unknown attempt".into()));
             };
-            if a.outcome != "running" {
-                let reason = format!("attempt is {}", a.outcome);
-                drop(inner);
-                return refuse(self, reason, out, Some(dir_of(&req.job_id)));
+            // A retried report of the commit that already won.
+            if a.outcome == "committed" {
+                return Ok(Self::accepted());
             }
-            if a.deadline < Instant::now() {
-                drop(inner);
-                return refuse(self, "lease expired".into(), out, Some(dir_of(&req.job_id)));
-            }
-            if task.state == TState::Committed {
-                drop(inner);
-                return refuse(
-                    self,
-                    "another attempt committed first".into(),
-                    out,
-                    Some(dir_of(&req.job_id)),
-                );
+            let dir = output.dir.clone();
+            let reason = if !running {
+                Some("the job is not running".to_string())
+            } else if a.outcome != "running" {
+                Some(format!("attempt is {}", a.outcome))
+            } else if a.deadline < Instant::now() {
+                Some("lease expired".to_string())
+            } else if task.state == TState::Committed {
+                Some("another attempt committed first".to_string())
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                drop(guard);
+                self.clean_attempt(Some(out), dir);
+                return Ok(self.refused(&req, reason));
             }
             out
         };
@@ -879,88 +991,88 @@ impl CoordinatorService {
             worker_id: req.worker_id.clone(),
             output,
         };
-        match self.state.commit(&req.job_id, &rec).await {
-            Err(e) => Err(Status::unavailable(format!(
-                "cannot write the commit record: {e}"
-            ))),
-            Ok(Some(winner)) => {
-                {
-                    let mut inner = self.lock();
-                    let inner = &mut *inner;
-                    if let Some(job) = inner.jobs.get_mut(&req.job_id)
-                        && let Some(&t) = job.by_id.get(&req.task_id)
-                        && let Some(a) = job.tasks[t]
-                            .attempts
-                            .iter_mut()
-                            .find(|a| a.id == req.attempt_id)
-                    {
-                        a.outcome = "fenced";
-                        inner.running.remove(&req.attempt_id);
-                    }
-                }
-                refuse(
-                    self,
-                    format!("attempt {winner} committed first"),
-                    out,
-                    Some(dir_of(&req.job_id)),
-                )
+        let winner = match self.state.commit(&req.job_id, &rec).await {
+            Err(e) => {
+                return Err(Status::unavailable(format!(
+                    "cannot write the commit record: {e}"
+                )));
             }
-            Ok(None) => {
-                self.counters.commits.fetch_add(1, Ordering::Relaxed);
-                let mut publish = false;
-                let mut gate_err = None;
-                {
-                    let mut guard = self.lock();
-                    let inner = &mut *guard;
-                    let Some(job) = inner.jobs.get_mut(&req.job_id) else {
-                        return Ok(pb::CompleteTaskResponse {
-                            accepted: true,
-                            reason: String::new(),
-                        });
-                    };
-                    let t = job.by_id[&req.task_id];
-                    let now = Instant::now();
-                    let group = job.tasks[t].def.group.clone();
-                    for a in &mut job.tasks[t].attempts {
-                        if a.id == req.attempt_id {
-                            a.outcome = "committed";
-                            let secs = now.duration_since(a.started).as_secs_f64();
-                            job.durations.entry(group.clone()).or_default().push(secs);
-                        } else if a.outcome == "running" {
-                            // The losing copy of a straggler: stop it.
-                            a.outcome = "abandoned";
-                            if let Some(w) = inner.workers.get_mut(&a.worker) {
-                                w.attempts.remove(&a.id);
-                                w.abandon.push(a.id.clone());
-                            }
-                            inner.running.remove(&a.id);
-                        }
-                    }
-                    inner.running.remove(&req.attempt_id);
-                    if let Some(w) = inner.workers.get_mut(&req.worker_id) {
-                        w.attempts.remove(&req.attempt_id);
-                    }
-                    mark_committed(job, t, rec.output);
-                    match advance(job) {
-                        Err(e) => gate_err = Some(e.to_string()),
-                        Ok(ready) => {
-                            for i in ready {
-                                inner.ready.push_back((req.job_id.clone(), i, false));
-                            }
-                            publish = job.left == 0;
-                        }
-                    }
-                    info!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, worker = %req.worker_id, "task committed");
+            Ok(None) => rec.clone(),
+            Ok(Some(w)) => w,
+        };
+        let won = winner.attempt_id == req.attempt_id;
+        let (publish, gate_err) = self.apply_commit(&req.job_id, winner);
+        if let Some(e) = gate_err {
+            self.fail_job(&req.job_id, pb::ErrorKind::Fatal, e);
+        } else if publish {
+            self.spawn_publish(req.job_id.clone());
+        }
+        if won {
+            info!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, worker = %req.worker_id, "task committed");
+            Ok(Self::accepted())
+        } else {
+            self.clean_attempt(Some(out), rec.output.dir.clone());
+            Ok(self.refused(&req, "another attempt committed first".into()))
+        }
+    }
+
+    /// Applies a task's commit record to the job in memory (once): the winner committed, other
+    /// running attempts abandoned, the next level released. Returns (publish now, gate error).
+    fn apply_commit(&self, job_id: &str, rec: CommitRecord) -> (bool, Option<String>) {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let Some(job) = inner.jobs.get_mut(job_id) else {
+            return (false, None);
+        };
+        let Some(&t) = job.by_id.get(&rec.task_id) else {
+            return (false, None);
+        };
+        if job.tasks[t].state == TState::Committed {
+            return (false, None);
+        }
+        self.counters.commits.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let group = job.tasks[t].def.group.clone();
+        for a in &mut job.tasks[t].attempts {
+            if a.id == rec.attempt_id {
+                a.outcome = "committed";
+                let secs = now.duration_since(a.started).as_secs_f64();
+                job.durations.entry(group.clone()).or_default().push(secs);
+            } else if a.outcome == "running" {
+                // The losing copy of a straggler: stop it.
+                a.outcome = "abandoned";
+                if let Some(w) = inner.workers.get_mut(&a.worker) {
+                    w.abandon.push(a.id.clone());
                 }
-                if let Some(e) = gate_err {
-                    self.fail_job(&req.job_id, pb::ErrorKind::Fatal, e);
-                } else if publish {
-                    self.spawn_publish(req.job_id.clone());
+            }
+            if let Some(w) = inner.workers.get_mut(&a.worker) {
+                w.attempts.remove(&a.id);
+            }
+            inner.running.remove(&a.id);
+        }
+        {
+            let mut totals = self
+                .counters
+                .stage
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let e = totals.entry(group).or_default();
+            e.0 += rec.output.summary.records_out;
+            e.1 += rec.output.summary.bytes_out;
+        }
+        mark_committed(job, t, rec.output);
+        match advance(job) {
+            Err(e) => (false, Some(e.to_string())),
+            Ok(ready) => {
+                let ready: Vec<(usize, u32)> = ready
+                    .into_iter()
+                    .map(|i| (i, job.tasks[i].def.gpus))
+                    .collect();
+                let publish = job.left == 0;
+                for (i, gpus) in ready {
+                    push_ready(inner, job_id, i, false, gpus);
                 }
-                Ok(pb::CompleteTaskResponse {
-                    accepted: true,
-                    reason: String::new(),
-                })
+                (publish, None)
             }
         }
     }
@@ -994,7 +1106,16 @@ impl CoordinatorService {
             if let Some(w) = inner.workers.get_mut(&req.worker_id) {
                 w.attempts.remove(&req.attempt_id);
             }
-            if kind == pb::ErrorKind::Retryable {
+            if kind == pb::ErrorKind::Shutdown {
+                // Given back by a worker shutting down: not the task's fault, not counted.
+                a_given_back(&mut job.tasks[t], &req.attempt_id);
+                if job.tasks[t].state == TState::Running && job.tasks[t].running() == 0 {
+                    job.tasks[t].state = TState::Ready;
+                    job.tasks[t].speculated = false;
+                    let gpus = job.tasks[t].def.gpus;
+                    push_ready(inner, &req.job_id, t, false, gpus);
+                }
+            } else if kind == pb::ErrorKind::Retryable {
                 if let Some(e) = self.after_failure(job, t, &mut inner.delayed, Instant::now()) {
                     give_up = Some((pb::ErrorKind::Retryable, e));
                 }
@@ -1109,7 +1230,9 @@ impl CoordinatorService {
             by_state.insert(s, 0);
         }
         let mut jobs: BTreeMap<&str, u64> = BTreeMap::new();
-        let mut records: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for f in inner.finals.values() {
+            *jobs.entry(f.state.as_str()).or_default() += 1;
+        }
         for job in inner.jobs.values() {
             *jobs
                 .entry(match job.state {
@@ -1128,16 +1251,6 @@ impl CoordinatorService {
                 };
                 *by_state.entry(s).or_default() += 1;
             }
-            for (id, o) in &job.committed {
-                let stage = job
-                    .by_id
-                    .get(id)
-                    .map(|&i| job.tasks[i].def.group.clone())
-                    .unwrap_or_default();
-                let e = records.entry(stage).or_default();
-                e.0 += o.summary.records_out;
-                e.1 += o.summary.bytes_out;
-            }
         }
         m.gauge_header(
             "distillery_coordinator_tasks",
@@ -1146,17 +1259,14 @@ impl CoordinatorService {
         for (s, n) in &by_state {
             m.sample("distillery_coordinator_tasks", &[("state", s)], *n as f64);
         }
-        m.gauge_header(
-            "distillery_coordinator_jobs",
-            "jobs held in memory by state",
-        );
+        m.gauge_header("distillery_coordinator_jobs", "jobs by state");
         for (s, n) in &jobs {
             m.sample("distillery_coordinator_jobs", &[("state", s)], *n as f64);
         }
         m.gauge(
             "distillery_coordinator_queue_depth",
             "tasks ready and waiting for a worker",
-            inner.ready.len() as f64,
+            (inner.ready_cpu.len() + inner.ready_gpu.len()) as f64,
         );
         m.gauge(
             "distillery_coordinator_retry_queue_depth",
@@ -1209,6 +1319,12 @@ impl CoordinatorService {
             "worker pulls (heartbeats)",
             c.pulls.load(Ordering::Relaxed),
         );
+        let records = self
+            .counters
+            .stage
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         m.counter_header(
             "distillery_stage_records_total",
             "records written by committed tasks per stage",
@@ -1260,42 +1376,67 @@ fn advance(job: &mut JobRt) -> Result<Vec<usize>, ExecError> {
     Ok(ready)
 }
 
-/// What a task reads: the outputs of the levels below it (of its shard, for sharded stages),
-/// computed once per level and shard.
-fn task_inputs_cached(job: &mut JobRt, t: usize) -> Arc<Vec<WrittenPart>> {
+/// What a task reads, as the JSON sent with it: the outputs of the levels below it (of its
+/// shard, for sharded stages), built and serialized once per level and shard.
+fn task_inputs_json(job: &mut JobRt, t: usize) -> Arc<str> {
     let level = job.tasks[t].def.level;
-    if level == 0 {
-        return Arc::new(Vec::new());
-    }
-    let all = match job.level_inputs.get(&level) {
-        Some(v) => v.clone(),
-        None => {
-            let v = Arc::new(inputs_below(level, &job.plan.tasks, &job.committed));
-            job.level_inputs.insert(level, v.clone());
-            v
-        }
+    let shard = match job.tasks[t].def.kind {
+        TaskKind::Stage { shard: Some(n), .. } => n,
+        _ => u32::MAX,
     };
-    match job.tasks[t].def.kind {
-        TaskKind::Stage { shard: Some(n), .. } => {
-            if !job.shard_inputs.contains_key(&(level, u32::MAX)) {
-                let mut by: BTreeMap<u32, Vec<WrittenPart>> = BTreeMap::new();
-                for w in all.iter() {
-                    if let Some((_, s, _)) = distillery_exec::parts::parse_part_name(&w.rel) {
-                        by.entry(s).or_default().push(w.clone());
-                    }
-                }
-                for (s, v) in by {
-                    job.shard_inputs.insert((level, s), Arc::new(v));
-                }
-                // Mark the level as split even when no part exists.
-                job.shard_inputs.entry((level, u32::MAX)).or_default();
-            }
-            job.shard_inputs
-                .get(&(level, n))
-                .cloned()
-                .unwrap_or_default()
+    if let Some(v) = job.inputs_json.get(&(level, shard)) {
+        return v.clone();
+    }
+    let all = if level == 0 {
+        Vec::new()
+    } else {
+        inputs_below(level, &job.plan.tasks, &job.committed)
+    };
+    if shard == u32::MAX {
+        let v: Arc<str> = serde_json::to_string(&all).expect("parts serialize").into();
+        job.inputs_json.insert((level, shard), v.clone());
+        return v;
+    }
+    // Split the level's parts by shard once; every shard task of the level then finds its own.
+    let mut by: BTreeMap<u32, Vec<WrittenPart>> = BTreeMap::new();
+    for w in all {
+        if let Some((_, s, _)) = distillery_exec::parts::parse_part_name(&w.rel) {
+            by.entry(s).or_default().push(w);
         }
-        _ => all,
+    }
+    let shards: Vec<u32> = job
+        .tasks
+        .iter()
+        .filter(|x| x.def.level == level)
+        .filter_map(|x| match x.def.kind {
+            TaskKind::Stage { shard: Some(n), .. } => Some(n),
+            _ => None,
+        })
+        .collect();
+    for n in shards {
+        let parts = by.remove(&n).unwrap_or_default();
+        let v: Arc<str> = serde_json::to_string(&parts)
+            .expect("parts serialize")
+            .into();
+        job.inputs_json.insert((level, n), v);
+    }
+    job.inputs_json
+        .get(&(level, shard))
+        .cloned()
+        .unwrap_or_else(|| "[]".into())
+}
+
+/// Queues a ready task (a speculative copy goes first).
+fn push_ready(inner: &mut Inner, job: &str, t: usize, spec: bool, gpus: u32) {
+    let q = if gpus > 0 {
+        &mut inner.ready_gpu
+    } else {
+        &mut inner.ready_cpu
+    };
+    if spec {
+        q.push_front((job.to_string(), t, true));
+    } else {
+        q.push_back((job.to_string(), t, false));
     }
 }
 
@@ -1692,5 +1833,38 @@ mod tests {
             st.error
         );
         assert_eq!(st.error.matches("lease expired").count(), 2, "{}", st.error);
+    }
+
+    #[tokio::test]
+    async fn a_repeated_completion_is_accepted_and_committed_files_are_never_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+        svc.submit("t.toml", &pipeline(tmp.path(), 0), &[])
+            .await
+            .unwrap();
+        register(&svc, "a", 0);
+        let tasks = pull(&svc, "a", 2);
+        let out = tmp.path().join("out");
+        let marker = out.join(&tasks[0].dir).join("kept");
+        std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+        std::fs::write(&marker, b"x").unwrap();
+        assert!(complete(&svc, "a", &tasks[0]).await.accepted);
+        // The answer was lost and the worker reports again: still accepted, one commit.
+        assert!(complete(&svc, "a", &tasks[0]).await.accepted);
+        assert!(
+            svc.metrics()
+                .contains("distillery_coordinator_commits_total 1")
+        );
+        // A coordinator restarted on the same state refuses the old generation's report but
+        // leaves its files: the reloaded commit record points at them.
+        let svc2 = service(tmp.path(), CoordinatorConfig::default()).await;
+        let r = complete(&svc2, "a", &tasks[0]).await;
+        assert!(!r.accepted);
+        assert!(r.reason.starts_with("stale generation"), "{}", r.reason);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(marker.exists());
+        let inner = svc2.lock();
+        let job = inner.jobs.values().next().expect("resumed");
+        assert_eq!(job.left, job.tasks.len() - 1, "the commit was reloaded");
     }
 }

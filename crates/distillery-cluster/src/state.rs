@@ -58,8 +58,10 @@ pub struct StateStore {
     loc: Location,
 }
 
+/// The object name of a task's commit record: the task id hex-encoded (one-to-one, and only
+/// characters every object store keeps as they are).
 fn task_key(task: &str) -> String {
-    task.replace('/', ".")
+    task.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 impl StateStore {
@@ -129,20 +131,20 @@ impl StateStore {
         Ok(())
     }
 
-    /// Creates a task's commit record if none exists: `Ok(None)` when this attempt won,
-    /// `Ok(Some(winner))` when another attempt had committed first.
+    /// Creates a task's commit record if none exists: `Ok(None)` when it was created now,
+    /// `Ok(Some(record))` with the record already there (another attempt's, or this one's
+    /// from an earlier try whose answer was lost).
     pub async fn commit(
         &self,
         job: &str,
         rec: &CommitRecord,
-    ) -> Result<Option<String>, ClusterError> {
+    ) -> Result<Option<CommitRecord>, ClusterError> {
         let rel = format!("jobs/{job}/commits/{}.json", task_key(&rec.task_id));
         let data = serde_json::to_vec(rec).expect("commit serializes");
         if self.create(&rel, data).await? {
             return Ok(None);
         }
-        let other: CommitRecord = self.read_json(&rel).await?;
-        Ok(Some(other.attempt_id))
+        Ok(Some(self.read_json(&rel).await?))
     }
 
     pub async fn commits(&self, job: &str) -> Result<Vec<CommitRecord>, ClusterError> {
@@ -215,10 +217,15 @@ mod tests {
             worker_id: "w".into(),
             output: TaskOutput::default(),
         };
-        assert_eq!(s.commit("j", &rec("a1")).await.unwrap(), None);
-        assert_eq!(s.commit("j", &rec("a2")).await.unwrap(), Some("a1".into()));
+        assert!(s.commit("j", &rec("a1")).await.unwrap().is_none());
+        let winner = s.commit("j", &rec("a2")).await.unwrap().unwrap();
+        assert_eq!(winner.attempt_id, "a1");
+        // A task id with a dot and one with a slash in its place do not share a record.
+        let mut other = rec("b1");
+        other.task_id = "ingest.x-0000".into();
+        assert!(s.commit("j", &other).await.unwrap().is_none());
         let all = s.commits("j").await.unwrap();
-        assert_eq!(all.len(), 1);
-        assert_eq!(all[0].attempt_id, "a1");
+        assert_eq!(all.len(), 2);
+        assert!(all.iter().any(|r| r.attempt_id == "a1"));
     }
 }

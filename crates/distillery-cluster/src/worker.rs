@@ -177,8 +177,16 @@ pub async fn run_worker(
     let mut backoff = Duration::from_millis(200);
     'register: loop {
         let reg = loop {
-            if *shutdown.borrow() && running.lock().map(|r| r.is_empty()).unwrap_or(true) {
-                return Ok(());
+            if *shutdown.borrow() {
+                let started = *drain_started.get_or_insert_with(Instant::now);
+                let idle = running.lock().map(|r| r.is_empty()).unwrap_or(true);
+                if idle || started.elapsed() > cfg.grace {
+                    // The coordinator is unreachable: abandon what is left, its leases expire.
+                    for (_, r) in running.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+                        r.abort.abort();
+                    }
+                    return Ok(());
+                }
             }
             let req = pb::RegisterWorkerRequest {
                 protocol_version: PROTOCOL_VERSION,
@@ -324,7 +332,7 @@ async fn give_back(
                 task_id: r.task,
                 attempt_id: attempt,
                 generation,
-                kind: pb::ErrorKind::Retryable as i32,
+                kind: pb::ErrorKind::Shutdown as i32,
                 message: "the worker shut down before the task finished".into(),
             })
             .await;

@@ -195,8 +195,13 @@ pub async fn remove_staging(out: &Location, run_id: &str) -> Result<(), ExecErro
 
 /// Deletes the staging directories of runs that started more than a day before `run_id`
 /// (run ids begin with their UTC start time, so they sort by age). Younger ones may belong to
-/// a run still going and are left alone.
-pub async fn cleanup_stale_staging(out: &Location, run_id: &str) -> Result<(), ExecError> {
+/// a run still going and are left alone, as are the ids in `keep` (jobs a coordinator still
+/// runs, however old).
+pub async fn cleanup_stale_staging(
+    out: &Location,
+    run_id: &str,
+    keep: &[String],
+) -> Result<(), ExecError> {
     let cutoff = stale_cutoff(run_id);
     let mut stale = BTreeSet::new();
     for (rel, _) in out.list("_staging").await? {
@@ -204,6 +209,7 @@ pub async fn cleanup_stale_staging(out: &Location, run_id: &str) -> Result<(), E
             .strip_prefix("_staging/")
             .and_then(|r| r.split('/').next())
             && id < cutoff.as_str()
+            && !keep.iter().any(|k| k == id)
         {
             stale.insert(id.to_string());
         }

@@ -69,7 +69,7 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     info!(pipeline = %p.name, output = %p.output, job = %job, "run started");
     // Staging dirs of runs that died more than a day ago are garbage now (a concurrent run's
     // staging is younger and left alone).
-    cleanup_stale_staging(&out, &job).await?;
+    cleanup_stale_staging(&out, &job, &[]).await?;
     let parallelism = if p.run.parallelism == 0 {
         std::thread::available_parallelism()
             .map(|n| n.get())
