@@ -11,7 +11,6 @@
 //!
 //! (`scripts/bench-coordinator.sh` builds and runs it.) Linux only (reads /proc).
 
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -62,15 +61,21 @@ async fn main() {
     let dir = tmp.path();
     let token = "bench-token-0123456789";
     std::fs::write(dir.join("token"), token).unwrap();
-    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/quickstart/hotpot.json");
-    // One ingest task plus two sharded stages of tasks/2 shards each.
+    // Half the tasks read input files (one ingest task each), half are the shards of an
+    // `hseq` stage. The simulated workers never open the files: they only need to exist.
     let shards = (tasks / 2).clamp(1, 65_536);
+    let files = tasks.saturating_sub(shards).max(1);
+    let inputs = dir.join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    for i in 0..files {
+        std::fs::write(inputs.join(format!("q-{i:06}.json")), "[]").unwrap();
+    }
     let pipeline = format!(
         "version = 1\nname = \"bench\"\noutput = \"{}\"\n[run]\nshards = {shards}\n\
-         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}\"]\n\
-         [[stages]]\nkind = \"hseq\"\nname = \"hseq_a\"\n[[stages]]\nkind = \"hseq\"\nname = \"hseq_b\"\n",
+         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}/q-*.json\"]\n\
+         [[stages]]\nkind = \"hseq\"\n",
         dir.join("out").display(),
-        input.canonicalize().unwrap().display()
+        inputs.display()
     );
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -153,7 +158,10 @@ async fn main() {
             overrides: vec![],
         })
         .await
-        .expect("submit")
+        .unwrap_or_else(|e| {
+            let _ = coord.kill();
+            panic!("submit: {e}")
+        })
         .into_inner()
         .job_id;
     let submit_s = t_submit.elapsed().as_secs_f64();
