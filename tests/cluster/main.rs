@@ -262,6 +262,12 @@ impl Cluster {
         self.workers.push((id.to_string(), c.spawn().unwrap()));
     }
 
+    fn start_workers(&mut self, ids: &[&str], env: &[(&str, &str)]) {
+        for id in ids {
+            self.start_worker(id, env);
+        }
+    }
+
     fn worker(&mut self, id: &str) -> &mut Child {
         &mut self.workers.iter_mut().find(|(w, _)| w == id).unwrap().1
     }
@@ -406,9 +412,7 @@ fn setup() -> Setup {
 fn run_and_submit_to_three_worker_processes_give_identical_outputs() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &[]);
-    for w in ["w1", "w2", "w3"] {
-        c.start_worker(w, &[]);
-    }
+    c.start_workers(&["w1", "w2", "w3"], &[]);
     // `submit --wait` exits 0 only when the job succeeded.
     let o = c.cli(&[
         "submit",
@@ -451,8 +455,7 @@ fn fault_1_a_worker_killed_mid_task() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &[]);
     let slow = [("DISTILLERY_FAULTS", "delay:ingest/:3000")];
-    c.start_worker("w1", &slow);
-    c.start_worker("w2", &slow);
+    c.start_workers(&["w1", "w2"], &slow);
     let job = c.submit(&s.pipeline, &s.out);
     let victim = c.busy_worker(&job);
     c.worker(&victim).kill().unwrap(); // SIGKILL
@@ -471,8 +474,7 @@ fn fault_2_the_coordinator_killed_and_restarted_mid_job() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &[]);
     let slow = [("DISTILLERY_FAULTS", "delay:ingest/:700")];
-    c.start_worker("w1", &slow);
-    c.start_worker("w2", &slow);
+    c.start_workers(&["w1", "w2"], &slow);
     let job = c.submit(&s.pipeline, &s.out);
     c.wait_for(&job, "a first commit", |st| {
         st.contains("ingest") && !st.contains(" 0/") && st.contains(" running ")
@@ -526,8 +528,7 @@ fn fault_3_a_silent_worker_past_its_lease_is_refused_when_it_publishes() {
 fn fault_4_object_store_writes_fail_for_a_while() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &["--max-attempts", "8"]);
-    c.start_worker("w1", &[("DISTILLERY_FAULT_STORE_WRITES", "3")]);
-    c.start_worker("w2", &[("DISTILLERY_FAULT_STORE_WRITES", "3")]);
+    c.start_workers(&["w1", "w2"], &[("DISTILLERY_FAULT_STORE_WRITES", "3")]);
     let job = c.submit(&s.pipeline, &s.out);
     let end = c.wait_end(&job);
     assert!(end.contains(" succeeded "), "{end}");
@@ -544,8 +545,7 @@ fn fault_4_object_store_writes_fail_for_a_while() {
 fn fault_5_a_task_that_always_fails_fails_the_job_cleanly() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &["--max-attempts", "3"]);
-    c.start_worker("w1", &[("DISTILLERY_FAULTS", "fail:stage/label")]);
-    c.start_worker("w2", &[("DISTILLERY_FAULTS", "fail:stage/label")]);
+    c.start_workers(&["w1", "w2"], &[("DISTILLERY_FAULTS", "fail:stage/label")]);
     let o = c.cli(&[
         "submit",
         s.pipeline.to_str().unwrap(),
@@ -576,8 +576,7 @@ fn fault_6_sigterm_drains_a_worker_and_the_job_completes() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &[]);
     let slow = [("DISTILLERY_FAULTS", "delay:ingest/:3000")];
-    c.start_worker("w1", &slow);
-    c.start_worker("w2", &slow);
+    c.start_workers(&["w1", "w2"], &slow);
     let job = c.submit(&s.pipeline, &s.out);
     let victim = c.busy_worker(&job);
     signal(c.worker(&victim), "TERM");

@@ -58,13 +58,7 @@ pub async fn run_job(
     p: &Pipeline,
     mode: ProgressMode,
 ) -> Result<ExitCode> {
-    let parallelism = if p.run.parallelism == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-    } else {
-        p.run.parallelism
-    };
+    let parallelism = distillery_exec::run::parallelism(p);
     finish(run_embedded(file, text, set, parallelism, mode).await)
 }
 

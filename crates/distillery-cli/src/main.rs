@@ -481,9 +481,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             grace_secs,
             metrics_listen,
         } => {
-            let cores = std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(2);
+            let cores = distillery_exec::run::cores();
             let par = parallelism.unwrap_or((cores / slots.max(1) as usize).max(1));
             cluster::worker(
                 &conn,

@@ -179,6 +179,20 @@ fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// Stops a running attempt: its lease is dropped and its worker told to abandon it.
+fn abandon(
+    running: &mut HashMap<String, (String, usize)>,
+    workers: &mut HashMap<String, WorkerRt>,
+    a: &mut AttemptRt,
+) {
+    a.outcome = "abandoned";
+    running.remove(&a.id);
+    if let Some(w) = workers.get_mut(&a.worker) {
+        w.attempts.remove(&a.id);
+        w.abandon.push(a.id.clone());
+    }
+}
+
 /// Marks an attempt given back by a shutting-down worker.
 fn a_given_back(task: &mut TaskRt, attempt: &str) {
     if let Some(a) = task.attempts.iter_mut().find(|a| a.id == attempt) {
@@ -456,12 +470,7 @@ impl CoordinatorService {
         for t in &mut job.tasks {
             for a in &mut t.attempts {
                 if a.outcome == "running" {
-                    a.outcome = "abandoned";
-                    inner.running.remove(&a.id);
-                    if let Some(w) = inner.workers.get_mut(&a.worker) {
-                        w.attempts.remove(&a.id);
-                        w.abandon.push(a.id.clone());
-                    }
+                    abandon(&mut inner.running, &mut inner.workers, a);
                 }
             }
         }
@@ -1038,17 +1047,14 @@ impl CoordinatorService {
                 a.outcome = "committed";
                 let secs = now.duration_since(a.started).as_secs_f64();
                 job.durations.entry(group.clone()).or_default().push(secs);
+                if let Some(w) = inner.workers.get_mut(&a.worker) {
+                    w.attempts.remove(&a.id);
+                }
+                inner.running.remove(&a.id);
             } else if a.outcome == "running" {
                 // The losing copy of a straggler: stop it.
-                a.outcome = "abandoned";
-                if let Some(w) = inner.workers.get_mut(&a.worker) {
-                    w.abandon.push(a.id.clone());
-                }
+                abandon(&mut inner.running, &mut inner.workers, a);
             }
-            if let Some(w) = inner.workers.get_mut(&a.worker) {
-                w.attempts.remove(&a.id);
-            }
-            inner.running.remove(&a.id);
         }
         {
             let mut totals = self

@@ -70,18 +70,27 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     // Staging dirs of runs that died more than a day ago are garbage now (a concurrent run's
     // staging is younger and left alone).
     cleanup_stale_staging(&out, &job, &[]).await?;
-    let parallelism = if p.run.parallelism == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2)
-    } else {
-        p.run.parallelism
-    };
-    let outcome = crate::task::run_sequential(p, &job, &out, parallelism, mode).await;
+    let outcome = crate::task::run_sequential(p, &job, &out, parallelism(p), mode).await;
     if outcome.is_err() {
         crate::publish::remove_staging(&out, &job).await?;
     }
     outcome
+}
+
+/// The cores of this machine (2 when they cannot be read).
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
+/// The threads a run uses: `run.parallelism`, or every core when it is 0.
+pub fn parallelism(p: &Pipeline) -> usize {
+    if p.run.parallelism == 0 {
+        cores()
+    } else {
+        p.run.parallelism
+    }
 }
 
 /// Reads one input file into sharded parts under `staging`.

@@ -357,22 +357,15 @@ pub async fn publish_job(
     }
     for stage in &p.stages {
         let mut s = StageSummary::new(&stage.name);
-        let mut first = true;
-        for t in &jp.tasks {
-            if t.group != stage.name || t.is_ingest() {
-                continue;
-            }
-            let Some(o) = outputs.get(&t.id) else {
-                return Err(ExecError::Task(format!("{} has no committed output", t.id)));
-            };
-            if first {
-                s = o.summary.clone();
-                first = false;
-            } else {
+        for t in jp
+            .tasks
+            .iter()
+            .filter(|t| t.group == stage.name && !t.is_ingest())
+        {
+            if let Some(o) = outputs.get(&t.id) {
                 s.merge(&o.summary);
             }
         }
-        s.stage = stage.name.clone();
         stages.push(s);
     }
     for t in &jp.tasks {
