@@ -1,12 +1,15 @@
-//! Local execution of a pipeline.
+//! Execution of a pipeline: the task graph and the task bodies.
 //!
-//! A run ([`run::run_pipeline`]) goes:
+//! [`task`] plans a run into tasks (one per input file, then per stage, per shard for `hseq`)
+//! and runs one task into its own attempt directory; `distillery-cluster` hands those tasks to
+//! workers, and [`task::run_sequential`] (behind [`run::run_pipeline`]) runs them in order in
+//! this process. A run goes:
 //! 1. [`plan`]: resolve every input's paths (globs, URLs) into files, all missing files
 //!    reported at once;
 //! 2. ingest: each file is read on a blocking thread by its `distillery-ingest` reader into a
 //!    [`sink::BatchingSink`], which shards records by stable id hash, batches them into Arrow
 //!    `RecordBatch`es and hands them over a bounded channel to async [`parts::PartWriters`]
-//!    (Parquet, zstd) writing under `_staging/<run-id>/` through object_store;
+//!    (Parquet, zstd) writing under the attempt's directory through object_store;
 //! 3. the bad-record check (`run.max_bad_ratio`);
 //! 4. stages, from the staged Parquet: [`hseq_stage`] part by part; [`label_stage`] input by
 //!    input (weak labels, trajectories and SFT samples through `distillery-label`, written as
