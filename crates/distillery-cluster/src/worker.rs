@@ -92,6 +92,9 @@ struct Running {
     abort: tokio::task::AbortHandle,
     /// Dropping it stops the attempt's work (see [`execute_on_own_thread`]).
     _cancel: tokio::sync::oneshot::Sender<()>,
+    /// The work is done and its result is being reported: an abandon request that crosses
+    /// the report (the coordinator already committed it) is ignored, not a cancellation.
+    reporting: bool,
 }
 
 /// Counters exported on the worker's `/metrics`.
@@ -269,9 +272,14 @@ pub async fn run_worker(
                 Ok(resp) => {
                     let resp = resp.into_inner();
                     for a in resp.abandon_attempts {
-                        if let Some(r) =
-                            running.lock().unwrap_or_else(|e| e.into_inner()).remove(&a)
-                        {
+                        let removed = {
+                            let mut r = running.lock().unwrap_or_else(|e| e.into_inner());
+                            match r.get(&a) {
+                                Some(x) if !x.reporting => r.remove(&a),
+                                _ => None,
+                            }
+                        };
+                        if let Some(r) = removed {
                             warn!(attempt = %a, task = %r.task, "abandoning attempt");
                             r.abort.abort();
                             metrics.outcome("abandoned");
@@ -370,12 +378,13 @@ fn spawn_task(
                 return;
             };
             // Abandoned meanwhile: nothing to report.
-            if !running2
+            match running2
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&t.attempt_id)
+                .get_mut(&t.attempt_id)
             {
-                return;
+                Some(r) => r.reporting = true,
+                None => return,
             }
             match result {
                 Ok(output) => {
@@ -438,6 +447,7 @@ fn spawn_task(
     guard.insert(
         attempt,
         Running {
+            reporting: false,
             job,
             task: task_id,
             abort: handle.abort_handle(),

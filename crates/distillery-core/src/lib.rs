@@ -24,7 +24,7 @@
 //! Dependencies: `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
 //! traced from the record types, so each table has one definition), `toml` + `toml_edit` (the
 //! pipeline file, and positions of keys for error messages), `serde_path_to_error` (the exact
-//! key of a bad value), `sha1`/`hex` (stable ids), `thiserror` (error types).
+//! key of a bad value), `sha1` (stable ids), `thiserror` (error types).
 
 pub mod error;
 pub mod id;

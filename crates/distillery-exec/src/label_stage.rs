@@ -47,7 +47,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-use distillery_core::id::{shard_of, stable_id};
+use distillery_core::id::shard_of;
 use distillery_core::schema::{from_batch, to_batch};
 use distillery_core::spec::{
     Format, FormatOptions, LabelOptions, Pipeline, StageOptions, StageSpec,
@@ -415,13 +415,21 @@ pub fn split_of(id: &str, validation_share: f64) -> &'static str {
 }
 
 /// 128-bit hash of a sample's messages (roles and contents): equal for exact duplicates.
+///
+/// Two seeded XXH64 streams (not SHA-1: the hash only finds duplicates within a run, is never
+/// written out, and runs over every sample's full text).
 pub fn content_hash(s: &SftSample) -> u128 {
-    let parts: Vec<&str> = s
-        .messages
-        .iter()
-        .flat_map(|m| [m.role.as_str(), m.content.as_str()])
-        .collect();
-    u128::from_str_radix(&stable_id(&parts), 16).expect("stable ids are 32 hex digits")
+    use std::hash::Hasher;
+    let mut a = twox_hash::XxHash64::with_seed(0x5eed_0001);
+    let mut b = twox_hash::XxHash64::with_seed(0x5eed_0002);
+    // Each part behind its length, so that no two message lists feed the same bytes.
+    for part in s.messages.iter().flat_map(|m| [&m.role, &m.content]) {
+        for h in [&mut a, &mut b] {
+            h.write(&(part.len() as u64).to_le_bytes());
+            h.write(part.as_bytes());
+        }
+    }
+    (u128::from(a.finish()) << 64) | u128::from(b.finish())
 }
 
 /// One line of `sft/*.jsonl`: a JSON object with the keys `id`, `messages` (`role`,

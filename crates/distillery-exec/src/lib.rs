@@ -34,6 +34,8 @@
 //! and remote input), `tokio` + `tokio-util` + `futures` (async writers, blocking readers
 //! bridged with `SyncIoBridge`), `indicatif` (progress bars on a terminal), `glob` (input
 //! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types),
+//! `twox-hash` (XXH64, the label stage's duplicate-sample hashes: fast, and already built for
+//! parquet),
 //! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple
 //! extraction of the `triples` stage), `distillery-distill` (the CIRAG loop, planner, relevance and
 //! RAS prompts of the teacher stages), `distillery-embed` (candle sentence embeddings for

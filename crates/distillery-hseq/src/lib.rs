@@ -73,7 +73,7 @@ pub use error::{DecodeError, Mismatch};
 pub use kg::{KgEdge, KgEncoder, TRIPLET_SCHEMA, decode_kg, encode_kg};
 pub use order::{level, level_rank, sort_stream, source_type, stream_cmp};
 pub use table::{DecodedTable, column_keys, decode_table, encode_table, table_uri};
-pub use text::{DecodedDocument, GAP, decode_document, encode_document};
+pub use text::{DecodedDocument, GAP, decode_document, encode_document, encode_document_unsealed};
 pub use verify::{KgStats, Verifier, VerifyCounts, check_document, check_kg, check_table};
 
 use distillery_core::Segment;

@@ -34,7 +34,7 @@
 
 use crate::order::{level, source_type};
 use crate::{DecodeError, check_sha1, index_ids, non_empty, parent_index, sealed};
-use distillery_core::id::stable_id;
+use distillery_core::id::StableIdBuilder;
 use distillery_core::spec::HseqOptions;
 use distillery_core::{Document, Segment};
 use std::cmp::Reverse;
@@ -43,27 +43,37 @@ use std::collections::HashMap;
 /// The `schema` tag of gap paragraphs: text outside every paragraph of the source.
 pub const GAP: &str = "gap";
 
-/// Char-offset index of a text: byte position of every char, for O(1) slicing.
+/// Char-offset index of a text: byte position of every char, for O(1) slicing. An ASCII
+/// text (most of Wikipedia and the QA sets) needs no table: char and byte offsets agree.
 pub(crate) struct CharIndex<'a> {
     text: &'a str,
-    bytes: Vec<usize>,
+    /// Byte position of every char and of the end; `None` for an ASCII text.
+    bytes: Option<Vec<usize>>,
 }
 
 impl<'a> CharIndex<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        let mut bytes: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        bytes.push(text.len());
+        let bytes = (!text.is_ascii()).then(|| {
+            let mut bytes: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
+            bytes.push(text.len());
+            bytes
+        });
         CharIndex { text, bytes }
     }
 
     /// Number of chars.
     pub(crate) fn len(&self) -> u32 {
-        (self.bytes.len() - 1) as u32
+        self.bytes.as_ref().map_or(self.text.len(), |b| b.len() - 1) as u32
+    }
+
+    /// Byte position of char `c` (`c <= len`).
+    fn byte(&self, c: u32) -> usize {
+        self.bytes.as_ref().map_or(c as usize, |b| b[c as usize])
     }
 
     /// `text[a:b]` in chars; `a <= b <= len` must hold.
     fn slice(&self, a: u32, b: u32) -> &'a str {
-        &self.text[self.bytes[a as usize]..self.bytes[b as usize]]
+        &self.text[self.byte(a)..self.byte(b)]
     }
 
     /// `text[a:b]` in chars, `None` when the span is not inside the text.
@@ -105,13 +115,33 @@ impl Ids<'_> {
         let k = self.seen.entry((lvl, s.a, s.b)).or_insert(0);
         let n = *k;
         *k += 1;
-        let (a, b) = (s.a.to_string(), s.b.to_string());
+        // stable_id(&[source, lvl, a, b]) (and n when the span repeats), the numbers written
+        // in decimal without allocating.
+        let mut h = StableIdBuilder::new();
+        let mut buf = [0u8; 10];
+        h.part(self.source)
+            .part(lvl)
+            .part(decimal(s.a, &mut buf))
+            .part(decimal(s.b, &mut buf));
+        if n > 0 {
+            h.part(decimal(n, &mut buf));
+        }
+        h.finish()
+    }
+}
+
+/// `n` in decimal, written into `buf`.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
         if n == 0 {
-            stable_id(&[self.source, lvl, &a, &b])
-        } else {
-            stable_id(&[self.source, lvl, &a, &b, &n.to_string()])
+            break;
         }
     }
+    std::str::from_utf8(&buf[i..]).expect("ascii digits")
 }
 
 struct SecItem {
@@ -150,6 +180,17 @@ fn push_gaps(ix: &CharIndex<'_>, a: u32, b: u32, out: &mut Vec<Span>) {
 /// Encodes a document as `document`, `section`, `paragraph` (incl. gap) and `sentence`
 /// segments in stream order (see the module docs).
 pub fn encode_document(doc: &Document, opts: &HseqOptions) -> Vec<Segment> {
+    encode_document_with(doc, opts, true)
+}
+
+/// [`encode_document`] without the integrity hashes (`sha1` left empty, which decoding and
+/// verification accept): for callers that use the segments in memory and never write them,
+/// such as the labeller, which builds every question's S_h anew.
+pub fn encode_document_unsealed(doc: &Document, opts: &HseqOptions) -> Vec<Segment> {
+    encode_document_with(doc, opts, false)
+}
+
+fn encode_document_with(doc: &Document, opts: &HseqOptions, seal: bool) -> Vec<Segment> {
     let ix = CharIndex::new(&doc.text);
     let n = ix.len();
     let mut ids = Ids {
@@ -161,7 +202,7 @@ pub fn encode_document(doc: &Document, opts: &HseqOptions) -> Vec<Segment> {
         .map(|r| r.to_string())
         .or_else(|| non_empty(&doc.source));
     let mk = |id: String, lvl: &str, parent: Option<String>, content: String, s: Span, schema| {
-        sealed(Segment {
+        let seg = Segment {
             id,
             level: lvl.to_string(),
             parent,
@@ -175,7 +216,8 @@ pub fn encode_document(doc: &Document, opts: &HseqOptions) -> Vec<Segment> {
             sha1: String::new(),
             source_version: version.clone(),
             ord: 0,
-        })
+        };
+        if seal { sealed(seg) } else { seg }
     };
     let mut out = Vec::new();
 

@@ -24,33 +24,38 @@
 use distillery_core::Question;
 use std::collections::HashSet;
 
-/// Lower-case Latin letters with diacritics and their plain forms.
-const FOLDS: &[(&str, &str)] = &[
-    ("àáâãäåāăą", "a"),
-    ("æ", "ae"),
-    ("çćĉċč", "c"),
-    ("ďđð", "d"),
-    ("èéêëēĕėęě", "e"),
-    ("ĝğġģ", "g"),
-    ("ĥħ", "h"),
-    ("ìíîïĩīĭįı", "i"),
-    ("ĳ", "ij"),
-    ("ĵ", "j"),
-    ("ķĸ", "k"),
-    ("ĺļľŀł", "l"),
-    ("ñńņňŉŋ", "n"),
-    ("òóôõöøōŏő", "o"),
-    ("œ", "oe"),
-    ("ŕŗř", "r"),
-    ("śŝşšſ", "s"),
-    ("ß", "ss"),
-    ("ţťŧ", "t"),
-    ("þ", "th"),
-    ("ùúûüũūŭůűų", "u"),
-    ("ŵ", "w"),
-    ("ýÿŷ", "y"),
-    ("źżž", "z"),
-];
+/// The plain form of a lower-case Latin letter with a diacritic (Latin-1 and Latin
+/// Extended-A), `None` for any other char. A `match`, which compiles to a jump table: this is
+/// on the labeller's hot path for every non-ASCII character.
+fn plain_form(c: char) -> Option<&'static str> {
+    match c {
+        'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ă' | 'ą' => Some("a"),
+        'æ' => Some("ae"),
+        'ç' | 'ć' | 'ĉ' | 'ċ' | 'č' => Some("c"),
+        'ď' | 'đ' | 'ð' => Some("d"),
+        'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ĕ' | 'ė' | 'ę' | 'ě' => Some("e"),
+        'ĝ' | 'ğ' | 'ġ' | 'ģ' => Some("g"),
+        'ĥ' | 'ħ' => Some("h"),
+        'ì' | 'í' | 'î' | 'ï' | 'ĩ' | 'ī' | 'ĭ' | 'į' | 'ı' => Some("i"),
+        'ĳ' => Some("ij"),
+        'ĵ' => Some("j"),
+        'ķ' | 'ĸ' => Some("k"),
+        'ĺ' | 'ļ' | 'ľ' | 'ŀ' | 'ł' => Some("l"),
+        'ñ' | 'ń' | 'ņ' | 'ň' | 'ŉ' | 'ŋ' => Some("n"),
+        'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ŏ' | 'ő' => Some("o"),
+        'œ' => Some("oe"),
+        'ŕ' | 'ŗ' | 'ř' => Some("r"),
+        'ś' | 'ŝ' | 'ş' | 'š' | 'ſ' => Some("s"),
+        'ß' => Some("ss"),
+        'ţ' | 'ť' | 'ŧ' => Some("t"),
+        'þ' => Some("th"),
+        'ù' | 'ú' | 'û' | 'ü' | 'ũ' | 'ū' | 'ŭ' | 'ů' | 'ű' | 'ų' => Some("u"),
+        'ŵ' => Some("w"),
+        'ý' | 'ÿ' | 'ŷ' => Some("y"),
+        'ź' | 'ż' | 'ž' => Some("z"),
+        _ => None,
+    }
+}
 
 /// What folding does with one lowercased char.
 enum Fold {
@@ -66,7 +71,7 @@ fn fold_char(c: char) -> Fold {
         Fold::Keep(c)
     } else if ('\u{0300}'..='\u{036f}').contains(&c) {
         Fold::Drop
-    } else if let Some((_, to)) = FOLDS.iter().find(|(from, _)| from.contains(c)) {
+    } else if let Some(to) = plain_form(c) {
         Fold::To(to)
     } else {
         Fold::Keep(c)
@@ -138,10 +143,25 @@ fn normalize_ascii(s: &[u8]) -> String {
     let mut i = 0;
     while i < s.len() {
         let c = s[i];
-        let keep = if c.is_ascii_alphanumeric() {
-            Some(c.to_ascii_lowercase())
-        } else if c == b'.' && i > 0 && digit(i - 1) && digit(i + 1) {
-            Some(b'.')
+        if c.is_ascii_alphanumeric() {
+            // A run of letters and digits, copied lowercased in one go.
+            if word.is_none() {
+                if !out.is_empty() {
+                    out.push(b' ');
+                }
+                word = Some(out.len());
+            }
+            let start = i;
+            i += 1;
+            while i < s.len() && s[i].is_ascii_alphanumeric() {
+                i += 1;
+            }
+            out.extend(s[start..i].iter().map(u8::to_ascii_lowercase));
+            continue;
+        }
+        if c == b'.' && i > 0 && digit(i - 1) && digit(i + 1) {
+            // A decimal point: the previous byte, a digit, opened the word.
+            out.push(b'.');
         } else if c == b','
             && i > 0
             && digit(i - 1)
@@ -149,30 +169,15 @@ fn normalize_ascii(s: &[u8]) -> String {
             && !digit(i + 4)
         {
             // thousands separator: dropped, the word goes on
-            None
         } else if c == b'\'' || c == b'`' {
             let possessive = matches!(s.get(i + 1), Some(b's' | b'S'))
                 && s.get(i + 2).is_none_or(|n| !n.is_ascii_alphanumeric());
             if possessive {
                 i += 1;
             }
-            None
-        } else {
+        } else if let Some(start) = word.take() {
             // whitespace and every other character: a word break
-            if let Some(start) = word.take() {
-                end_word(&mut out, start);
-            }
-            i += 1;
-            continue;
-        };
-        if let Some(b) = keep {
-            if word.is_none() {
-                if !out.is_empty() {
-                    out.push(b' ');
-                }
-                word = Some(out.len());
-            }
-            out.push(b);
+            end_word(&mut out, start);
         }
         i += 1;
     }
@@ -199,14 +204,23 @@ pub fn normalize_answer(s: &str) -> String {
 /// gives. `None` when a letter or digit stays non-ASCII (Greek, CJK, ...).
 fn fold_to_ascii(s: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len());
-    for c in s.chars().flat_map(char::to_lowercase) {
-        match fold_char(c) {
-            Fold::Keep(c) if c.is_ascii() => out.push(c as u8),
-            Fold::Keep(c) if c.is_alphanumeric() => return None,
-            Fold::Keep(c) if is_apostrophe(c) => out.push(b'\''),
-            Fold::Keep(_) => out.push(b' '),
-            Fold::Drop => {}
-            Fold::To(to) => out.extend_from_slice(to.as_bytes()),
+    let mut rest = s;
+    while !rest.is_empty() {
+        // ASCII runs are copied as they are ([`normalize_ascii`] lowercases them).
+        let ascii = rest.bytes().take_while(u8::is_ascii).count();
+        out.extend_from_slice(&rest.as_bytes()[..ascii]);
+        rest = &rest[ascii..];
+        let Some(c) = rest.chars().next() else { break };
+        rest = &rest[c.len_utf8()..];
+        for c in c.to_lowercase() {
+            match fold_char(c) {
+                Fold::Keep(c) if c.is_ascii() => out.push(c as u8),
+                Fold::Keep(c) if c.is_alphanumeric() => return None,
+                Fold::Keep(c) if is_apostrophe(c) => out.push(b'\''),
+                Fold::Keep(_) => out.push(b' '),
+                Fold::Drop => {}
+                Fold::To(to) => out.extend_from_slice(to.as_bytes()),
+            }
         }
     }
     Some(out)
@@ -255,11 +269,17 @@ pub fn tokens(s: &str) -> Vec<String> {
 pub fn jaccard(a: &[String], b: &[String]) -> f64 {
     let a: HashSet<&str> = a.iter().map(String::as_str).collect();
     let b: HashSet<&str> = b.iter().map(String::as_str).collect();
-    let union = a.union(&b).count();
+    jaccard_sets(&a, &b)
+}
+
+/// [`jaccard`] of two sets already built.
+pub fn jaccard_sets(a: &HashSet<&str>, b: &HashSet<&str>) -> f64 {
+    let inter = a.iter().filter(|w| b.contains(*w)).count();
+    let union = a.len() + b.len() - inter;
     if union == 0 {
         return 0.0;
     }
-    a.intersection(&b).count() as f64 / union as f64
+    inter as f64 / union as f64
 }
 
 /// Whether the normalised `needle` occurs in the normalised `haystack` as whole words.

@@ -41,7 +41,10 @@
 //! (the step's picks) and Selected-So-Far lines are never dropped, nor are the question or the
 //! guidance shortened; a prompt that still does not fit is kept and flagged `over_budget`.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::path::Path;
+use std::rc::Rc;
 
 use distillery_core::id::sha1_hex;
 use distillery_hseq::truncate_snippet;
@@ -155,6 +158,20 @@ impl Prompts {
         snippet_chars: u32,
         max_tokens: u32,
     ) -> RenderedIteration {
+        self.render_iteration_cached(input, counter, snippet_chars, max_tokens, &LineCache::new())
+    }
+
+    /// [`Prompts::render_iteration`] with the prompt lines taken from (and added to) `cache`:
+    /// the steps of one trajectory show mostly the same segments, so a question's steps share
+    /// one cache. The result is the same as without a cache.
+    pub fn render_iteration_cached<'a>(
+        &self,
+        input: &IterationInput<'a>,
+        counter: &TokenCounter,
+        snippet_chars: u32,
+        max_tokens: u32,
+        cache: &LineCache<'a>,
+    ) -> RenderedIteration {
         let top_k = input.top_k.to_string();
         let system = fill(&self.iteration.system, &[("top_k", &top_k)]);
         let system_tokens = counter.count(&system);
@@ -174,13 +191,17 @@ impl Prompts {
             )
         };
         // The prompt lines at one snippet length, formatted once per length.
-        let format = |snippet: u32| -> (String, Vec<String>) {
-            let selected = join_lines(input.selected.iter().map(|s| line(*s, snippet)));
-            let window = input.window.iter().map(|s| line(*s, snippet)).collect();
+        let format = |snippet: u32| -> (String, Vec<Rc<str>>) {
+            let selected = join_lines(input.selected.iter().map(|s| cache.line(*s, snippet)));
+            let window = input
+                .window
+                .iter()
+                .map(|s| cache.line(*s, snippet))
+                .collect();
             (selected, window)
         };
-        let render = |shown: &[usize], (selected, window): &(String, Vec<String>)| {
-            let candidates = join_lines(shown.iter().map(|&i| window[i].as_str()));
+        let render = |shown: &[usize], (selected, window): &(String, Vec<Rc<str>>)| {
+            let candidates = join_lines(shown.iter().map(|&i| &*window[i]));
             let user = user_of(selected, &candidates);
             let tokens = system_tokens.saturating_add(counter.count(&user));
             (user, tokens)
@@ -380,6 +401,22 @@ pub fn snippet(content: &str, budget: u32) -> String {
     // The cut depends only on the first `budget` characters and on whether there are more:
     // collapse no further than one character past the budget.
     let budget = budget as usize;
+    if content.is_ascii() {
+        // The same in bytes: an ASCII char is one byte, and its whitespace is the six chars
+        // `char::is_whitespace` accepts below 0x80.
+        let ws = |b: &u8| matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
+        let mut flat = String::with_capacity(content.len().min(budget + 64));
+        for w in content.as_bytes().split(ws).filter(|w| !w.is_empty()) {
+            if flat.len() > budget {
+                break;
+            }
+            if !flat.is_empty() {
+                flat.push(' ');
+            }
+            flat.push_str(std::str::from_utf8(w).expect("ascii"));
+        }
+        return truncate_snippet(&flat, budget).0;
+    }
     let mut flat = String::with_capacity(content.len().min(budget.saturating_mul(4) + 64));
     let mut chars = 0usize;
     for w in content.split_whitespace() {
@@ -399,6 +436,28 @@ pub fn snippet(content: &str, budget: u32) -> String {
 /// One prompt line: `- [id] snippet`.
 fn line(s: SegmentLine<'_>, budget: u32) -> String {
     format!("- [{}] {}", s.id, snippet(s.content, budget))
+}
+
+/// Prompt lines already rendered, by segment id and snippet length. Segment ids identify a
+/// segment within one question's S_h; a cache must not outlive the question it serves.
+#[derive(Debug, Default)]
+pub struct LineCache<'a> {
+    lines: RefCell<HashMap<(&'a str, u32), Rc<str>>>,
+}
+
+impl<'a> LineCache<'a> {
+    pub fn new() -> LineCache<'a> {
+        LineCache::default()
+    }
+
+    /// The line of `s` at `budget`, rendered on first use.
+    fn line(&self, s: SegmentLine<'a>, budget: u32) -> Rc<str> {
+        self.lines
+            .borrow_mut()
+            .entry((s.id, budget))
+            .or_insert_with(|| line(s, budget).into())
+            .clone()
+    }
 }
 
 /// Lines joined by newlines, or [`EMPTY_LIST`] when there are none.
@@ -546,13 +605,20 @@ mod tests {
         assert_eq!(snippet("alpha  beta\ngamma", 100), "alpha beta gamma");
         assert_eq!(snippet("alpha beta gamma delta", 14), "alpha beta…");
         // The early stop gives what collapsing everything and cutting gives.
-        let text = "  Der  Große\tBär ist ein Sternbild\n des Nordhimmels, nahe dem Pol.  ";
-        for budget in 0..80 {
-            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-            assert_eq!(
-                snippet(text, budget),
-                truncate_snippet(&flat, budget as usize).0
-            );
+        // Non-ASCII and ASCII texts (the ASCII path, with every ASCII whitespace char and a
+        // separator char that is not whitespace).
+        for text in [
+            "  Der  Große\tBär ist ein Sternbild\n des Nordhimmels, nahe dem Pol.  ",
+            " The\x0bGreat\x0cBear\r\n is a\x1cconstellation\t of the northern sky. ",
+        ] {
+            for budget in 0..80 {
+                let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                assert_eq!(
+                    snippet(text, budget),
+                    truncate_snippet(&flat, budget as usize).0,
+                    "{text:?} at {budget}"
+                );
+            }
         }
     }
 }

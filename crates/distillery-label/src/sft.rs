@@ -25,12 +25,12 @@
 //! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
 //! messages])`.
 
-use distillery_core::id::stable_id;
+use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
 
 use crate::positives::{Method, Positives, Prepared, is_root, labeled_segment, max_segments};
-use crate::prompt::{IterationInput, SegmentLine};
+use crate::prompt::{IterationInput, LineCache, SegmentLine};
 use crate::sh::build_sh;
 use crate::trajectory::{Preset, Step, Trajectory, TrajectoryParams, synthesize};
 use crate::{LabelOutput, Labeller, QuestionContext, hanrag};
@@ -100,11 +100,21 @@ pub fn sample_id(
     step: &str,
     messages: &[Message],
 ) -> String {
-    let content: Vec<String> = messages
-        .iter()
-        .map(|m| format!("{}\u{1e}{}", m.role, m.content))
-        .collect();
-    stable_id(&[task, question_id, method, step, &content.join("\u{1d}")])
+    // stable_id(&[task, question_id, method, step, messages as `role 0x1e content` joined
+    // by 0x1d]), without building the joined string.
+    let mut b = StableIdBuilder::new();
+    b.part(task)
+        .part(question_id)
+        .part(method)
+        .part(step)
+        .part("");
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            b.extend("\u{1d}");
+        }
+        b.extend(&m.role).extend("\u{1e}").extend(&m.content);
+    }
+    b.finish()
 }
 
 /// Labels one question with every method and renders its samples (see the module docs).
@@ -180,122 +190,129 @@ fn iteration_samples(
     let q = ctx.question;
     let (guidance, guidance_source) = l.guidance.guidance_for(q);
     let guidance_key = l.guidance.cache_key(q, l.options.planner_model.as_deref());
-    let steps = traj.steps.len() as u32;
+    let o = &l.options;
+    // The same for every step but `over_budget`: built once per question, both ways.
+    let params = |over_budget: bool| {
+        serde_json::json!({
+            "method": method.name(),
+            "preset": o.preset,
+            "k": preset.top_k,
+            "max_segments": preset.max_segments,
+            "max_tokens": preset.max_tokens,
+            "window": TrajectoryParams::from_options(o).window,
+            "sufficiency": o.sufficiency,
+            "max_steps": o.max_steps,
+            "snippet_chars": o.snippet_chars,
+            "lexical_weight": o.lexical_weight,
+            "method_params": method.params(),
+            "guidance": guidance_source,
+            "guidance_key": guidance_key,
+            "tokens": l.counter.name(),
+            "over_budget": over_budget,
+        })
+        .to_string()
+    };
+    let s = StepSamples {
+        l,
+        method,
+        q,
+        sh,
+        preset,
+        guidance: &guidance,
+        params: [params(false), params(true)],
+        lines: LineCache::new(),
+        steps: traj.steps.len() as u32,
+    };
     traj.steps
         .iter()
         .enumerate()
-        .map(|(n, step)| {
-            step_sample(
-                l,
-                method,
-                q,
-                sh,
-                step,
-                (n as u32 + 1, steps),
-                preset,
-                (&guidance, guidance_source, &guidance_key),
-            )
-        })
+        .map(|(n, step)| s.sample(step, n as u32 + 1))
         .collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn step_sample(
-    l: &Labeller,
-    method: &(dyn Method + Send + Sync),
-    q: &distillery_core::Question,
-    sh: &[Segment],
-    step: &Step,
-    (n, steps): (u32, u32),
-    preset: &Preset,
-    (guidance, guidance_source, guidance_key): (&str, &str, &str),
-) -> SftSample {
-    let line = |i: usize| SegmentLine {
-        id: &sh[i].id,
-        content: &sh[i].content,
-    };
-    let input = IterationInput {
-        question: &q.question,
-        guidance,
-        top_k: preset.top_k,
-        selected: step.selected_before.iter().map(|&i| line(i)).collect(),
-        window: step.window.iter().map(|&i| line(i)).collect(),
-        keep: step.window.iter().map(|i| step.picks.contains(i)).collect(),
-    };
-    let rendered = l.prompts.render_iteration(
-        &input,
-        &l.counter,
-        l.options.snippet_chars,
-        preset.max_tokens,
-    );
-    let pick_ids: Vec<&str> = step.picks.iter().map(|&i| sh[i].id.as_str()).collect();
-    let target = target_json(&pick_ids, preset.top_k, step.sufficient);
-    let target_tokens = l.counter.count(&target);
-    let mut messages = Vec::with_capacity(3);
-    if !rendered.system.is_empty() {
+/// What the steps of one question's trajectory share.
+struct StepSamples<'a> {
+    l: &'a Labeller,
+    method: &'a (dyn Method + Send + Sync),
+    q: &'a distillery_core::Question,
+    sh: &'a [Segment],
+    preset: &'a Preset,
+    guidance: &'a str,
+    /// The `params` JSON without and with `over_budget`.
+    params: [String; 2],
+    lines: LineCache<'a>,
+    steps: u32,
+}
+
+impl StepSamples<'_> {
+    /// The sample of step `n` (1-based).
+    fn sample(&self, step: &Step, n: u32) -> SftSample {
+        let (l, sh, q, preset) = (self.l, self.sh, self.q, self.preset);
+        let line = |i: usize| SegmentLine {
+            id: &sh[i].id,
+            content: &sh[i].content,
+        };
+        let input = IterationInput {
+            question: &q.question,
+            guidance: self.guidance,
+            top_k: preset.top_k,
+            selected: step.selected_before.iter().map(|&i| line(i)).collect(),
+            window: step.window.iter().map(|&i| line(i)).collect(),
+            keep: step.window.iter().map(|i| step.picks.contains(i)).collect(),
+        };
+        let rendered = l.prompts.render_iteration_cached(
+            &input,
+            &l.counter,
+            l.options.snippet_chars,
+            preset.max_tokens,
+            &self.lines,
+        );
+        let pick_ids: Vec<&str> = step.picks.iter().map(|&i| sh[i].id.as_str()).collect();
+        let target = target_json(&pick_ids, preset.top_k, step.sufficient);
+        let target_tokens = l.counter.count(&target);
+        let mut messages = Vec::with_capacity(3);
+        if !rendered.system.is_empty() {
+            messages.push(Message {
+                role: "system".into(),
+                content: rendered.system,
+            });
+        }
         messages.push(Message {
-            role: "system".into(),
-            content: rendered.system.clone(),
+            role: "user".into(),
+            content: rendered.user,
         });
-    }
-    messages.push(Message {
-        role: "user".into(),
-        content: rendered.user.clone(),
-    });
-    messages.push(Message {
-        role: "assistant".into(),
-        content: target,
-    });
-    let mut segment_ids: Vec<String> = rendered
-        .shown
-        .iter()
-        .map(|&p| sh[step.window[p]].id.clone())
-        .collect();
-    segment_ids.extend(step.selected_before.iter().map(|&i| sh[i].id.clone()));
-    let o = &l.options;
-    let params = serde_json::json!({
-        "method": method.name(),
-        "preset": o.preset,
-        "k": preset.top_k,
-        "max_segments": preset.max_segments,
-        "max_tokens": preset.max_tokens,
-        "window": TrajectoryParams::from_options(o).window,
-        "sufficiency": o.sufficiency,
-        "max_steps": o.max_steps,
-        "snippet_chars": o.snippet_chars,
-        "lexical_weight": o.lexical_weight,
-        "method_params": method.params(),
-        "guidance": guidance_source,
-        "guidance_key": guidance_key,
-        "tokens": l.counter.name(),
-        "over_budget": rendered.over_budget,
-    });
-    let id = sample_id(
-        TASK_ITERATION,
-        &q.id,
-        method.name(),
-        &n.to_string(),
-        &messages,
-    );
-    SftSample {
-        id,
-        task: TASK_ITERATION.to_string(),
-        messages,
-        weight: step.weight,
-        split: String::new(),
-        dataset: q.dataset.clone(),
-        question_id: q.id.clone(),
-        segment_ids,
-        method: method.name().to_string(),
-        params: params.to_string(),
-        template_id: l.prompts.iteration.id.clone(),
-        template_version: l.prompts.iteration.version.clone(),
-        pipeline_hash: l.pipeline_hash.clone(),
-        step: Some(n),
-        steps: Some(steps),
-        sufficient: Some(step.sufficient),
-        prompt_tokens: rendered.prompt_tokens,
-        target_tokens,
+        messages.push(Message {
+            role: "assistant".into(),
+            content: target,
+        });
+        let mut segment_ids: Vec<String> = rendered
+            .shown
+            .iter()
+            .map(|&p| sh[step.window[p]].id.clone())
+            .collect();
+        segment_ids.extend(step.selected_before.iter().map(|&i| sh[i].id.clone()));
+        let method = self.method.name();
+        let id = sample_id(TASK_ITERATION, &q.id, method, &n.to_string(), &messages);
+        SftSample {
+            id,
+            task: TASK_ITERATION.to_string(),
+            messages,
+            weight: step.weight,
+            split: String::new(),
+            dataset: q.dataset.clone(),
+            question_id: q.id.clone(),
+            segment_ids,
+            method: method.to_string(),
+            params: self.params[usize::from(rendered.over_budget)].clone(),
+            template_id: l.prompts.iteration.id.clone(),
+            template_version: l.prompts.iteration.version.clone(),
+            pipeline_hash: l.pipeline_hash.clone(),
+            step: Some(n),
+            steps: Some(self.steps),
+            sufficient: Some(step.sufficient),
+            prompt_tokens: rendered.prompt_tokens,
+            target_tokens,
+        }
     }
 }
 

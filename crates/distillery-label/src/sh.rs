@@ -2,7 +2,8 @@
 //!
 //! [`build_sh`] linearizes a question's context with the `distillery-hseq` adapters:
 //! documents (HotpotQA/2Wiki/MuSiQue context paragraphs, TAT-QA paragraphs, HybridQA linked
-//! passages) with [`encode_document`], tables (HybridQA, TAT-QA) with [`encode_table`], KB
+//! passages) with [`encode_document_unsealed`] (no integrity hashes: S_h lives in memory
+//! only), tables (HybridQA, TAT-QA) with [`encode_table`], KB
 //! edges (MetaQA) with [`encode_kg`]. The segments are concatenated and sorted into the
 //! stream order ρ ([`sort_stream`]), so containers come first (`document`, `table`,
 //! `subgraph`, `section`), then `paragraph ≺ table_row ≺ sentence ≺ triplet`, and every
@@ -20,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 
 use distillery_core::spec::HseqOptions;
 use distillery_core::{Question, Segment, Triple};
-use distillery_hseq::{encode_document, encode_kg, encode_table, sort_stream};
+use distillery_hseq::{encode_document_unsealed, encode_kg, encode_table, sort_stream};
 
 use crate::QuestionContext;
 
@@ -34,7 +35,7 @@ pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
     let mut seen_sources: HashSet<&str> = HashSet::new();
     for d in ctx.documents {
         if seen_sources.insert(d.id.as_str()) {
-            out.extend(encode_document(d, opts));
+            out.extend(encode_document_unsealed(d, opts));
         }
     }
     for t in ctx.tables {
@@ -47,7 +48,11 @@ pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
     }
     // Defensive: a segment id must appear once (ids derive from the source ids).
     let mut ids = HashSet::with_capacity(out.len());
-    out.retain(|s| ids.insert(s.id.clone()));
+    let keep: Vec<bool> = out.iter().map(|s| ids.insert(s.id.as_str())).collect();
+    if keep.contains(&false) {
+        let mut keep = keep.into_iter();
+        out.retain(|_| keep.next().unwrap_or(true));
+    }
     sort_stream(&mut out);
     out
 }

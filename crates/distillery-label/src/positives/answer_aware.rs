@@ -58,8 +58,27 @@ const STOP: &[&str] = &[
     "whose", "why", "will", "with", "would", "yes", "you", "your",
 ];
 
+/// A word of at most 8 bytes packed into a `u64` (little-endian, zero-padded); `None` for a
+/// longer word. Normalised words hold no NUL byte, so packing is one-to-one on them.
+fn packed(w: &str) -> Option<u64> {
+    let b = w.as_bytes();
+    (b.len() <= 8).then(|| {
+        let mut buf = [0u8; 8];
+        buf[..b.len()].copy_from_slice(b);
+        u64::from_le_bytes(buf)
+    })
+}
+
+/// [`STOP`] packed ([`packed`]) and sorted: the stop test runs on every word of every unit,
+/// and comparing integers is several times cheaper than comparing strings.
+static STOP_PACKED: std::sync::LazyLock<Vec<u64>> = std::sync::LazyLock::new(|| {
+    let mut v: Vec<u64> = STOP.iter().filter_map(|w| packed(w)).collect();
+    v.sort_unstable();
+    v
+});
+
 fn is_stop(w: &str) -> bool {
-    STOP.binary_search(&w).is_ok()
+    packed(w).is_some_and(|p| STOP_PACKED.binary_search(&p).is_ok())
 }
 
 /// Content words: normalised tokens minus the stop list.
@@ -96,7 +115,9 @@ impl Bm25 {
             let mut len = 0usize;
             for w in d {
                 len += 1;
-                if let Some(j) = query.iter().position(|q| q == w) {
+                if let Some(j) = query.iter().position(|q| {
+                    q.len() == w.len() && q.as_bytes().first() == w.as_bytes().first() && q == w
+                }) {
                     counts[j] += 1;
                 }
             }
@@ -201,6 +222,43 @@ struct Source {
     head: String,
     terms: Vec<String>,
     units: Vec<usize>,
+}
+
+/// `names[p][u]`: unit `u`, of a source other than `p`, contains the title of source `p` as
+/// whole words ([`contains_phrase`]). One pass over each unit's words: titles are looked up
+/// by their first word and compared where it occurs (both texts are normalised: words
+/// separated by single spaces), instead of searching every unit for every title.
+fn title_mentions(sources: &[Source], units: &[Unit<'_>], unit_src: &[usize]) -> Vec<Vec<bool>> {
+    let mut names = vec![vec![false; units.len()]; sources.len()];
+    let mut by_first: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (p, s) in sources.iter().enumerate() {
+        if let Some(first) = s.title.split(' ').next().filter(|w| !w.is_empty()) {
+            by_first.entry(first).or_default().push(p);
+        }
+    }
+    if by_first.is_empty() {
+        return names;
+    }
+    for (u, unit) in units.iter().enumerate() {
+        let text = unit.norm;
+        let mut at = 0;
+        for w in text.split(' ') {
+            if let Some(ps) = by_first.get(w) {
+                let rest = &text[at..];
+                for &p in ps {
+                    let title = sources[p].title.as_str();
+                    if p != unit_src[u]
+                        && rest.starts_with(title)
+                        && (rest.len() == title.len() || rest.as_bytes()[title.len()] == b' ')
+                    {
+                        names[p][u] = true;
+                    }
+                }
+            }
+            at += w.len() + 1;
+        }
+    }
+    names
 }
 
 /// The answer-aware labeller.
@@ -396,18 +454,7 @@ impl Method for AnswerAware {
                 unit_src[u] = c;
             }
         }
-        let names: Vec<Vec<bool>> = sources
-            .iter()
-            .enumerate()
-            .map(|(p, s)| {
-                let title = Phrase::new(&s.title);
-                units
-                    .iter()
-                    .zip(&unit_src)
-                    .map(|(u, &c)| c != p && title.in_text(u.norm))
-                    .collect()
-            })
-            .collect();
+        let names = title_mentions(&sources, &units, &unit_src);
         // mentions[c][p]: a unit of source c mentions the title of source p.
         let mentions: Vec<Vec<bool>> = (0..n)
             .map(|c| {
@@ -510,6 +557,14 @@ mod tests {
     #[test]
     fn stop_list_is_sorted() {
         assert!(STOP.windows(2).all(|w| w[0] < w[1]));
+        // Every stop word packs, so the packed test is the list test.
+        assert_eq!(STOP_PACKED.len(), STOP.len());
+        for w in STOP {
+            assert!(is_stop(w));
+        }
+        for w in ["", "ab", "thereof", "betweenness", "a", "the", "zz"] {
+            assert_eq!(is_stop(w), STOP.contains(&w), "{w}");
+        }
     }
 
     #[test]

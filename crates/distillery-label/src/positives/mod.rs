@@ -25,6 +25,7 @@ use distillery_core::spec::LabelOptions;
 use distillery_core::{LabeledSegment, Question, Segment};
 use distillery_hseq::level;
 use std::cell::OnceCell;
+use std::collections::HashMap;
 
 use crate::normalize::normalize_answer;
 
@@ -64,24 +65,87 @@ impl Positives {
 /// Per-question work shared by the methods: each segment's [`normalize_answer`]ed content,
 /// computed on first use (both built-in methods match answers against it; computing it once
 /// halves the labeller's normalisation work when both run).
+///
+/// A paragraph whose text is its sentences' texts with only whitespace between and around
+/// them gets its sentences' normalised texts joined by spaces (the empty ones left out),
+/// which is what normalising the paragraph itself gives — every rule of
+/// [`normalize_answer`] stops at whitespace — without normalising its text a second time.
+/// Any other paragraph is normalised directly.
 #[derive(Debug)]
 pub struct Prepared<'a> {
     sh: &'a [Segment],
     norms: Vec<OnceCell<String>>,
+    /// Per segment: its sentences (indexes into S_h, text order) when it is a paragraph with
+    /// sentences.
+    sentences: Vec<Vec<usize>>,
 }
 
 impl<'a> Prepared<'a> {
     pub fn new(sh: &'a [Segment]) -> Prepared<'a> {
+        let mut sentences: Vec<Vec<usize>> = vec![Vec::new(); sh.len()];
+        let paragraphs: HashMap<&str, usize> = sh
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.level == level::PARAGRAPH)
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        for (i, s) in sh.iter().enumerate() {
+            if s.level == level::SENTENCE
+                && let Some(&p) = s.parent.as_deref().and_then(|p| paragraphs.get(p))
+            {
+                sentences[p].push(i);
+            }
+        }
+        for v in &mut sentences {
+            v.sort_by_key(|&i| (sh[i].offsets.first().copied(), i));
+        }
         Prepared {
             sh,
             norms: (0..sh.len()).map(|_| OnceCell::new()).collect(),
+            sentences,
         }
     }
 
     /// The normalised content of segment `i` of S_h.
     pub fn norm(&self, i: usize) -> &str {
-        self.norms[i].get_or_init(|| normalize_answer(&self.sh[i].content))
+        self.norms[i].get_or_init(|| {
+            let kids = &self.sentences[i];
+            if !kids.is_empty()
+                && tiles(
+                    &self.sh[i].content,
+                    kids.iter().map(|&k| &*self.sh[k].content),
+                )
+            {
+                let mut out = String::new();
+                for &k in kids {
+                    let n = self.norm(k);
+                    if n.is_empty() {
+                        continue;
+                    }
+                    if !out.is_empty() {
+                        out.push(' ');
+                    }
+                    out.push_str(n);
+                }
+                out
+            } else {
+                normalize_answer(&self.sh[i].content)
+            }
+        })
     }
+}
+
+/// Whether `text` is `pieces` in order with only whitespace before, between and after them.
+fn tiles<'t>(text: &str, pieces: impl Iterator<Item = &'t str>) -> bool {
+    let mut rest = text;
+    for p in pieces {
+        rest = rest.trim_start();
+        match rest.strip_prefix(p) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.trim_start().is_empty()
 }
 
 /// A weak-positive labelling method.

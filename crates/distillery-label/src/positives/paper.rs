@@ -15,10 +15,11 @@
 //!    only candidates with some overlap) until `min_positives` is reached.
 
 use super::{Method, Positive, Positives, Prepared, is_root, max_segments};
-use crate::normalize::{Phrase, answer_variants, jaccard, tokens};
+use crate::normalize::{Phrase, answer_variants, jaccard_sets, normalize_answer};
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level_rank;
+use std::collections::HashSet;
 
 /// The method's name.
 pub const NAME: &str = "hseq-paper";
@@ -106,16 +107,13 @@ impl Method for HseqPaper {
 
         let low_confidence = items.len() < self.min_positives;
         if low_confidence {
-            let qt = tokens(&q.question);
+            let qn = normalize_answer(&q.question);
+            let qt: HashSet<&str> = qn.split_whitespace().collect();
             let mut scored: Vec<(f64, usize)> = rest
                 .iter()
                 .map(|&i| {
-                    let t: Vec<String> = prep
-                        .norm(i)
-                        .split_whitespace()
-                        .map(str::to_string)
-                        .collect();
-                    (jaccard(&qt, &t), i)
+                    let t: HashSet<&str> = prep.norm(i).split_whitespace().collect();
+                    (jaccard_sets(&qt, &t), i)
                 })
                 .filter(|(s, _)| *s > 0.0)
                 .collect();

@@ -741,27 +741,32 @@ fn label_sample(
     Some((labels, questions))
 }
 
+/// The shared samples with gold evidence (under `../shared/data`).
+const GOLD_SAMPLES: [(Format, &str); 3] = [
+    (
+        Format::HotpotQa,
+        "hotpotqa/hotpot_dev_distractor_v1.head.json",
+    ),
+    (
+        Format::Musique,
+        "musique/musique_ans_v1.0_train.first70.jsonl",
+    ),
+    (
+        Format::TwoWiki,
+        "2wikimultihopqa/hipporag_2wikimultihopqa.first5.json",
+    ),
+];
+/// TAT-QA: table and paragraphs, no evidence the report reads.
+const TATQA_SAMPLE: (Format, &str) = (Format::TatQa, "tatqa/tatqa_dataset_dev.first200.json");
+
 fn shared_report(sorted: bool) -> Option<LabelReport> {
     let mut labels = Vec::new();
     let mut questions = HashMap::new();
     let mut any = false;
-    let mut samples = vec![
-        (
-            Format::HotpotQa,
-            "hotpotqa/hotpot_dev_distractor_v1.head.json",
-        ),
-        (
-            Format::Musique,
-            "musique/musique_ans_v1.0_train.first70.jsonl",
-        ),
-        (
-            Format::TwoWiki,
-            "2wikimultihopqa/hipporag_2wikimultihopqa.first5.json",
-        ),
-    ];
+    let mut samples = GOLD_SAMPLES.to_vec();
     // TAT-QA (1200 questions, table + paragraphs) once, as a smoke test and for the record.
     if !sorted {
-        samples.push((Format::TatQa, "tatqa/tatqa_dataset_dev.first200.json"));
+        samples.push(TATQA_SAMPLE);
     }
     for (format, rel) in samples {
         if let Some((l, q)) = label_sample(format, rel, sorted) {
@@ -828,4 +833,67 @@ fn report_on_shared_samples() {
     let r = shared_report(true).unwrap();
     println!("S_h in stream order rho:\n{}", r.render_table());
     check_target(&r);
+}
+
+/// `Prepared::norm` of a paragraph is built from its sentences' normalised texts; on every
+/// paragraph of the shared samples (HotpotQA, MuSiQue, 2Wiki, TAT-QA) it must equal
+/// normalising the paragraph directly, and some paragraphs must take that path.
+#[test]
+fn prepared_paragraph_norms_equal_direct_normalisation() {
+    let samples = GOLD_SAMPLES.iter().chain([&TATQA_SAMPLE]).copied();
+    let mut joined = 0;
+    let mut any = false;
+    for (format, rel) in samples {
+        let Some(path) = common::shared(rel) else {
+            eprintln!("skipping {rel}: ../shared/data is absent");
+            continue;
+        };
+        any = true;
+        let sink = common::read(format, &path);
+        for d in sink.documents() {
+            let sh = encode_document(d, &HseqOptions::default());
+            let prep = positives::Prepared::new(&sh);
+            for (i, s) in sh.iter().enumerate() {
+                assert_eq!(
+                    prep.norm(i),
+                    normalize_answer(&s.content),
+                    "{rel}: document {} segment {} ({})",
+                    d.id,
+                    s.id,
+                    s.level
+                );
+                joined += usize::from(
+                    s.level == "paragraph" && sh.iter().any(|c| c.parent.as_ref() == Some(&s.id)),
+                );
+            }
+        }
+    }
+    assert!(
+        !any || joined > 100,
+        "only {joined} paragraphs with sentences"
+    );
+}
+
+/// The sentence join also holds where normalisation rules meet sentence ends: numbers,
+/// possessives, articles, a sentence that normalises to nothing.
+#[test]
+fn prepared_paragraph_norm_at_rule_edges() {
+    let d = doc(
+        "d1",
+        "T",
+        &[
+            "It cost 1,000.50 dollars.",
+            "The.",
+            "Anne's 3.0 cats'",
+            "s 12, 345 ok",
+        ],
+    );
+    let sh = encode_all(std::slice::from_ref(&d));
+    let prep = positives::Prepared::new(&sh);
+    let p = sh.iter().position(|s| s.level == "paragraph").unwrap();
+    assert_eq!(prep.norm(p), normalize_answer(&d.text));
+    assert_eq!(
+        prep.norm(p),
+        "it cost 1000.5 dollars anne 3 cats s 12 345 ok"
+    );
 }
