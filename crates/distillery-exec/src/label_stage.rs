@@ -48,7 +48,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use distillery_core::id::shard_of;
-use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::schema::{from_batch, sft_batch, to_batch};
 use distillery_core::spec::{
     Format, FormatOptions, LabelOptions, Pipeline, StageOptions, StageSpec,
 };
@@ -337,6 +337,7 @@ struct ChunkResult {
 /// Labels a chunk of questions (on a blocking thread).
 fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResult {
     let mut r = ChunkResult::default();
+    let mut lines = JsonlLines::default();
     for q in &questions {
         r.questions += 1;
         let mut missing = false;
@@ -390,7 +391,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             sample.split = split_of(&sample.id, env.validation_share).to_string();
             let hash = content_hash(&sample);
             let contaminated = env.decon.touches(&q.question, &sample);
-            let line = jsonl_line(&sample);
+            let line = lines.line(&sample);
             r.samples.push(Prepared {
                 sample,
                 hash,
@@ -437,50 +438,174 @@ pub fn content_hash(s: &SftSample) -> u128 {
 /// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
 /// sufficient, prompt_tokens, target_tokens`, in that order, and a newline.
 pub fn jsonl_line(s: &SftSample) -> String {
-    #[derive(serde::Serialize)]
-    struct Line<'a> {
-        id: &'a str,
-        messages: &'a [distillery_core::Message],
-        weight: f64,
-        task: &'a str,
-        dataset: &'a str,
-        question_id: &'a str,
-        segment_ids: &'a [String],
-        method: &'a str,
-        params: Value,
-        template_id: &'a str,
-        template_version: &'a str,
-        pipeline_hash: &'a str,
-        step: Option<u32>,
-        steps: Option<u32>,
-        sufficient: Option<bool>,
-        prompt_tokens: u32,
-        target_tokens: u32,
+    JsonlLines::default().line(s)
+}
+
+/// Writes [`jsonl_line`]s: compact JSON, byte for byte what `serde_json` writes for the same
+/// object, with strings escaped eight bytes at a time (a line is mostly prompt text) and the
+/// `params` objects rendered once each (the steps of one trajectory share one, the samples
+/// of one task often share another).
+#[derive(Debug, Default)]
+pub struct JsonlLines {
+    /// `params` texts → their rendering; cleared when it holds [`PARAMS_CACHED`] of them.
+    params: HashMap<String, String>,
+}
+
+/// The most `params` renderings a [`JsonlLines`] keeps.
+const PARAMS_CACHED: usize = 256;
+
+impl JsonlLines {
+    /// The line of `s`.
+    pub fn line(&mut self, s: &SftSample) -> String {
+        if !self.params.contains_key(&s.params) {
+            if self.params.len() >= PARAMS_CACHED {
+                self.params.clear();
+            }
+            // Small: parsed so that it is written as a JSON object (a string when it is not
+            // JSON).
+            let v = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
+            self.params.insert(s.params.clone(), v.to_string());
+        }
+        let params = &self.params[&s.params];
+        let text: usize = s
+            .messages
+            .iter()
+            .map(|m| m.content.len() + 32)
+            .sum::<usize>()
+            + s.segment_ids.iter().map(|i| i.len() + 3).sum::<usize>();
+        let mut o = String::with_capacity(text + params.len() + 512);
+        o.push_str("{\"id\":");
+        json_str(&mut o, &s.id);
+        o.push_str(",\"messages\":[");
+        for (i, m) in s.messages.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            o.push_str("{\"role\":");
+            json_str(&mut o, &m.role);
+            o.push_str(",\"content\":");
+            json_str(&mut o, &m.content);
+            o.push('}');
+        }
+        o.push_str("],\"weight\":");
+        o.push_str(&Value::from(s.weight).to_string());
+        push_string_fields(
+            &mut o,
+            &[
+                ("task", &s.task),
+                ("dataset", &s.dataset),
+                ("question_id", &s.question_id),
+            ],
+        );
+        push_key(&mut o, "segment_ids");
+        o.push('[');
+        for (i, id) in s.segment_ids.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            json_str(&mut o, id);
+        }
+        o.push(']');
+        push_string_fields(&mut o, &[("method", &s.method)]);
+        push_key(&mut o, "params");
+        o.push_str(params);
+        push_string_fields(
+            &mut o,
+            &[
+                ("template_id", &s.template_id),
+                ("template_version", &s.template_version),
+                ("pipeline_hash", &s.pipeline_hash),
+            ],
+        );
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "null".to_string());
+        push_key(&mut o, "step");
+        o.push_str(&opt(s.step.map(|n| n.to_string())));
+        push_key(&mut o, "steps");
+        o.push_str(&opt(s.steps.map(|n| n.to_string())));
+        push_key(&mut o, "sufficient");
+        o.push_str(&opt(s.sufficient.map(|b| b.to_string())));
+        push_key(&mut o, "prompt_tokens");
+        o.push_str(&s.prompt_tokens.to_string());
+        push_key(&mut o, "target_tokens");
+        o.push_str(&s.target_tokens.to_string());
+        o.push_str("}\n");
+        o
     }
-    // Small: parsed so that it is written as a JSON object (a string when it is not JSON).
-    let params = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
-    let mut line = serde_json::to_string(&Line {
-        id: &s.id,
-        messages: &s.messages,
-        weight: s.weight,
-        task: &s.task,
-        dataset: &s.dataset,
-        question_id: &s.question_id,
-        segment_ids: &s.segment_ids,
-        method: &s.method,
-        params,
-        template_id: &s.template_id,
-        template_version: &s.template_version,
-        pipeline_hash: &s.pipeline_hash,
-        step: s.step,
-        steps: s.steps,
-        sufficient: s.sufficient,
-        prompt_tokens: s.prompt_tokens,
-        target_tokens: s.target_tokens,
-    })
-    .expect("sft lines serialize");
-    line.push('\n');
-    line
+}
+
+/// `,"key":"value"` for each pair.
+fn push_string_fields(o: &mut String, fields: &[(&str, &str)]) {
+    for (key, value) in fields {
+        push_key(o, key);
+        json_str(o, value);
+    }
+}
+
+/// `,"key":`.
+fn push_key(o: &mut String, key: &str) {
+    o.push_str(",\"");
+    o.push_str(key);
+    o.push_str("\":");
+}
+
+/// Appends `s` as a JSON string literal, escaped as `serde_json` escapes it: `\"`, `\\`,
+/// `\b \t \n \f \r`, other control chars as `\u00xx` (lowercase hex), everything else as
+/// it is. Runs without anything to escape are found eight bytes at a time and copied whole.
+pub fn json_str(o: &mut String, s: &str) {
+    /// Whether any byte of `w` is below 0x20, `"` or `\` (exact: the classic SWAR tests,
+    /// which never miss and never report a byte that is not there).
+    fn needs_escape(w: u64) -> bool {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+        let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+        (below_space | zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\'))))
+            != 0
+    }
+    let b = s.as_bytes();
+    o.reserve(b.len() + 2);
+    o.push('"');
+    let mut run = 0; // start of the bytes not yet written
+    let mut i = 0;
+    while i < b.len() {
+        if let Some(chunk) = b.get(i..i + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+            if !needs_escape(w) {
+                i += 8;
+                continue;
+            }
+        }
+        let c = b[i];
+        let esc: Option<&str> = match c {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            0x08 => Some("\\b"),
+            0x0c => Some("\\f"),
+            0..=0x1f => None,
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        // Escaped bytes are ASCII, so `run..i` and what follows are char boundaries.
+        o.push_str(&s[run..i]);
+        match esc {
+            Some(e) => o.push_str(e),
+            None => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                o.push_str("\\u00");
+                o.push(char::from(HEX[usize::from(c >> 4)]));
+                o.push(char::from(HEX[usize::from(c & 0xf)]));
+            }
+        }
+        i += 1;
+        run = i;
+    }
+    o.push_str(&s[run..]);
+    o.push('"');
 }
 
 /// The LLaMA-Factory `dataset_info.json` of the SFT files (sharegpt formatting), one entry
@@ -777,7 +902,7 @@ impl Outputs {
             write_rows(&mut c.writers, TableKind::Labels, shard, &rows).await?;
         }
         for (shard, rows) in std::mem::take(&mut c.samples) {
-            write_rows(&mut c.writers, TableKind::Sft, shard, &rows).await?;
+            write_sft_rows(&mut c.writers, shard, &rows).await?;
         }
         self.parts.extend(c.writers.finish().await?);
         Ok(())
@@ -853,7 +978,7 @@ impl Outputs {
             if buf.len() >= self.batch_size || full {
                 c.sample_bytes.insert(shard, 0);
                 let rows = std::mem::take(buf);
-                write_rows(&mut c.writers, TableKind::Sft, shard, &rows).await?;
+                write_sft_rows(&mut c.writers, shard, &rows).await?;
             }
         }
         Ok(())
@@ -942,6 +1067,18 @@ async fn write_rows<T: serde::Serialize>(
     w.write(table, shard, &batch).await
 }
 
+/// [`write_rows`] for SFT samples ([`sft_batch`]: buffers sized once, not grown).
+async fn write_sft_rows(
+    w: &mut PartWriters,
+    shard: u32,
+    rows: &[SftSample],
+) -> Result<(), ExecError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    w.write(TableKind::Sft, shard, &sft_batch(rows)?).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1020,6 +1157,61 @@ mod tests {
         assert_eq!(v["params"]["k"], 2);
         assert_eq!(v["messages"][1]["role"], "user");
         assert!(v["steps"].is_null());
+    }
+
+    /// The line as `serde_json` writes the same object (the reference of [`JsonlLines`]).
+    fn serde_line(s: &SftSample) -> String {
+        let params = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
+        let mut v = serde_json::to_string(&json!({
+            "id": s.id, "messages": s.messages, "weight": s.weight, "task": s.task,
+            "dataset": s.dataset, "question_id": s.question_id, "segment_ids": s.segment_ids,
+            "method": s.method, "params": params, "template_id": s.template_id,
+            "template_version": s.template_version, "pipeline_hash": s.pipeline_hash,
+            "step": s.step, "steps": s.steps, "sufficient": s.sufficient,
+            "prompt_tokens": s.prompt_tokens, "target_tokens": s.target_tokens,
+        }))
+        .unwrap();
+        v.push('\n');
+        v
+    }
+
+    #[test]
+    fn jsonl_lines_are_what_serde_json_writes() {
+        // Every byte below 0x80 and some above, in pseudo-random strings of every length up
+        // to 40 (so escapes fall at every offset of the eight-byte words).
+        let alphabet: Vec<char> = (0u8..0x80)
+            .map(char::from)
+            .chain("é€😀\u{2028}ÿ".chars())
+            .collect();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut lines = JsonlLines::default();
+        for n in 0..2000 {
+            let len = n % 41;
+            let text: String = (0..len)
+                .map(|_| alphabet[next() as usize % alphabet.len()])
+                .collect();
+            let mut s = sample(&text);
+            s.id = text.chars().rev().collect();
+            s.segment_ids = vec![text.clone(), "p1".into()];
+            s.weight = [1.0, 0.5, 1.0 / 3.0, 1e-7, f64::NAN][n % 5];
+            s.step = (n % 3 > 0).then_some(n as u32);
+            s.steps = (n % 4 > 0).then_some(3);
+            s.sufficient = [None, Some(true), Some(false)][n % 3];
+            s.params = match n % 4 {
+                0 => "{\"k\": 2, \"a\": [1.5, \"x\\\"y\"], \"b\": {\"c\": null}}".into(),
+                1 => "not json \u{1}".into(),
+                2 => String::new(),
+                _ => format!("{{\"n\":{n}}}"),
+            };
+            assert_eq!(lines.line(&s), serde_line(&s), "{text:?}");
+            assert_eq!(jsonl_line(&s), serde_line(&s), "{text:?}");
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@ use parquet::arrow::async_reader::{AsyncFileReader, MetadataSuffixFetch};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 
 use crate::error::ExecError;
 use crate::store::Location;
@@ -67,14 +68,26 @@ pub fn parse_part_name(rel: &str) -> Option<(TableKind, u32, String)> {
     Some((table, shard.parse().ok()?, tag.to_string()))
 }
 
-fn writer_props() -> WriterProperties {
-    WriterProperties::builder()
+/// Columns that hold long free text (whole prompts, kilobytes a value): neither a dictionary
+/// (every value is distinct, so the encoder would hash and buffer each one before falling back
+/// to plain) nor min/max statistics (comparing every value, and useless for pruning).
+const LONG_TEXT: &[(TableKind, &[&str])] =
+    &[(TableKind::Sft, &["messages", "list", "element", "content"])];
+
+fn writer_props(table: TableKind) -> WriterProperties {
+    let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
             ZstdLevel::try_new(3).expect("valid zstd level"),
         ))
         .set_max_row_group_row_count(Some(64 * 1024))
-        .set_created_by("distillery".to_string())
-        .build()
+        .set_created_by("distillery".to_string());
+    for (_, path) in LONG_TEXT.iter().filter(|(t, _)| *t == table) {
+        let col = ColumnPath::new(path.iter().map(|p| p.to_string()).collect());
+        b = b
+            .set_column_dictionary_enabled(col.clone(), false)
+            .set_column_statistics_enabled(col, EnabledStatistics::None);
+    }
+    b.build()
 }
 
 struct OpenPart {
@@ -123,8 +136,9 @@ impl PartWriters {
             let path = self.loc.path(&rel);
             // 5 MiB: the smallest multipart part S3 accepts, and the buffer each open part holds.
             let buf = BufWriter::with_capacity(self.loc.store.clone(), path, 5 << 20);
-            let writer = AsyncArrowWriter::try_new(buf, schema_of(table), Some(writer_props()))
-                .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
+            let writer =
+                AsyncArrowWriter::try_new(buf, schema_of(table), Some(writer_props(table)))
+                    .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
             self.open.insert(key, OpenPart { writer, rows: 0 });
             // Keep the total buffered across open parts bounded.
             self.row_group_bytes = ((256usize << 20) / self.open.len()).clamp(1 << 20, 32 << 20);
@@ -309,5 +323,25 @@ mod tests {
             Some((TableKind::Documents, 3, "wiki-0001".to_string()))
         );
         assert_eq!(parse_part_name("documents/readme.txt"), None);
+    }
+
+    #[test]
+    fn long_text_columns_are_leaves_of_their_tables() {
+        // A path that names no leaf would silently configure nothing.
+        for (table, path) in LONG_TEXT {
+            let desc = parquet::arrow::ArrowSchemaConverter::new()
+                .convert(&schema_of(*table))
+                .expect("schema converts");
+            let col = ColumnPath::new(path.iter().map(|p| p.to_string()).collect());
+            assert!(
+                desc.columns().iter().any(|c| *c.path() == col),
+                "{col} is not a column of {}",
+                table.name()
+            );
+            let props = writer_props(*table);
+            assert!(!props.dictionary_enabled(&col));
+            assert_eq!(props.statistics_enabled(&col), EnabledStatistics::None);
+            assert!(writer_props(TableKind::Documents).dictionary_enabled(&col));
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! SFT output shared by the teacher stages: samples split by id hash, exact duplicates
 //! dropped, written to `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line
-//! form, [`jsonl_line`]) and buffered per shard for the `sft` table, plus
+//! form, [`crate::label_stage::jsonl_line`]) and buffered per shard for the `sft` table, plus
 //! `<dir>/dataset_info.json` (LLaMA-Factory) at the end. Memory: the samples of one batch and
 //! 16 bytes per distinct sample kept.
 
@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, HashSet};
 use distillery_core::SftSample;
 use distillery_core::TableKind;
 use distillery_core::id::shard_of;
-use distillery_core::schema::to_batch;
+use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
-use crate::label_stage::{TextFile, content_hash, dataset_info, jsonl_line, split_of};
+use crate::label_stage::{JsonlLines, TextFile, content_hash, dataset_info, split_of};
 use crate::parts::PartWriters;
 use crate::store::Location;
 
@@ -24,6 +24,7 @@ pub(crate) struct SftOut {
     train: TextFile,
     validation: TextFile,
     seen: HashSet<u128>,
+    lines: JsonlLines,
     validation_share: f64,
     shards: u32,
     buffered: BTreeMap<u32, Vec<SftSample>>,
@@ -44,6 +45,7 @@ impl SftOut {
             out: out.clone(),
             staging: staging.to_string(),
             seen: HashSet::new(),
+            lines: JsonlLines::default(),
             validation_share,
             shards: shards.max(1),
             buffered: BTreeMap::new(),
@@ -64,7 +66,7 @@ impl SftOut {
         }
         summary.add(&format!("samples.{}", s.split), 1);
         summary.records_out += 1;
-        let line = jsonl_line(&s);
+        let line = self.lines.line(&s);
         if s.split == "validation" {
             self.validation.write(&line).await?;
         } else {
@@ -80,8 +82,7 @@ impl SftOut {
     /// Writes the buffered samples as `sft` batches.
     pub(crate) async fn flush(&mut self, pw: &mut PartWriters) -> Result<(), ExecError> {
         for (shard, rows) in std::mem::take(&mut self.buffered) {
-            pw.write(TableKind::Sft, shard, &to_batch(TableKind::Sft, &rows)?)
-                .await?;
+            pw.write(TableKind::Sft, shard, &sft_batch(&rows)?).await?;
         }
         Ok(())
     }

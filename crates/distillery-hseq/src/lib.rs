@@ -44,11 +44,13 @@
 //! assert_eq!(v.counts().documents_ok, 1);
 //! ```
 //!
-//! Dependencies: `distillery-core` (the [`Segment`], record and option types, stable ids,
-//! char offsets, error kinds); `serde` (evidence items and counts are serialized to JSON by
-//! the CLI and the summary); `serde_json` (table rows and triplet raw fields are JSON; the
-//! workspace enables `preserve_order`, so a row object keeps header order); `sha1` + `hex`
-//! (κ evidence ids, sha1 over `uri` and offsets); `thiserror` (typed error enums).
+//! Dependencies: `distillery-core` (the [`Segment`], record and option types, stable ids and
+//! the SHA-1 of segment integrity hashes and κ evidence ids, char offsets, error kinds);
+//! `serde` (evidence items and counts are serialized to JSON by the CLI and the summary);
+//! `serde_json` (table rows and triplet raw fields are JSON; the workspace enables
+//! `preserve_order`, so a row object keeps header order); `foldhash` (the fast hasher of the
+//! per-document id map, which takes a lookup per segment; `hashbrown` already builds it);
+//! `thiserror` (typed error enums).
 //!
 //! [`Segment`]: distillery_core::Segment
 

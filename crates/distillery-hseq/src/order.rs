@@ -70,8 +70,36 @@ pub fn stream_cmp(a: &Segment, b: &Segment) -> Ordering {
 }
 
 /// Sorts segments into the stream order ρ (stable, deterministic).
+///
+/// The order is total (ids are unique within a stream, and the id is the last key), so the
+/// segments are sorted by index with each level's rank looked up once, then moved into place
+/// once each: [`stream_cmp`] on whole segments would rank both levels at every comparison
+/// and move segments at every merge step.
 pub fn sort_stream(segs: &mut [Segment]) {
-    segs.sort_by(stream_cmp);
+    let ranks: Vec<u8> = segs.iter().map(|s| level_rank(&s.level)).collect();
+    let mut order: Vec<usize> = (0..segs.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (x, y) = (&segs[a], &segs[b]);
+        ranks[a]
+            .cmp(&ranks[b])
+            .then_with(|| x.source_id.cmp(&y.source_id))
+            .then_with(|| x.ord.cmp(&y.ord))
+            .then_with(|| x.offsets.cmp(&y.offsets))
+            .then_with(|| x.id.cmp(&y.id))
+    });
+    // Position `i` takes the segment at `order[i]`: follow each cycle once, swapping.
+    for i in 0..order.len() {
+        let mut j = i;
+        loop {
+            let k = order[j];
+            order[j] = j;
+            if k == i {
+                break;
+            }
+            segs.swap(j, k);
+            j = k;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -116,5 +144,33 @@ mod tests {
                 "sentencea3"
             ]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn sorting_by_index_is_sorting_by_stream_cmp(
+            segs in proptest::collection::vec(
+                (0usize..10, 0u8..3, 0u32..4, 0i64..3, 0u32..1000),
+                0..60,
+            )
+        ) {
+            let mut v: Vec<Segment> = segs
+                .iter()
+                .enumerate()
+                .map(|(n, &(l, src, ord, off, id))| Segment {
+                    // Unique ids, as in a stream; an unknown level too.
+                    id: format!("{id}-{n}"),
+                    level: level::ALL.get(l).copied().unwrap_or("nope").to_string(),
+                    source_id: format!("s{src}"),
+                    ord,
+                    offsets: vec![off],
+                    ..Default::default()
+                })
+                .collect();
+            let mut want = v.clone();
+            want.sort_by(stream_cmp);
+            sort_stream(&mut v);
+            proptest::prop_assert_eq!(v, want);
+        }
     }
 }

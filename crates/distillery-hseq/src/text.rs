@@ -37,8 +37,8 @@ use crate::{DecodeError, check_sha1, index_ids, non_empty, parent_index, sealed}
 use distillery_core::id::StableIdBuilder;
 use distillery_core::spec::HseqOptions;
 use distillery_core::{Document, Segment};
+use foldhash::{HashMap, HashMapExt};
 use std::cmp::Reverse;
-use std::collections::HashMap;
 
 /// The `schema` tag of gap paragraphs: text outside every paragraph of the source.
 pub const GAP: &str = "gap";

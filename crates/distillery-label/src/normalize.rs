@@ -22,7 +22,7 @@
 //! `percent`) the scaled forms; yes/no answers (binary questions) give nothing to match.
 
 use distillery_core::Question;
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// The plain form of a lower-case Latin letter with a diacritic (Latin-1 and Latin
 /// Extended-A), `None` for any other char. A `match`, which compiles to a jump table: this is
@@ -122,46 +122,76 @@ fn join_words<'a>(words: impl Iterator<Item = &'a str>, cap: usize) -> String {
     out
 }
 
+/// Per byte: its lowercase form when it is an ASCII letter or digit, else 0.
+static ALNUM_LOWER: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() {
+            t[b] = c.to_ascii_lowercase();
+        }
+        b += 1;
+    }
+    t
+};
+
 /// [`normalize_answer`] for ASCII text: the same rules in one pass over the bytes, words
 /// written straight to the output (most Wikipedia and QA text is ASCII; this is the
 /// labeller's hottest function). Tested equal to the general path.
+///
+/// The output is never longer than the input (a letter or digit gives one byte, a run of
+/// breaks at most one space), so it is written into a buffer of the input's length.
 fn normalize_ascii(s: &[u8]) -> String {
-    let digit = |i: usize| i < s.len() && s[i].is_ascii_digit();
-    let mut out: Vec<u8> = Vec::with_capacity(s.len());
-    // Start of the word being written, if one is.
+    let n = s.len();
+    let digit = |i: usize| i < n && s[i].is_ascii_digit();
+    let mut out = vec![0u8; n];
+    let mut o = 0;
+    // Start of the word being written, if one is, and whether it holds a decimal point.
     let mut word: Option<usize> = None;
-    let end_word = |out: &mut Vec<u8>, start: usize| {
-        let w = &out[start..];
+    let mut dot = false;
+    // Ends the word that starts at `start` and ends at `o`: articles are dropped with the
+    // space before them, decimal tokens tidied.
+    let end_word = |out: &[u8], o: usize, start: usize, dot: bool| -> usize {
+        let w = &out[start..o];
         if matches!(w, b"a" | b"an" | b"the") {
-            out.truncate(start.saturating_sub(1));
-        } else if w.contains(&b'.') {
+            start.saturating_sub(1)
+        } else if dot {
             // Only ASCII bytes were written.
-            let keep = std::str::from_utf8(w).map_or(w.len(), |w| tidy_number(w).len());
-            out.truncate(start + keep);
+            start + std::str::from_utf8(w).map_or(w.len(), |w| tidy_number(w).len())
+        } else {
+            o
         }
     };
     let mut i = 0;
-    while i < s.len() {
+    while i < n {
         let c = s[i];
-        if c.is_ascii_alphanumeric() {
-            // A run of letters and digits, copied lowercased in one go.
+        if ALNUM_LOWER[usize::from(c)] != 0 {
             if word.is_none() {
-                if !out.is_empty() {
-                    out.push(b' ');
+                if o > 0 {
+                    out[o] = b' ';
+                    o += 1;
                 }
-                word = Some(out.len());
+                word = Some(o);
+                dot = false;
             }
-            let start = i;
-            i += 1;
-            while i < s.len() && s[i].is_ascii_alphanumeric() {
+            // A run of letters and digits, copied lowercased.
+            while i < n {
+                let l = ALNUM_LOWER[usize::from(s[i])];
+                if l == 0 {
+                    break;
+                }
+                out[o] = l;
+                o += 1;
                 i += 1;
             }
-            out.extend(s[start..i].iter().map(u8::to_ascii_lowercase));
             continue;
         }
         if c == b'.' && i > 0 && digit(i - 1) && digit(i + 1) {
             // A decimal point: the previous byte, a digit, opened the word.
-            out.push(b'.');
+            out[o] = b'.';
+            o += 1;
+            dot = true;
         } else if c == b','
             && i > 0
             && digit(i - 1)
@@ -177,13 +207,14 @@ fn normalize_ascii(s: &[u8]) -> String {
             }
         } else if let Some(start) = word.take() {
             // whitespace and every other character: a word break
-            end_word(&mut out, start);
+            o = end_word(&out, o, start, dot);
         }
         i += 1;
     }
     if let Some(start) = word {
-        end_word(&mut out, start);
+        o = end_word(&out, o, start, dot);
     }
+    out.truncate(o);
     String::from_utf8(out).unwrap_or_default()
 }
 

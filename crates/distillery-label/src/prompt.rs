@@ -41,8 +41,8 @@
 //! (the step's picks) and Selected-So-Far lines are never dropped, nor are the question or the
 //! guidance shortened; a prompt that still does not fit is kept and flagged `over_budget`.
 
+use foldhash::HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 
@@ -398,44 +398,143 @@ pub struct RenderedIteration {
 /// The display form of a segment's text: whitespace collapsed, cut to `budget` chars at a
 /// word boundary with `…`.
 pub fn snippet(content: &str, budget: u32) -> String {
+    let mut out = String::new();
+    push_snippet(&mut out, content, budget);
+    out
+}
+
+/// The six chars `char::is_whitespace` accepts below 0x80, as a bit set over the byte.
+fn is_ascii_ws(b: u8) -> bool {
+    const WS: u64 = 1 << b'\t' | 1 << b'\n' | 1 << 0x0b | 1 << 0x0c | 1 << b'\r' | 1 << b' ';
+    b <= b' ' && WS >> b & 1 == 1
+}
+
+/// A bound below which `b[..scan]` is flat text (no control char, no space at the start or
+/// next to another space), found eight bytes at a time; the exact first irregular byte is
+/// at or after it. The last byte of `b` is left to the byte loop (a space there is trailing).
+fn flat_words(b: &[u8], scan: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let end = scan.min(b.len().saturating_sub(1));
+    if b.first() == Some(&b' ') {
+        return 0;
+    }
+    let mut i = 0;
+    while i + 8 <= end {
+        let x = u64::from_le_bytes(b[i..i + 8].try_into().expect("eight bytes"));
+        // Exact per byte: the high bit of each byte that is a space.
+        let v = x ^ (ONES * u64::from(b' '));
+        let spaces = !(((v & LOW7) + LOW7) | v | LOW7);
+        // Some byte below 0x20 (exact as an existence test).
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
+        let double = spaces & (spaces >> 8) != 0 || (b[i] == b' ' && i > 0 && b[i - 1] == b' ');
+        if control || double {
+            break;
+        }
+        i += 8;
+    }
+    i
+}
+
+/// Appends [`snippet`]`(content, budget)` to `out`. ASCII text (most of it) is flattened
+/// straight into `out` word by word and cut there, without the intermediate strings.
+fn push_snippet(out: &mut String, content: &str, budget: u32) {
     // The cut depends only on the first `budget` characters and on whether there are more:
     // collapse no further than one character past the budget.
     let budget = budget as usize;
-    if content.is_ascii() {
-        // The same in bytes: an ASCII char is one byte, and its whitespace is the six chars
-        // `char::is_whitespace` accepts below 0x80.
-        let ws = |b: &u8| matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ');
-        let mut flat = String::with_capacity(content.len().min(budget + 64));
-        for w in content.as_bytes().split(ws).filter(|w| !w.is_empty()) {
-            if flat.len() > budget {
+    if !content.is_ascii() {
+        let mut flat = String::with_capacity(content.len().min(budget.saturating_mul(4) + 64));
+        let mut chars = 0usize;
+        for w in content.split_whitespace() {
+            if chars > budget {
                 break;
             }
             if !flat.is_empty() {
                 flat.push(' ');
+                chars += 1;
             }
-            flat.push_str(std::str::from_utf8(w).expect("ascii"));
+            flat.push_str(w);
+            chars += w.chars().count();
         }
-        return truncate_snippet(&flat, budget).0;
+        out.push_str(&truncate_snippet(&flat, budget).0);
+        return;
     }
-    let mut flat = String::with_capacity(content.len().min(budget.saturating_mul(4) + 64));
-    let mut chars = 0usize;
-    for w in content.split_whitespace() {
-        if chars > budget {
+    // An ASCII char is one byte, so chars are bytes here.
+    let start = out.len();
+    let b = content.as_bytes();
+    out.reserve(b.len().min(budget + 64));
+    // Most text is already flat: words separated by single spaces. Its flat prefix (up to
+    // the first whitespace that flattening would change) is copied in one go.
+    let scan = b.len().min(budget + 2);
+    let k = (flat_words(b, scan)..scan)
+        .find(|&i| {
+            let c = b[i];
+            if c == b' ' {
+                i == 0 || b[i - 1] == b' ' || i + 1 == b.len()
+            } else {
+                is_ascii_ws(c)
+            }
+        })
+        .unwrap_or(scan);
+    let mut i = if k >= budget + 2 {
+        // The first budget + 1 chars are flat and a word follows them: the snippet is cut.
+        out.push_str(&content[..=budget]);
+        b.len()
+    } else {
+        // A space before the irregular whitespace is left to the word loop.
+        let flat = if k > 0 && b[k - 1] == b' ' { k - 1 } else { k };
+        out.push_str(&content[..flat]);
+        k
+    };
+    while i < b.len() {
+        if is_ascii_ws(b[i]) {
+            i += 1;
+            continue;
+        }
+        let flat = out.len() - start;
+        if flat > budget {
             break;
         }
-        if !flat.is_empty() {
-            flat.push(' ');
-            chars += 1;
+        let end = b[i..]
+            .iter()
+            .position(|&c| is_ascii_ws(c))
+            .map_or(b.len(), |n| i + n);
+        if flat > 0 {
+            out.push(' ');
         }
-        flat.push_str(w);
-        chars += w.chars().count();
+        out.push_str(&content[i..end]);
+        i = end;
     }
-    truncate_snippet(&flat, budget).0
+    // `truncate_snippet` on the flattened text (tested equal).
+    let flat = out.len() - start;
+    if flat <= budget {
+        return;
+    }
+    if budget == 0 {
+        out.truncate(start);
+        return;
+    }
+    let keep = budget - 1;
+    let prefix = &out.as_bytes()[start..start + keep];
+    let cut = prefix
+        .iter()
+        .rposition(|&c| c == b' ')
+        .filter(|&i| i * 2 >= keep)
+        .unwrap_or(keep);
+    let kept = prefix[..cut].trim_ascii_end().len();
+    out.truncate(start + kept);
+    out.push('…');
 }
 
 /// One prompt line: `- [id] snippet`.
 fn line(s: SegmentLine<'_>, budget: u32) -> String {
-    format!("- [{}] {}", s.id, snippet(s.content, budget))
+    let mut out = String::with_capacity(s.id.len() + 6 + s.content.len().min(budget as usize + 8));
+    out.push_str("- [");
+    out.push_str(s.id);
+    out.push_str("] ");
+    push_snippet(&mut out, s.content, budget);
+    out
 }
 
 /// Prompt lines already rendered, by segment id and snippet length. Segment ids identify a
@@ -601,6 +700,38 @@ mod tests {
     }
 
     #[test]
+    fn snippets_of_random_ascii_are_flattened_then_cut() {
+        // Every offset of spaces, runs of spaces and control whitespace within and across
+        // the eight-byte words of the fast path.
+        let alphabet = b"abcdefgh  \t\n\x0b\x1c.";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % 48) as usize;
+            let text: String = (0..len)
+                .map(|k| {
+                    // Mostly letters and single spaces, so that whole words pass the fast path.
+                    let r = x.rotate_left(k as u32 * 3) % 64;
+                    char::from(
+                        alphabet[if r < 40 {
+                            r as usize % 8
+                        } else {
+                            (r as usize - 40) % 15
+                        }],
+                    )
+                })
+                .collect();
+            let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for budget in [0, 1, 5, 7, 8, 9, 15, 16, 17, 30, 60] {
+                let want = truncate_snippet(&flat, budget as usize).0;
+                assert_eq!(snippet(&text, budget), want, "{text:?} at {budget}");
+            }
+        }
+    }
+
+    #[test]
     fn snippets_cut_at_words() {
         assert_eq!(snippet("alpha  beta\ngamma", 100), "alpha beta gamma");
         assert_eq!(snippet("alpha beta gamma delta", 14), "alpha beta…");
@@ -610,14 +741,27 @@ mod tests {
         for text in [
             "  Der  Große\tBär ist ein Sternbild\n des Nordhimmels, nahe dem Pol.  ",
             " The\x0bGreat\x0cBear\r\n is a\x1cconstellation\t of the northern sky. ",
+            "a b c d e f g h i j k l m n o p q r s t u v w x y z",
+            "Supercalifragilisticexpialidocious is  one long\tword   ",
+            "",
+            " \t ",
+            "ab ",
+            "word \n next  two   three four five six seven eight nine ten eleven twelve",
+            "one two three four five six seven eight nine ten eleven twelve thirteen \n",
         ] {
             for budget in 0..80 {
                 let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                assert_eq!(
-                    snippet(text, budget),
-                    truncate_snippet(&flat, budget as usize).0,
-                    "{text:?} at {budget}"
+                let want = truncate_snippet(&flat, budget as usize).0;
+                assert_eq!(snippet(text, budget), want, "{text:?} at {budget}");
+                // Appended after a prefix, as prompt lines are.
+                let l = line(
+                    SegmentLine {
+                        id: "s 1",
+                        content: text,
+                    },
+                    budget,
                 );
+                assert_eq!(l, format!("- [s 1] {want}"), "{text:?} at {budget}");
             }
         }
     }

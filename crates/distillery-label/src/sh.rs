@@ -17,7 +17,7 @@
 //! [`question_hops`] reads the hop count from the question's `level` (`"2-hop"`), capped by
 //! the `max_hops` option.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use distillery_core::spec::HseqOptions;
 use distillery_core::{Question, Segment, Triple};
@@ -31,7 +31,14 @@ pub const DEFAULT_MAX_EDGES: usize = 256;
 /// Builds S_h for a question: its context documents, tables and KB edges, encoded and sorted
 /// into the stream order ρ (parents before children).
 pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
-    let mut out = Vec::new();
+    // A document gives its root, sections, paragraphs (and gaps between them) and sentences:
+    // reserved at once, so the segments are not moved again and again as the stream grows.
+    let mut out = Vec::with_capacity(
+        ctx.documents
+            .iter()
+            .map(|d| 1 + d.sections.len() + 2 * d.paragraphs.len() + d.sentences.len())
+            .sum(),
+    );
     let mut seen_sources: HashSet<&str> = HashSet::new();
     for d in ctx.documents {
         if seen_sources.insert(d.id.as_str()) {

@@ -41,7 +41,7 @@ use crate::normalize::{Phrase, answer_variants, contains_phrase, normalize_answe
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level;
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 /// The method's name.
 pub const NAME: &str = "answer-aware";
@@ -109,25 +109,32 @@ impl Bm25 {
     {
         let mut tf = Vec::new();
         let mut lens = Vec::new();
-        let mut df = vec![0u32; query.len()];
         for d in docs {
             let mut counts = vec![0u32; query.len()];
             let mut len = 0usize;
             for w in d {
                 len += 1;
-                if let Some(j) = query.iter().position(|q| {
-                    q.len() == w.len() && q.as_bytes().first() == w.as_bytes().first() && q == w
-                }) {
+                if let Some(j) = query.iter().position(|q| q == w) {
                     counts[j] += 1;
                 }
             }
+            tf.push(counts);
+            lens.push(len as f64);
+        }
+        Bm25::from_counts(tf, lens, k1, b)
+    }
+
+    /// From the counts already taken: `tf[d][j]` occurrences of query term `j` in document
+    /// `d`, `lens[d]` its length in terms.
+    fn from_counts(tf: Vec<Vec<u32>>, lens: Vec<f64>, k1: f64, b: f64) -> Bm25 {
+        let terms = tf.first().map_or(0, Vec::len);
+        let mut df = vec![0u32; terms];
+        for counts in &tf {
             for (j, &c) in counts.iter().enumerate() {
                 if c > 0 {
                     df[j] += 1;
                 }
             }
-            tf.push(counts);
-            lens.push(len as f64);
         }
         let n = tf.len() as f64;
         let idf = df
@@ -224,41 +231,84 @@ struct Source {
     units: Vec<usize>,
 }
 
-/// `names[p][u]`: unit `u`, of a source other than `p`, contains the title of source `p` as
-/// whole words ([`contains_phrase`]). One pass over each unit's words: titles are looked up
-/// by their first word and compared where it occurs (both texts are normalised: words
-/// separated by single spaces), instead of searching every unit for every title.
-fn title_mentions(sources: &[Source], units: &[Unit<'_>], unit_src: &[usize]) -> Vec<Vec<bool>> {
-    let mut names = vec![vec![false; units.len()]; sources.len()];
-    let mut by_first: HashMap<&str, Vec<usize>> = HashMap::new();
+/// What the unit scan needs to know about a word: whether it is a stop word, which query
+/// term it is, and which sources' titles start with it.
+#[derive(Default)]
+struct WordInfo {
+    stop: bool,
+    query: Option<usize>,
+    titles: Vec<usize>,
+}
+
+/// What one pass over every unit's words gives.
+struct UnitScan {
+    /// `tf[u][j]`: occurrences of query term `j` in unit `u`.
+    tf: Vec<Vec<u32>>,
+    /// Per unit: its words that are not stop words.
+    lens: Vec<f64>,
+    /// `names[p][u]`: unit `u`, of a source other than `p`, contains the title of source `p`
+    /// as whole words ([`contains_phrase`]).
+    names: Vec<Vec<bool>>,
+}
+
+/// Scans each unit's words once, looking each word up once in a per-question table of the
+/// words that matter (stop words, query terms, first words of titles) instead of testing
+/// it against the stop list, the query and every title in turn. Titles are compared where
+/// their first word occurs (both texts are normalised: words separated by single spaces).
+fn scan_units(
+    query: &[String],
+    sources: &[Source],
+    units: &[Unit<'_>],
+    unit_src: &[usize],
+) -> UnitScan {
+    let mut words: HashMap<&str, WordInfo> = HashMap::with_capacity(STOP.len() + 32);
+    for w in STOP {
+        words.entry(w).or_default().stop = true;
+    }
+    for (j, q) in query.iter().enumerate() {
+        words.entry(q.as_str()).or_default().query = Some(j);
+    }
     for (p, s) in sources.iter().enumerate() {
         if let Some(first) = s.title.split(' ').next().filter(|w| !w.is_empty()) {
-            by_first.entry(first).or_default().push(p);
+            words.entry(first).or_default().titles.push(p);
         }
     }
-    if by_first.is_empty() {
-        return names;
-    }
+    let mut scan = UnitScan {
+        tf: Vec::with_capacity(units.len()),
+        lens: Vec::with_capacity(units.len()),
+        names: vec![vec![false; units.len()]; sources.len()],
+    };
     for (u, unit) in units.iter().enumerate() {
         let text = unit.norm;
+        let mut counts = vec![0u32; query.len()];
+        let mut len = 0usize;
         let mut at = 0;
         for w in text.split(' ') {
-            if let Some(ps) = by_first.get(w) {
-                let rest = &text[at..];
-                for &p in ps {
-                    let title = sources[p].title.as_str();
-                    if p != unit_src[u]
-                        && rest.starts_with(title)
-                        && (rest.len() == title.len() || rest.as_bytes()[title.len()] == b' ')
-                    {
-                        names[p][u] = true;
+            match words.get(w) {
+                None => len += 1,
+                Some(info) => {
+                    len += usize::from(!info.stop);
+                    if let Some(j) = info.query {
+                        counts[j] += 1;
+                    }
+                    let rest = &text[at..];
+                    for &p in &info.titles {
+                        let title = sources[p].title.as_str();
+                        if p != unit_src[u]
+                            && rest.starts_with(title)
+                            && (rest.len() == title.len() || rest.as_bytes()[title.len()] == b' ')
+                        {
+                            scan.names[p][u] = true;
+                        }
                     }
                 }
             }
             at += w.len() + 1;
         }
+        scan.tf.push(counts);
+        scan.lens.push(len as f64);
     }
-    names
+    scan
 }
 
 /// The answer-aware labeller.
@@ -386,14 +436,15 @@ impl Method for AnswerAware {
         let mut query = content_terms(&q.question);
         let mut seen = HashSet::new();
         query.retain(|w| seen.insert(w.clone()));
-        let bm = Bm25::new(
-            &query,
-            units
-                .iter()
-                .map(|u| u.norm.split(' ').filter(|w| !is_stop(w))),
-            self.k1,
-            self.b,
-        );
+        // names[p][u]: unit u (of another source) mentions the title of source p.
+        let mut unit_src = vec![0; units.len()];
+        for (c, s) in sources.iter().enumerate() {
+            for &u in &s.units {
+                unit_src[u] = c;
+            }
+        }
+        let UnitScan { tf, lens, names } = scan_units(&query, &sources, &units, &unit_src);
+        let bm = Bm25::from_counts(tf, lens, self.k1, self.b);
         let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(u)).collect();
         let tbm = Bm25::new(
             &query,
@@ -447,14 +498,6 @@ impl Method for AnswerAware {
                     + if holds[i] { 1.0 } else { 0.0 }
             })
             .collect();
-        // names[p][u]: unit u (of another source) mentions the title of source p.
-        let mut unit_src = vec![0; units.len()];
-        for (c, s) in sources.iter().enumerate() {
-            for &u in &s.units {
-                unit_src[u] = c;
-            }
-        }
-        let names = title_mentions(&sources, &units, &unit_src);
         // mentions[c][p]: a unit of source c mentions the title of source p.
         let mentions: Vec<Vec<bool>> = (0..n)
             .map(|c| {

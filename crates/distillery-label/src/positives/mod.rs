@@ -24,8 +24,8 @@ pub mod paper;
 use distillery_core::spec::LabelOptions;
 use distillery_core::{LabeledSegment, Question, Segment};
 use distillery_hseq::level;
+use foldhash::HashMap;
 use std::cell::OnceCell;
-use std::collections::HashMap;
 
 use crate::normalize::normalize_answer;
 

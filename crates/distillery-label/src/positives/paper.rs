@@ -19,7 +19,7 @@ use crate::normalize::{Phrase, answer_variants, jaccard_sets, normalize_answer};
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level_rank;
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 /// The method's name.
 pub const NAME: &str = "hseq-paper";
