@@ -146,7 +146,7 @@ impl Teacher {
 
     /// One teacher call through the cache: the budget checked first (a stop is
     /// [`ExecError::Budget`]); a request the server rejects as it is becomes
-    /// [`Outcome::Invalid`] (quarantined by the caller), not an error.
+    /// [`distillery_llm::Outcome::Invalid`] (quarantined by the caller), not an error.
     pub async fn ask(
         &self,
         template: (&str, &str),

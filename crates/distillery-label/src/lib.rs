@@ -1,6 +1,6 @@
 //! Teacher-free training data for the HSEQ iteration agent and HANRAG's Revelator.
 //!
-//! Per question ([`label_question`]):
+//! Per question ([`Labeller::label_question`]):
 //! 1. [`sh`]: build the question's hierarchical sequence S_h from its context (HotpotQA/2Wiki
 //!    paragraphs, MuSiQue paragraphs, HybridQA table + linked passages, TAT-QA table +
 //!    paragraphs, MetaQA k-hop KB subgraph) with the `distillery-hseq` adapters, in stream

@@ -15,7 +15,7 @@
 //! `question_type` = `type` (bridge/comparison), `level` = `level`. Test-set records have no
 //! answer: no answers and `answerable` unknown. Other fields go to `meta` verbatim.
 //!
-//! [`read_sentence_context`] is shared with the 2WikiMultihopQA reader, whose records have the
+//! `read_sentence_context` is shared with the 2WikiMultihopQA reader, whose records have the
 //! same context and supporting-fact layout.
 
 use distillery_core::{Document, Evidence, Question, Record, RecordSink, char_slice};

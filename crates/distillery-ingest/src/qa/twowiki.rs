@@ -3,7 +3,7 @@
 //! `evidences_id`, `answer_id` in the full release).
 //!
 //! Contexts and supporting facts are read like HotpotQA's (see
-//! [`super::hotpotqa::read_sentence_context`]), with one difference: 2Wiki strips its
+//! `hotpotqa::read_sentence_context`), with one difference: 2Wiki strips its
 //! sentences, so they are joined with one space (unless one side already has whitespace at the
 //! joint); sentence spans exclude that space and still cover each given sentence exactly.
 //! Each `evidences` triple becomes a `triple` evidence with text `s|r|o`. `question_type` =

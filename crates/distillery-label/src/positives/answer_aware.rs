@@ -69,8 +69,9 @@ fn packed(w: &str) -> Option<u64> {
     })
 }
 
-/// [`STOP`] packed ([`packed`]) and sorted: the stop test runs on every word of every unit,
-/// and comparing integers is several times cheaper than comparing strings.
+/// [`STOP`] packed ([`packed`]) and sorted, for the stop test of query and title words
+/// (comparing integers is several times cheaper than comparing strings). The words of the
+/// units are looked up in [`scan_units`]'s per-question table instead.
 static STOP_PACKED: std::sync::LazyLock<Vec<u64>> = std::sync::LazyLock::new(|| {
     let mut v: Vec<u64> = STOP.iter().filter_map(|w| packed(w)).collect();
     v.sort_unstable();
