@@ -8,7 +8,9 @@
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
 # BENCH_DIR keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
-# built instead of building the release one.
+# built instead of building the release one; BENCH_CONTEXTS=shared gives every copy of a
+# question the original's context documents (how the benchmark ran before: ingest then
+# writes one copy's documents only, see scripts/gen_label_bench.py) instead of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUESTIONS=${1:-100000}
@@ -25,9 +27,15 @@ command -v taskset >/dev/null || PIN=""
 
 secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); print(f"{time.time()-t:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
 
-echo "== generating $QUESTIONS questions in $WORK"
-[ -f "$WORK/hotpot.json" ] && [ -f "$WORK/musique.jsonl" ] && [ "$(cat "$WORK/questions" 2>/dev/null)" = "$QUESTIONS" ] \
-  || { python3 scripts/gen_label_bench.py "$WORK" "$QUESTIONS" && echo "$QUESTIONS" > "$WORK/questions"; }
+CONTEXTS=${BENCH_CONTEXTS:-distinct}
+case "$CONTEXTS" in
+  distinct) GEN_FLAGS=() ;;
+  shared) GEN_FLAGS=(--shared-contexts) ;;
+  *) echo "BENCH_CONTEXTS must be distinct or shared, not $CONTEXTS"; exit 1 ;;
+esac
+echo "== generating $QUESTIONS questions ($CONTEXTS contexts) in $WORK"
+[ -f "$WORK/hotpot.json" ] && [ -f "$WORK/musique.jsonl" ] && [ "$(cat "$WORK/questions" 2>/dev/null)" = "$QUESTIONS $CONTEXTS" ] \
+  || { python3 scripts/gen_label_bench.py "$WORK" "$QUESTIONS" "${GEN_FLAGS[@]}" && echo "$QUESTIONS $CONTEXTS" > "$WORK/questions"; }
 
 # One pipeline file, two runs: ingest alone (the label stage dropped) and ingest + label.
 write_pipeline() { # FILE OUTPUT WITH_LABEL

@@ -341,20 +341,20 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
     for q in &questions {
         r.questions += 1;
         let mut missing = false;
-        let documents: Vec<Document> = q
+        let documents: Vec<&Document> = q
             .context_documents
             .iter()
             .filter_map(|id| {
-                let d = ctx.documents.get(id).cloned();
+                let d = ctx.documents.get(id);
                 missing |= d.is_none();
                 d
             })
             .collect();
-        let tables: Vec<Table> = q
+        let tables: Vec<&Table> = q
             .context_tables
             .iter()
             .filter_map(|id| {
-                let t = ctx.tables.get(id).cloned();
+                let t = ctx.tables.get(id);
                 missing |= t.is_none();
                 t
             })

@@ -70,9 +70,16 @@ pub fn parse_part_name(rel: &str) -> Option<(TableKind, u32, String)> {
 
 /// Columns that hold long free text (whole prompts, kilobytes a value): neither a dictionary
 /// (every value is distinct, so the encoder would hash and buffer each one before falling back
-/// to plain) nor min/max statistics (comparing every value, and useless for pruning).
+/// to plain) nor min/max statistics (comparing every value, and useless for pruning), and
+/// data pages of [`LONG_TEXT_PAGE_BYTES`].
 const LONG_TEXT: &[(TableKind, &[&str])] =
     &[(TableKind::Sft, &["messages", "list", "element", "content"])];
+
+/// The data page size of the long-text columns (1 MiB, the default, for the others). A prompt
+/// repeats most of the segments the step before showed, so the larger the page zstd gets, the
+/// more repeats it finds: on 2,000 benchmark questions 8 MiB pages made the `sft` Parquet
+/// files 38% smaller and the whole run 3.7% fewer instructions than 1 MiB pages.
+const LONG_TEXT_PAGE_BYTES: usize = 8 << 20;
 
 fn writer_props(table: TableKind) -> WriterProperties {
     let mut b = WriterProperties::builder()
@@ -85,6 +92,7 @@ fn writer_props(table: TableKind) -> WriterProperties {
         let col = ColumnPath::new(path.iter().map(|p| p.to_string()).collect());
         b = b
             .set_column_dictionary_enabled(col.clone(), false)
+            .set_column_data_page_size_limit(col.clone(), LONG_TEXT_PAGE_BYTES)
             .set_column_statistics_enabled(col, EnabledStatistics::None);
     }
     b.build()
@@ -341,6 +349,12 @@ mod tests {
             let props = writer_props(*table);
             assert!(!props.dictionary_enabled(&col));
             assert_eq!(props.statistics_enabled(&col), EnabledStatistics::None);
+            assert_eq!(
+                props.column_data_page_size_limit(&col),
+                LONG_TEXT_PAGE_BYTES
+            );
+            let other = ColumnPath::new(vec!["id".to_string()]);
+            assert_eq!(props.column_data_page_size_limit(&other), 1 << 20);
             assert!(writer_props(TableKind::Documents).dictionary_enabled(&col));
         }
     }

@@ -44,10 +44,11 @@ use distillery_core::{Document, LabelRecord, Question, SftSample, Table, Triple}
 pub struct QuestionContext<'a> {
     pub question: &'a Question,
     /// The question's context documents, in `question.context_documents` order (missing ids
-    /// are skipped by the caller and counted).
-    pub documents: &'a [Document],
+    /// are skipped by the caller and counted). Borrowed: the caller's store of documents is
+    /// shared by every question that cites them, nothing is copied per question.
+    pub documents: &'a [&'a Document],
     /// The question's context tables, in `question.context_tables` order.
-    pub tables: &'a [Table],
+    pub tables: &'a [&'a Table],
     /// KB edges around the question's topic entities (MetaQA): the caller passes the k-hop
     /// neighbourhood it extracted with [`sh::KbIndex`], or nothing.
     pub triples: &'a [Triple],

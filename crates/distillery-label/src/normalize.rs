@@ -474,7 +474,7 @@ mod tests {
     #[test]
     fn ascii_fast_path_agrees_with_the_general_one() {
         // ASCII over the characters the rules treat specially.
-        for t in random_strings("aAsS01239 ,.'`-$\t\x0b\ntheTHE") {
+        for t in random_strings("aAsS01239 ,.'`-$\t\x0b\ntheTHEnN") {
             assert_eq!(normalize_ascii(t.as_bytes()), normalize_chars(&t), "{t:?}");
         }
         for t in [

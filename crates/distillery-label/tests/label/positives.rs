@@ -71,7 +71,7 @@ fn encode_all(docs: &[Document]) -> Vec<Segment> {
 fn run(m: &dyn Method, q: &Question, docs: &[Document], sh: &[Segment]) -> Positives {
     let ctx = QuestionContext {
         question: q,
-        documents: docs,
+        documents: &docs.iter().collect::<Vec<_>>(),
         tables: &[],
         triples: &[],
     };
@@ -215,8 +215,8 @@ fn roots_are_never_positives() {
     let q = question("Who directed films?", &["Ed Wood"]);
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs,
-        tables: std::slice::from_ref(&table),
+        documents: &docs.iter().collect::<Vec<_>>(),
+        tables: &[&table],
         triples: &[],
     };
     for name in ["hseq-paper", "answer-aware"] {
@@ -309,8 +309,8 @@ fn labeled_segments_carry_indexes() {
     let q = question("?", &[]);
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs,
-        tables: std::slice::from_ref(&table),
+        documents: &docs.iter().collect::<Vec<_>>(),
+        tables: &[&table],
         triples: &[],
     };
     let find = |level: &str, content: &str| {
@@ -701,8 +701,8 @@ fn label_sample(
         }
         let ctx = QuestionContext {
             question: q,
-            documents: &ctx_docs,
-            tables: &ctx_tables,
+            documents: &ctx_docs.iter().collect::<Vec<_>>(),
+            tables: &ctx_tables.iter().collect::<Vec<_>>(),
             triples: &[],
         };
         for m in &methods {
