@@ -25,7 +25,8 @@ fi
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 
-secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); print(f"{time.time()-t:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
+# Runs a command; prints its wall seconds and the peak resident set size of its processes (MiB).
+secs() { /usr/bin/env python3 -c 'import resource,sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); rss=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024; print(f"{time.time()-t:.3f} {rss:.0f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
 
 CONTEXTS=${BENCH_CONTEXTS:-distinct}
 case "$CONTEXTS" in
@@ -67,9 +68,9 @@ ingest=$(secs "$PIN $BIN --quiet run $WORK/ingest.toml > /dev/null")
 echo "== ingest + label, methods hseq-paper and answer-aware (one core)"
 total=$(secs "$PIN $BIN --quiet run $WORK/label.toml > /dev/null")
 
-python3 - "$WORK/out-label/_summary.json" "$ingest" "$total" <<'PY'
+python3 - "$WORK/out-label/_summary.json" $ingest $total <<'PY'
 import json, sys
-summary, ingest, total = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+summary, ingest, ingest_rss, total, total_rss = sys.argv[1], *map(float, sys.argv[2:6])
 s = json.load(open(summary))
 label = next(st for st in s["stages"] if st["stage"] == "label")
 c = label["counters"]
@@ -77,6 +78,7 @@ q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
       f"duplicates removed {c.get('duplicates_removed', 0)}")
 print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   ratio {total / ingest:.2f}x")
+print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label {total_rss:,.0f} MiB")
 print(f"label stage: {label['seconds']:.2f} s = {q / label['seconds']:,.0f} questions/s per core "
       f"(end to end {q / total:,.0f} questions/s per core)")
 PY
