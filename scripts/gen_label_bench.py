@@ -31,7 +31,7 @@ def copies(records, n, id_key, retitle):
         for r in records:
             if len(out) == n:
                 break
-            c = json.loads(json.dumps(r))
+            c = dict(r)
             c[id_key] = f"{r[id_key]}-c{k}"
             if k > 0:
                 c["question"] = f"{r['question']} (copy {k})"
@@ -48,8 +48,7 @@ def retitle_hotpot(r, suffix):
 
 
 def retitle_musique(r, suffix):
-    for p in r["paragraphs"]:
-        p["title"] += suffix
+    r["paragraphs"] = [{**p, "title": p["title"] + suffix} for p in r["paragraphs"]]
 
 
 def main(out_dir: str, questions: int, shared_contexts: bool) -> None:

@@ -35,3 +35,8 @@ pub fn read(format: Format, path: &std::path::Path) -> VecSink {
     read_input(format, &ctx, &mut sink).unwrap();
     sink
 }
+
+/// References to each record, the form `QuestionContext` borrows its documents and tables in.
+pub fn refs<T>(records: &[T]) -> Vec<&T> {
+    records.iter().collect()
+}

@@ -71,7 +71,7 @@ fn encode_all(docs: &[Document]) -> Vec<Segment> {
 fn run(m: &dyn Method, q: &Question, docs: &[Document], sh: &[Segment]) -> Positives {
     let ctx = QuestionContext {
         question: q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(docs),
         tables: &[],
         triples: &[],
     };
@@ -215,7 +215,7 @@ fn roots_are_never_positives() {
     let q = question("Who directed films?", &["Ed Wood"]);
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[&table],
         triples: &[],
     };
@@ -309,7 +309,7 @@ fn labeled_segments_carry_indexes() {
     let q = question("?", &[]);
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[&table],
         triples: &[],
     };
@@ -701,8 +701,8 @@ fn label_sample(
         }
         let ctx = QuestionContext {
             question: q,
-            documents: &ctx_docs.iter().collect::<Vec<_>>(),
-            tables: &ctx_tables.iter().collect::<Vec<_>>(),
+            documents: &common::refs(&ctx_docs),
+            tables: &common::refs(&ctx_tables),
             triples: &[],
         };
         for m in &methods {

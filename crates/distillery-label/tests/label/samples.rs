@@ -21,7 +21,7 @@ use distillery_label::sh::{KbIndex, build_sh, question_hops};
 use distillery_label::trajectory::{Preset, TrajectoryParams, synthesize};
 use distillery_label::{LabelOutput, Labeller, QuestionContext, hanrag};
 
-use crate::common::{bundled, read, shared};
+use crate::common::{self, bundled, read, shared};
 
 // ---------------------------------------------------------------------------------------
 // Helpers
@@ -246,8 +246,8 @@ impl Corpus {
         let (documents, tables) = self.context(q);
         l.label_question(&QuestionContext {
             question: q,
-            documents: &documents.iter().collect::<Vec<_>>(),
-            tables: &tables.iter().collect::<Vec<_>>(),
+            documents: &common::refs(&documents),
+            tables: &common::refs(&tables),
             triples,
         })
     }
@@ -278,7 +278,7 @@ fn golden_target_single_step() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -318,7 +318,7 @@ fn golden_target_two_steps_k1() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -376,7 +376,7 @@ fn golden_prompt_layout() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -582,7 +582,7 @@ fn question_without_answers_gets_a_record_but_no_samples() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -763,7 +763,7 @@ fn templates_are_replaced_from_a_directory() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -834,7 +834,7 @@ fn guidance_cache_hit_and_template_fallback() {
     let docs = [doc];
     let ctx = QuestionContext {
         question: &q,
-        documents: &docs.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
     };
@@ -1126,8 +1126,8 @@ fn tatqa_samples_table_and_paragraphs() {
     assert!(!tables.is_empty() && !docs.is_empty());
     let ctx = QuestionContext {
         question: q,
-        documents: &docs.iter().collect::<Vec<_>>(),
-        tables: &tables.iter().collect::<Vec<_>>(),
+        documents: &common::refs(&docs),
+        tables: &common::refs(&tables),
         triples: &[],
     };
     let sh = build_sh(&ctx, &Default::default());
@@ -1180,8 +1180,8 @@ fn hybridqa_samples_with_their_table() {
         let (docs, tables) = c.context(q);
         let ctx = QuestionContext {
             question: q,
-            documents: &docs.iter().collect::<Vec<_>>(),
-            tables: &tables.iter().collect::<Vec<_>>(),
+            documents: &common::refs(&docs),
+            tables: &common::refs(&tables),
             triples: &[],
         };
         let sh = build_sh(&ctx, &Default::default());
