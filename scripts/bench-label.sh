@@ -2,8 +2,9 @@
 # Label-stage benchmark: the shared HotpotQA and MuSiQue samples repeated to QUESTIONS
 # questions (ids made unique, see scripts/gen_label_bench.py), labelled by a release build on
 # one core (taskset -c 0, run.parallelism = 1) with both methods, against ingest alone of the
-# same files with the same binary. Reports questions per second per core and the ratio; no
-# thresholds.
+# same files with the same binary. Reports questions per second per core and the ratio; then,
+# on a machine with more cores, the same two runs on all of them (run.parallelism = nproc),
+# with the label stage's speedup over one core. No thresholds.
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
@@ -38,15 +39,15 @@ echo "== generating $QUESTIONS questions ($CONTEXTS contexts) in $WORK"
 [ -f "$WORK/hotpot.json" ] && [ -f "$WORK/musique.jsonl" ] && [ "$(cat "$WORK/questions" 2>/dev/null)" = "$QUESTIONS $CONTEXTS" ] \
   || { python3 scripts/gen_label_bench.py "$WORK" "$QUESTIONS" "${GEN_FLAGS[@]}" && echo "$QUESTIONS $CONTEXTS" > "$WORK/questions"; }
 
-# One pipeline file, two runs: ingest alone (the label stage dropped) and ingest + label.
-write_pipeline() { # FILE OUTPUT WITH_LABEL
+# Two runs per core count: ingest alone (the label stage dropped) and ingest + label.
+write_pipeline() { # FILE OUTPUT WITH_LABEL PARALLELISM
   cat > "$1" <<TOML
 version = 1
 name = "bench-label"
 output = "$2"
 [run]
 shards = 4
-parallelism = 1
+parallelism = $4
 [[inputs]]
 name = "hotpotqa"
 format = "hotpotqa"
@@ -60,17 +61,22 @@ TOML
     printf '[[stages]]\nkind = "label"\noptions = { methods = ["hseq-paper", "answer-aware"] }\n' >> "$1"
   fi
 }
-write_pipeline "$WORK/ingest.toml" "$WORK/out-ingest" no
-write_pipeline "$WORK/label.toml" "$WORK/out-label" yes
+CORES=$(nproc)
+write_pipeline "$WORK/ingest.toml" "$WORK/out-ingest" no 1
+write_pipeline "$WORK/label.toml" "$WORK/out-label" yes 1
+write_pipeline "$WORK/ingest-all.toml" "$WORK/out-ingest-all" no "$CORES"
+write_pipeline "$WORK/label-all.toml" "$WORK/out-label-all" yes "$CORES"
 
 echo "== ingest only (one core)"
 ingest=$(secs "$PIN $BIN --quiet run $WORK/ingest.toml > /dev/null")
 echo "== ingest + label, methods hseq-paper and answer-aware (one core)"
 total=$(secs "$PIN $BIN --quiet run $WORK/label.toml > /dev/null")
 
-python3 - "$WORK/out-label/_summary.json" $ingest $total <<'PY'
+report() { # SUMMARY INGEST_SECS INGEST_RSS TOTAL_SECS TOTAL_RSS CORES [ONE_CORE_LABEL_SECS]
+python3 - "$@" <<'PY'
 import json, sys
-summary, ingest, ingest_rss, total, total_rss = sys.argv[1], *map(float, sys.argv[2:6])
+summary, ingest, ingest_rss, total, total_rss, cores = sys.argv[1], *map(float, sys.argv[2:7])
+one_core = float(sys.argv[7]) if len(sys.argv) > 7 else None
 s = json.load(open(summary))
 label = next(st for st in s["stages"] if st["stage"] == "label")
 c = label["counters"]
@@ -79,6 +85,18 @@ print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.
       f"duplicates removed {c.get('duplicates_removed', 0)}")
 print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   ratio {total / ingest:.2f}x")
 print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label {total_rss:,.0f} MiB")
-print(f"label stage: {label['seconds']:.2f} s = {q / label['seconds']:,.0f} questions/s per core "
-      f"(end to end {q / total:,.0f} questions/s per core)")
+per_core = q / label["seconds"] / cores
+print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
+      f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")
+if one_core:
+    print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")
 PY
+}
+report "$WORK/out-label/_summary.json" $ingest $total 1
+[ "$CORES" -gt 1 ] || exit 0
+one_core=$(python3 -c 'import json,sys; print(next(s["seconds"] for s in json.load(open(sys.argv[1]))["stages"] if s["stage"] == "label"))' "$WORK/out-label/_summary.json")
+echo "== ingest only ($CORES cores)"
+ingest=$(secs "$BIN --quiet run $WORK/ingest-all.toml > /dev/null")
+echo "== ingest + label, methods hseq-paper and answer-aware ($CORES cores)"
+total=$(secs "$BIN --quiet run $WORK/label-all.toml > /dev/null")
+report "$WORK/out-label-all/_summary.json" $ingest $total "$CORES" "$one_core"
