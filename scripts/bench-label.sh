@@ -67,18 +67,22 @@ write_pipeline "$WORK/label.toml" "$WORK/out-label" yes 1
 write_pipeline "$WORK/ingest-all.toml" "$WORK/out-ingest-all" no "$CORES"
 write_pipeline "$WORK/label-all.toml" "$WORK/out-label-all" yes "$CORES"
 
-echo "== ingest only (one core)"
-ingest=$(secs "$PIN $BIN --quiet run $WORK/ingest.toml > /dev/null")
-echo "== ingest + label, methods hseq-paper and answer-aware (one core)"
-total=$(secs "$PIN $BIN --quiet run $WORK/label.toml > /dev/null")
+# Ingest alone, then ingest + label, with PIN (may be empty) and the pipelines of SUFFIX; sets
+# `ingest` and `total` to "wall_seconds peak_rss_mib".
+runs() { # PIN SUFFIX WHAT
+  echo "== ingest only ($3)"
+  ingest=$(secs "$1 $BIN --quiet run $WORK/ingest$2.toml > /dev/null")
+  echo "== ingest + label, methods hseq-paper and answer-aware ($3)"
+  total=$(secs "$1 $BIN --quiet run $WORK/label$2.toml > /dev/null")
+}
 
-report() { # SUMMARY INGEST_SECS INGEST_RSS TOTAL_SECS TOTAL_RSS CORES [ONE_CORE_LABEL_SECS]
+report() { # SUMMARY INGEST_SECS INGEST_RSS TOTAL_SECS TOTAL_RSS CORES [ONE_CORE_SUMMARY]
 python3 - "$@" <<'PY'
 import json, sys
+def label_stage(path):
+    return next(st for st in json.load(open(path))["stages"] if st["stage"] == "label")
 summary, ingest, ingest_rss, total, total_rss, cores = sys.argv[1], *map(float, sys.argv[2:7])
-one_core = float(sys.argv[7]) if len(sys.argv) > 7 else None
-s = json.load(open(summary))
-label = next(st for st in s["stages"] if st["stage"] == "label")
+label = label_stage(summary)
 c = label["counters"]
 q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
@@ -88,15 +92,14 @@ print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label 
 per_core = q / label["seconds"] / cores
 print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
       f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")
-if one_core:
+if len(sys.argv) > 7:
+    one_core = label_stage(sys.argv[7])["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")
 PY
 }
+
+runs "$PIN" "" "one core"
 report "$WORK/out-label/_summary.json" $ingest $total 1
 [ "$CORES" -gt 1 ] || exit 0
-one_core=$(python3 -c 'import json,sys; print(next(s["seconds"] for s in json.load(open(sys.argv[1]))["stages"] if s["stage"] == "label"))' "$WORK/out-label/_summary.json")
-echo "== ingest only ($CORES cores)"
-ingest=$(secs "$BIN --quiet run $WORK/ingest-all.toml > /dev/null")
-echo "== ingest + label, methods hseq-paper and answer-aware ($CORES cores)"
-total=$(secs "$BIN --quiet run $WORK/label-all.toml > /dev/null")
-report "$WORK/out-label-all/_summary.json" $ingest $total "$CORES" "$one_core"
+runs "" "-all" "$CORES cores"
+report "$WORK/out-label-all/_summary.json" $ingest $total "$CORES" "$WORK/out-label/_summary.json"
