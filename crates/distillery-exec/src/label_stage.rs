@@ -4,7 +4,8 @@
 //! the stage names them:
 //!
 //! 1. the input's staged `documents` and `tables` parts (all shards of all its files) are read
-//!    into id → record maps: the question contexts. **Memory bound: one input's contexts**
+//!    into id → record maps: the question contexts (`parallelism` parts read and decoded at
+//!    once, inserted in part order). **Memory bound: one input's contexts**
 //!    (about the size of its decoded documents and tables; the inputs are labelled one after
 //!    the other and each input's maps are dropped before the next is read);
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
@@ -66,6 +67,7 @@ use futures::stream::FuturesOrdered;
 use object_store::buffered::BufWriter;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
 use crate::error::ExecError;
@@ -135,7 +137,7 @@ pub async fn run_stage(
 
     let kb = match &opts.kb {
         Some(name) => {
-            let (kb, bytes) = load_kb(out, parts, name).await?;
+            let (kb, bytes) = load_kb(out, parts, name, parallelism).await?;
             outputs.summary.bytes_in += bytes;
             info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
             Some(Arc::new(kb))
@@ -210,26 +212,41 @@ fn parts_of<'a>(
     v.into_iter().map(|(tag, _, p)| (tag, p)).collect()
 }
 
-/// Reads every row of some staged parts of one table.
+/// Reads every row of some staged parts of one table, handing them to `each` in part order.
+/// Up to `parallelism` parts are read at once, each on a task of its own (decompression on
+/// the runtime's workers, decoding on blocking threads), so reading contexts uses the cores
+/// the labelling will; the rows of those parts are held until their turn.
 async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     out: &Location,
     table: TableKind,
     parts: &[(String, &WrittenPart)],
+    parallelism: usize,
     mut each: impl FnMut(T),
 ) -> Result<u64, ExecError> {
-    let mut bytes = 0;
-    for (_, part) in parts {
-        bytes += part.bytes;
-        let mut stream = Box::pin(read_part(out, &part.path()).await?);
-        while let Some(batch) = stream.next().await {
-            let batch = batch?;
-            let rows = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
-                .await
-                .map_err(task_err)??;
-            rows.into_iter().for_each(&mut each);
-        }
+    let reads = parts.iter().map(|(_, part)| {
+        let (out, path) = (out.clone(), part.path());
+        // Aborted when dropped: a failed read or a cancelled stage stops the other reads.
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut rows = Vec::new();
+            let mut stream = Box::pin(read_part(&out, &path).await?);
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                let decoded = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
+                    .await
+                    .map_err(task_err)??;
+                rows.push(decoded);
+            }
+            Ok::<_, ExecError>(rows)
+        }))
+    });
+    let mut reads = futures::stream::iter(reads).buffered(parallelism.max(1));
+    while let Some(rows) = reads.next().await {
+        rows.map_err(task_err)??
+            .into_iter()
+            .flatten()
+            .for_each(&mut each);
     }
-    Ok(bytes)
+    Ok(parts.iter().map(|(_, p)| p.bytes).sum())
 }
 
 /// Reads a KB input's staged triples into an index (the whole KB is held in memory).
@@ -237,10 +254,14 @@ async fn load_kb(
     out: &Location,
     parts: &[WrittenPart],
     input: &str,
+    parallelism: usize,
 ) -> Result<(KbIndex, u64), ExecError> {
     let mut triples: Vec<Triple> = Vec::new();
     let kb_parts = parts_of(parts, TableKind::Triples, input);
-    let bytes = read_rows(out, TableKind::Triples, &kb_parts, |t| triples.push(t)).await?;
+    let bytes = read_rows(out, TableKind::Triples, &kb_parts, parallelism, |t| {
+        triples.push(t)
+    })
+    .await?;
     let kb = tokio::task::spawn_blocking(move || KbIndex::new(triples))
         .await
         .map_err(task_err)?;
@@ -260,15 +281,29 @@ async fn label_input(
     let started = Instant::now();
     let mut ctx = Contexts::default();
     let docs = parts_of(parts, TableKind::Documents, input);
-    outputs.summary.bytes_in += read_rows(out, TableKind::Documents, &docs, |d: Document| {
-        ctx.documents.insert(d.id.clone(), d);
-    })
+    outputs.summary.bytes_in += read_rows(
+        out,
+        TableKind::Documents,
+        &docs,
+        parallelism,
+        |d: Document| {
+            ctx.documents.insert(d.id.clone(), d);
+        },
+    )
     .await?;
     let tables = parts_of(parts, TableKind::Tables, input);
-    outputs.summary.bytes_in += read_rows(out, TableKind::Tables, &tables, |t: Table| {
-        ctx.tables.insert(t.id.clone(), t);
-    })
-    .await?;
+    outputs.summary.bytes_in +=
+        read_rows(out, TableKind::Tables, &tables, parallelism, |t: Table| {
+            ctx.tables.insert(t.id.clone(), t);
+        })
+        .await?;
+    info!(
+        input,
+        documents = ctx.documents.len(),
+        tables = ctx.tables.len(),
+        seconds = started.elapsed().as_secs_f64(),
+        "contexts read"
+    );
     let ctx = Arc::new(ctx);
     let before = outputs.summary.records_in;
     let mut inflight: FuturesOrdered<tokio::task::JoinHandle<ChunkResult>> = FuturesOrdered::new();
