@@ -32,7 +32,7 @@
 //!
 //! Dependencies: `arrow`/`parquet` (the data plane and its files), `object_store` (all output
 //! and remote input), `tokio` + `tokio-util` + `futures` (async writers, blocking readers
-//! bridged with `SyncIoBridge`, reader tasks aborted on drop), `indicatif` (progress bars on a terminal), `glob` (input
+//! bridged with `SyncIoBridge`, tasks aborted on drop with `AbortOnDropHandle`), `indicatif` (progress bars on a terminal), `glob` (input
 //! patterns), `url` (output URLs), `tracing` (structured logs), `thiserror` (error types),
 //! `twox-hash` (XXH64, the label stage's duplicate-sample hashes: fast, and already built for
 //! parquet),

@@ -14,6 +14,7 @@ use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
@@ -107,7 +108,10 @@ pub(crate) async fn ingest_file(
     let (tx, mut rx) = mpsc::channel::<crate::sink::PartBatch>(8);
     let writer_out = out.clone();
     let tag = file.tag.clone();
-    let mut writer = AbortOnDrop(tokio::spawn(async move {
+    // Aborted when dropped: a file task dropped because another file failed takes its writer
+    // down with it (its reader then stops at the closed channel); tickers never outlive their
+    // file.
+    let mut writer = AbortOnDropHandle::new(tokio::spawn(async move {
         let mut w = PartWriters::new(writer_out, &staging, &tag);
         while let Some(b) = rx.recv().await {
             w.write(b.table, b.shard, &b.batch).await?;
@@ -118,7 +122,7 @@ pub(crate) async fn ingest_file(
     let bar = progress.file_bar(&file);
     let _ticker = progress
         .spawn_ticker(&file, counter.clone(), bar.clone())
-        .map(AbortOnDrop);
+        .map(AbortOnDropHandle::new);
     let handle = tokio::runtime::Handle::current();
     let (shards, batch_size) = (p.run.shards, p.run.batch_size);
     let location = file.location.clone();
@@ -142,7 +146,7 @@ pub(crate) async fn ingest_file(
         Ok::<_, ExecError>(flushed.map_err(distillery_ingest::IngestError::from)?)
     });
     let read = reader.await.map_err(|e| ExecError::Task(e.to_string()))?;
-    let written = (&mut writer.0)
+    let written = (&mut writer)
         .await
         .map_err(|e| ExecError::Task(e.to_string()))?;
     // A writer failure is the root cause of a reader's "sink closed": report it first.
@@ -171,17 +175,6 @@ pub(crate) async fn ingest_file(
         bytes_in,
         seconds: started.elapsed().as_secs_f64(),
     })
-}
-
-/// Aborts a task when dropped: a file task dropped because another file failed takes its
-/// writer down with it (its reader then stops at the closed channel), and tickers never
-/// outlive their file.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Progress reporting: bars on a terminal, periodic log lines otherwise.
