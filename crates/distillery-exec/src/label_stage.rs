@@ -13,12 +13,17 @@
 //!    with topic entities gets the k-hop neighbourhood of them (`hops` from the question's
 //!    level `"2-hop"`, capped by `max_hops`; at most [`KB_MAX_EDGES`] edges);
 //! 3. the input's `questions` parts are streamed in part order (file tag, then shard) and
-//!    labelled in chunks of [`CHUNK`] questions on blocking threads, `parallelism` chunks in
-//!    flight, results consumed in chunk order (so the output does not depend on timing). A
+//!    labelled in chunks of [`CHUNK`] questions on blocking threads, `parallelism` chunks
+//!    labelling at once (a fair semaphore: chunks start in order) and up to
+//!    [`QUEUED_CHUNKS_PER_LANE`] × `parallelism` chunks queued or labelled ahead of the
+//!    consumer, results consumed in chunk order (so the output does not depend on timing). A
 //!    context id with no record is skipped and its question counted in
-//!    `questions_missing_context`. In flight: `parallelism` × [`CHUNK`] questions with their
-//!    labels and samples; buffered for Parquet: up to `run.batch_size` rows per table and shard
-//!    (samples also flush at 8 MiB of message text per shard).
+//!    `questions_missing_context`. In flight: [`QUEUED_CHUNKS_PER_LANE`] × `parallelism` ×
+//!    [`CHUNK`] questions with their labels and samples; buffered for Parquet: up to
+//!    `run.batch_size` rows per table and shard (samples also flush at 8 MiB of message text
+//!    per shard), handed to one writer task per shard (a queue of two batches; it builds,
+//!    encodes and compresses them, so shards compress in parallel with each other and with the
+//!    labelling), with 256 MiB of row groups in progress over all shards.
 //!
 //! What a chunk produced is consumed in order, streaming (no list of all samples is held):
 //!
@@ -67,6 +72,7 @@ use futures::stream::FuturesOrdered;
 use object_store::buffered::BufWriter;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
+use tokio::sync::Semaphore;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
@@ -78,6 +84,11 @@ use crate::store::{Location, StoreOpener, resolve_paths};
 
 /// Questions labelled by one blocking task.
 pub const CHUNK: usize = 8;
+/// Chunks queued per labelling lane (`parallelism` lanes run at once): the labelled chunks
+/// wait for the consumer while it writes, so the lanes keep labelling through the consumer's
+/// bursts (compressing an 8 MiB page of prompt text takes tens of milliseconds; a chunk labels
+/// in a few). At most this many × `parallelism` × [`CHUNK`] questions' results are held.
+pub const QUEUED_CHUNKS_PER_LANE: usize = 16;
 /// Cap on the KB edges of one question's neighbourhood.
 pub const KB_MAX_EDGES: usize = 2000;
 /// Evaluation questions with fewer normalised words than this are matched only against a
@@ -306,11 +317,14 @@ async fn label_input(
     );
     let ctx = Arc::new(ctx);
     let before = outputs.summary.records_in;
-    let mut inflight: FuturesOrdered<tokio::task::JoinHandle<ChunkResult>> = FuturesOrdered::new();
+    let lanes = parallelism.max(1);
+    let permits = Arc::new(Semaphore::new(lanes));
+    let mut inflight: FuturesOrdered<AbortOnDropHandle<Result<ChunkResult, ExecError>>> =
+        FuturesOrdered::new();
     for (tag, part) in parts_of(parts, TableKind::Questions, input) {
         if outputs.tag() != Some(tag.as_str()) {
             while let Some(r) = inflight.next().await {
-                outputs.consume(r.map_err(task_err)?).await?;
+                outputs.consume(r.map_err(task_err)??).await?;
             }
             outputs.start_tag(&tag).await?;
         }
@@ -321,19 +335,26 @@ async fn label_input(
             let mut rest = questions.into_iter().peekable();
             while rest.peek().is_some() {
                 let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
-                let (env, ctx) = (env.clone(), ctx.clone());
-                inflight.push_back(tokio::task::spawn_blocking(move || {
-                    label_chunk(&env, &ctx, chunk)
-                }));
-                while inflight.len() >= parallelism.max(1) {
+                let (env, ctx, permits) = (env.clone(), ctx.clone(), permits.clone());
+                inflight.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
+                    // Fair (FIFO): chunks start in the order they were queued.
+                    let _lane = permits
+                        .acquire_owned()
+                        .await
+                        .map_err(|e| ExecError::Task(e.to_string()))?;
+                    tokio::task::spawn_blocking(move || label_chunk(&env, &ctx, chunk))
+                        .await
+                        .map_err(task_err)
+                })));
+                while inflight.len() >= lanes * QUEUED_CHUNKS_PER_LANE {
                     let r = inflight.next().await.expect("tasks in flight");
-                    outputs.consume(r.map_err(task_err)?).await?;
+                    outputs.consume(r.map_err(task_err)??).await?;
                 }
             }
         }
     }
     while let Some(r) = inflight.next().await {
-        outputs.consume(r.map_err(task_err)?).await?;
+        outputs.consume(r.map_err(task_err)??).await?;
     }
     outputs.finish_tag().await?;
     let n = outputs.summary.records_in - before;
@@ -864,14 +885,90 @@ impl TextFile {
 /// would buffer hundreds of megabytes across the shards.
 const SAMPLE_BUFFER_BYTES: usize = 8 << 20;
 
+/// Rows for one shard's Parquet parts.
+enum Rows {
+    Labels(Vec<LabelRecord>),
+    Samples(Vec<SftSample>),
+}
+
+/// Batches in a shard writer's queue: with [`SAMPLE_BUFFER_BYTES`] of samples a batch, at most
+/// this many + 1 (the one being written) such batches per shard are held.
+const SHARD_QUEUE: usize = 2;
+
+/// The `labels` and `sft` parts of one shard of the current tag, written by a task of its own
+/// (building the batch, encoding and compressing it), so the shards encode in parallel with
+/// each other and with the labelling while the consumer moves on. Rows reach it in the order
+/// they were sent.
+struct ShardWriter {
+    tx: tokio::sync::mpsc::Sender<Rows>,
+    task: AbortOnDropHandle<Result<Vec<WrittenPart>, ExecError>>,
+}
+
+impl ShardWriter {
+    fn spawn(mut writers: PartWriters, shard: u32) -> ShardWriter {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Rows>(SHARD_QUEUE);
+        let task = AbortOnDropHandle::new(tokio::spawn(async move {
+            while let Some(rows) = rx.recv().await {
+                match rows {
+                    Rows::Labels(r) => {
+                        write_rows(&mut writers, TableKind::Labels, shard, &r).await?;
+                    }
+                    Rows::Samples(r) => write_sft_rows(&mut writers, shard, &r).await?,
+                }
+            }
+            writers.finish().await
+        }));
+        ShardWriter { tx, task }
+    }
+
+    /// Queues rows (waits while the queue is full). When the task has stopped on an error,
+    /// returns that error.
+    async fn send(&mut self, rows: Rows) -> Result<(), ExecError> {
+        if self.tx.send(rows).await.is_ok() {
+            return Ok(());
+        }
+        match (&mut self.task).await {
+            Ok(Err(e)) => Err(e),
+            Ok(Ok(_)) => Err(ExecError::Task("shard writer stopped early".into())),
+            Err(e) => Err(task_err(e)),
+        }
+    }
+
+    /// Closes the queue and the shard's parts.
+    async fn finish(self) -> Result<Vec<WrittenPart>, ExecError> {
+        drop(self.tx);
+        self.task.await.map_err(task_err)?
+    }
+}
+
 /// The part writers of the current question part tag, with per-shard buffers.
 struct TagWriters {
     tag: String,
-    writers: PartWriters,
+    out: Location,
+    staging: String,
+    /// Bytes each shard's parts may buffer (row groups in progress): 256 MiB over the shards.
+    budget: usize,
+    /// One writer per shard written so far.
+    writers: BTreeMap<u32, ShardWriter>,
     labels: BTreeMap<u32, Vec<LabelRecord>>,
     samples: BTreeMap<u32, Vec<SftSample>>,
     /// Message bytes buffered per shard in `samples`.
     sample_bytes: BTreeMap<u32, usize>,
+}
+
+impl TagWriters {
+    /// Queues rows for a shard's writer, started on first use.
+    async fn send(&mut self, shard: u32, rows: Rows) -> Result<(), ExecError> {
+        let w = match self.writers.entry(shard) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => {
+                let parts = PartWriters::new(self.out.clone(), &self.staging, &self.tag)
+                    .with_budget(self.budget);
+                e.insert(ShardWriter::spawn(parts, shard))
+            }
+        };
+        w.send(rows).await
+    }
 }
 
 /// Everything the stage writes, consumed in order.
@@ -920,7 +1017,10 @@ impl Outputs {
         self.finish_tag().await?;
         self.current = Some(TagWriters {
             tag: tag.to_string(),
-            writers: PartWriters::new(self.out.clone(), &self.staging, tag),
+            out: self.out.clone(),
+            staging: self.staging.clone(),
+            budget: (256usize << 20) / self.shards as usize,
+            writers: BTreeMap::new(),
             labels: BTreeMap::new(),
             samples: BTreeMap::new(),
             sample_bytes: BTreeMap::new(),
@@ -934,12 +1034,14 @@ impl Outputs {
             return Ok(());
         };
         for (shard, rows) in std::mem::take(&mut c.labels) {
-            write_rows(&mut c.writers, TableKind::Labels, shard, &rows).await?;
+            c.send(shard, Rows::Labels(rows)).await?;
         }
         for (shard, rows) in std::mem::take(&mut c.samples) {
-            write_sft_rows(&mut c.writers, shard, &rows).await?;
+            c.send(shard, Rows::Samples(rows)).await?;
         }
-        self.parts.extend(c.writers.finish().await?);
+        for w in std::mem::take(&mut c.writers).into_values() {
+            self.parts.extend(w.finish().await?);
+        }
         Ok(())
     }
 
@@ -976,7 +1078,7 @@ impl Outputs {
             buf.push(l);
             if buf.len() >= self.batch_size {
                 let rows = std::mem::take(buf);
-                write_rows(&mut c.writers, TableKind::Labels, shard, &rows).await?;
+                c.send(shard, Rows::Labels(rows)).await?;
             }
         }
         for q in r.gold {
@@ -1013,7 +1115,7 @@ impl Outputs {
             if buf.len() >= self.batch_size || full {
                 c.sample_bytes.insert(shard, 0);
                 let rows = std::mem::take(buf);
-                write_sft_rows(&mut c.writers, shard, &rows).await?;
+                c.send(shard, Rows::Samples(rows)).await?;
             }
         }
         Ok(())
@@ -1142,6 +1244,39 @@ mod tests {
             step: Some(1),
             ..Default::default()
         }
+    }
+
+    /// A write that fails in a shard writer's task comes back from the stage's side: here
+    /// the staging directory lies under a regular file, so closing the part fails.
+    #[tokio::test]
+    async fn shard_writer_errors_reach_the_consumer() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("blocker"), b"a file, not a directory").unwrap();
+        let loc = crate::store::open_location(dir.path().to_str().unwrap(), false).unwrap();
+        let parts = PartWriters::new(loc.clone(), "blocker/staging", "hotpot-0000");
+        let mut w = ShardWriter::spawn(parts, 3);
+        let rows = vec![LabelRecord {
+            id: "l1".into(),
+            ..Default::default()
+        }];
+        w.send(Rows::Labels(rows)).await.unwrap();
+        let err = w.finish().await.unwrap_err().to_string();
+        assert!(
+            err.contains("blocker/staging/labels/part-00003-hotpot-0000.parquet"),
+            "{err}"
+        );
+
+        // The same rows in a writable place give one part with one row.
+        let parts = PartWriters::new(loc, "ok", "hotpot-0000");
+        let mut w = ShardWriter::spawn(parts, 3);
+        let rows = vec![LabelRecord {
+            id: "l1".into(),
+            ..Default::default()
+        }];
+        w.send(Rows::Labels(rows)).await.unwrap();
+        let written = w.finish().await.unwrap();
+        assert_eq!(written.len(), 1);
+        assert_eq!(written[0].rows, 1);
     }
 
     #[test]

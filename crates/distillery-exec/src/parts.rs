@@ -111,6 +111,8 @@ pub struct PartWriters {
     open: BTreeMap<(TableKind, u32), OpenPart>,
     /// Flush a row group when its encoded size passes this.
     row_group_bytes: usize,
+    /// Bytes the open parts may buffer together (row groups in progress).
+    budget: usize,
 }
 
 impl PartWriters {
@@ -121,7 +123,15 @@ impl PartWriters {
             tag: tag.to_string(),
             open: BTreeMap::new(),
             row_group_bytes: 32 << 20,
+            budget: 256 << 20,
         }
+    }
+
+    /// Sets the bytes the open parts may buffer together (default 256 MiB; each part's row
+    /// group is flushed at its share, between 1 and 32 MiB).
+    pub fn with_budget(mut self, bytes: usize) -> PartWriters {
+        self.budget = bytes;
+        self
     }
 
     fn rel(&self, table: TableKind, shard: u32) -> String {
@@ -149,7 +159,7 @@ impl PartWriters {
                     .map_err(|e| ExecError::parquet(self.loc.show(&rel), e))?;
             self.open.insert(key, OpenPart { writer, rows: 0 });
             // Keep the total buffered across open parts bounded.
-            self.row_group_bytes = ((256usize << 20) / self.open.len()).clamp(1 << 20, 32 << 20);
+            self.row_group_bytes = (self.budget / self.open.len()).clamp(1 << 20, 32 << 20);
         }
         let rel = self.rel(table, shard);
         let part = self.open.get_mut(&key).expect("opened above");
