@@ -21,9 +21,11 @@
 //!    `questions_missing_context`. In flight: [`QUEUED_CHUNKS_PER_LANE`] × `parallelism` ×
 //!    [`CHUNK`] questions with their labels and samples; buffered for Parquet: up to
 //!    `run.batch_size` rows per table and shard (samples also flush at 8 MiB of message text
-//!    per shard), handed to one writer task per shard (a queue of two batches; it builds,
-//!    encodes and compresses them, so shards compress in parallel with each other and with the
-//!    labelling), with 256 MiB of row groups in progress over all shards.
+//!    per shard), handed to one writer task per shard (it builds, encodes and compresses them,
+//!    so shards compress in parallel with each other and with the labelling). **Memory bound
+//!    for writing: per shard, the batch buffering, two queued and the one being encoded (at
+//!    most 4 × 8 MiB of message text), plus 256 MiB of row groups in progress over all
+//!    shards.**
 //!
 //! What a chunk produced is consumed in order, streaming (no list of all samples is held):
 //!
@@ -922,7 +924,7 @@ impl ShardWriter {
     }
 
     /// Queues rows (waits while the queue is full). When the task has stopped on an error,
-    /// returns that error.
+    /// returns that error; the stage then fails, and the writer is not used again.
     async fn send(&mut self, rows: Rows) -> Result<(), ExecError> {
         if self.tx.send(rows).await.is_ok() {
             return Ok(());
