@@ -79,7 +79,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
 use crate::error::ExecError;
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::parts::{PART_BUFFER_BYTES, PartWriters, WrittenPart, parse_part_name, read_part};
 use crate::plan::tag_input;
 use crate::run::StageOutput;
 use crate::store::{Location, StoreOpener, resolve_paths};
@@ -948,7 +948,8 @@ struct TagWriters {
     tag: String,
     out: Location,
     staging: String,
-    /// Bytes each shard's parts may buffer (row groups in progress): 256 MiB over the shards.
+    /// Bytes each shard's parts may buffer (row groups in progress): [`PART_BUFFER_BYTES`]
+    /// over the shards.
     budget: usize,
     /// One writer per shard written so far.
     writers: BTreeMap<u32, ShardWriter>,
@@ -1021,7 +1022,7 @@ impl Outputs {
             tag: tag.to_string(),
             out: self.out.clone(),
             staging: self.staging.clone(),
-            budget: (256usize << 20) / self.shards as usize,
+            budget: PART_BUFFER_BYTES / self.shards as usize,
             writers: BTreeMap::new(),
             labels: BTreeMap::new(),
             samples: BTreeMap::new(),
@@ -1256,12 +1257,14 @@ mod tests {
         std::fs::write(dir.path().join("blocker"), b"a file, not a directory").unwrap();
         let loc = crate::store::open_location(dir.path().to_str().unwrap(), false).unwrap();
         let parts = PartWriters::new(loc.clone(), "blocker/staging", "hotpot-0000");
+        let rows = || {
+            Rows::Labels(vec![LabelRecord {
+                id: "l1".into(),
+                ..Default::default()
+            }])
+        };
         let mut w = ShardWriter::spawn(parts, 3);
-        let rows = vec![LabelRecord {
-            id: "l1".into(),
-            ..Default::default()
-        }];
-        w.send(Rows::Labels(rows)).await.unwrap();
+        w.send(rows()).await.unwrap();
         let err = w.finish().await.unwrap_err().to_string();
         assert!(
             err.contains("blocker/staging/labels/part-00003-hotpot-0000.parquet"),
@@ -1271,11 +1274,7 @@ mod tests {
         // The same rows in a writable place give one part with one row.
         let parts = PartWriters::new(loc, "ok", "hotpot-0000");
         let mut w = ShardWriter::spawn(parts, 3);
-        let rows = vec![LabelRecord {
-            id: "l1".into(),
-            ..Default::default()
-        }];
-        w.send(Rows::Labels(rows)).await.unwrap();
+        w.send(rows()).await.unwrap();
         let written = w.finish().await.unwrap();
         assert_eq!(written.len(), 1);
         assert_eq!(written[0].rows, 1);

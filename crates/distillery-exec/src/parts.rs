@@ -103,6 +103,10 @@ struct OpenPart {
     rows: u64,
 }
 
+/// Bytes the open parts of one [`PartWriters`] may buffer together by default (row groups in
+/// progress).
+pub const PART_BUFFER_BYTES: usize = 256 << 20;
+
 /// Writers of the parts of one tag under a directory (`base`), opened lazily per (table, shard).
 pub struct PartWriters {
     loc: Location,
@@ -123,11 +127,11 @@ impl PartWriters {
             tag: tag.to_string(),
             open: BTreeMap::new(),
             row_group_bytes: 32 << 20,
-            budget: 256 << 20,
+            budget: PART_BUFFER_BYTES,
         }
     }
 
-    /// Sets the bytes the open parts may buffer together (default 256 MiB; each part's row
+    /// Sets the bytes the open parts may buffer together (default [`PART_BUFFER_BYTES`]; each part's row
     /// group is flushed at its share, between 1 and 32 MiB).
     pub fn with_budget(mut self, bytes: usize) -> PartWriters {
         self.budget = bytes;
