@@ -92,6 +92,14 @@ print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label 
 per_core = q / label["seconds"] / cores
 print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
       f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")
+print(f"ingest: {ingest:.2f} s = {q / ingest / cores:,.0f} questions/s per core")
+# The stage's phases (`phase_us.*`: time summed over its threads, so each phase's rate is per
+# core): which of them is slower than ingest.
+for name in ["read", "hseq", "label", "samples", "write"]:
+    busy = c.get(f"phase_us.{name}", 0) / 1e6
+    if busy > 0:
+        print(f"  phase {name:8s} {busy:7.2f} s = {q / busy:9,.0f} questions/s per core "
+              f"({ingest * cores / busy:.2f}x ingest's rate)")
 if len(sys.argv) > 7:
     one_core = label_stage(sys.argv[7])["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")

@@ -176,6 +176,12 @@ fn quickstart_writes_sft_files_listed_in_the_manifest() {
         "sufficient.answer-aware",
         "samples.hseq_iteration",
         "samples.train",
+        // Where the stage's time went (microseconds; each phase had work to do).
+        "phase_us.read",
+        "phase_us.hseq",
+        "phase_us.label",
+        "phase_us.samples",
+        "phase_us.write",
     ] {
         assert!(c[key].as_u64().unwrap_or(0) > 0, "{key} in {c}");
     }

@@ -61,6 +61,29 @@ pub struct LabelOutput {
     pub labels: Vec<LabelRecord>,
     /// Iteration-agent samples (of `sft_method`) and HANRAG samples.
     pub samples: Vec<SftSample>,
+    /// Time spent in each phase of labelling this question.
+    pub phases: Phases,
+}
+
+/// Time one or more questions spent in each phase of [`Labeller::label_question`], so that a
+/// stage can say where its time goes (measured with [`std::time::Instant`], a few reads per
+/// question).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Phases {
+    /// Building S_h and the candidate stream (HSEQ).
+    pub hseq: std::time::Duration,
+    /// Weak positives of every method and their trajectories (the label records).
+    pub label: std::time::Duration,
+    /// Rendering the SFT samples: iteration-agent prompts and targets, HANRAG samples.
+    pub samples: std::time::Duration,
+}
+
+impl std::ops::AddAssign for Phases {
+    fn add_assign(&mut self, o: Phases) {
+        self.hseq += o.hseq;
+        self.label += o.label;
+        self.samples += o.samples;
+    }
 }
 
 /// Errors of labelling (configuration and template problems; bad questions are not errors:

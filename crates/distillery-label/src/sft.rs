@@ -15,6 +15,9 @@
 //!    assistant turn the exact target JSON of [`target_json`];
 //! 4. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
 //!
+//! The time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
+//! returned with its output ([`crate::Phases`]).
+//!
 //! Sample fields: `weight` the step's weight; `split` empty (the executor assigns train /
 //! validation by id hash); `question_id` the question's record id; `segment_ids` the
 //! candidates shown (after budget fitting) followed by the segments selected before the
@@ -24,6 +27,8 @@
 //! `steps` the trajectory length, `sufficient` the step's target sufficiency; token counts by
 //! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
 //! messages])`.
+
+use std::time::Instant;
 
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
@@ -123,6 +128,7 @@ pub fn label_question(
     methods: &[Box<dyn Method + Send + Sync>],
     ctx: &QuestionContext<'_>,
 ) -> LabelOutput {
+    let started = Instant::now();
     let q = ctx.question;
     let preset = Preset::from_options(&l.options);
     let params = TrajectoryParams::from_options(&l.options);
@@ -137,6 +143,8 @@ pub fn label_question(
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();
     let prep = Prepared::new(&sh);
+    let mut mark = Instant::now();
+    out.phases.hseq = mark - started;
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
             m.label_prepared(q, &sh, &prep, ctx)
@@ -167,13 +175,20 @@ pub fn label_question(
             sufficient_at: traj.sufficient_at,
             selected: traj.selected().iter().map(|&i| sh[i].id.clone()).collect(),
         });
+        let now = Instant::now();
+        out.phases.label += now - mark;
+        mark = now;
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
+            let now = Instant::now();
+            out.phases.samples += now - mark;
+            mark = now;
         }
     }
     if l.options.hanrag {
         out.samples.extend(hanrag::samples(l, q));
+        out.phases.samples += mark.elapsed();
     }
     out
 }
