@@ -4,7 +4,9 @@
 # one core (taskset -c 0, run.parallelism = 1) with both methods, against ingest alone of the
 # same files with the same binary. Reports questions per second per core and the ratio; then,
 # on a machine with more cores, the same two runs on all of them (run.parallelism = nproc),
-# with the label stage's speedup over one core. No thresholds.
+# with the label stage's speedup over one core, and each run's label stage phases (the
+# summary's `phase_us.*` CPU times) as questions per second per core against ingest's rate.
+# No thresholds.
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
@@ -93,8 +95,8 @@ per_core = q / label["seconds"] / cores
 print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
       f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")
 print(f"ingest: {ingest:.2f} s = {q / ingest / cores:,.0f} questions/s per core")
-# The stage's phases (`phase_us.*`: time summed over its threads, so each phase's rate is per
-# core): which of them is slower than ingest.
+# The stage's phases (`phase_us.*`: CPU time over all its threads, so each phase's rate is
+# per core): which of them is slower than ingest.
 for name in ["read", "hseq", "label", "samples", "write"]:
     busy = c.get(f"phase_us.{name}", 0) / 1e6
     if busy > 0:

@@ -10,7 +10,9 @@
 //! - [`spec`]: the pipeline file (versioned, strict, all errors reported at once, `--set`
 //!   overrides);
 //! - [`summary`]: `_summary.json` and `_manifest.json`;
-//! - [`error`]: the retryable/fatal error kinds every library error reports.
+//! - [`error`]: the retryable/fatal error kinds every library error reports;
+//! - [`cpu`]: CPU time of the calling thread and of the process, for stages that report
+//!   where their time goes.
 //!
 //! No async runtime and no IO here, so every crate can depend on it cheaply.
 //!
@@ -24,8 +26,10 @@
 //! Dependencies: `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
 //! traced from the record types, so each table has one definition), `toml` + `toml_edit` (the
 //! pipeline file, and positions of keys for error messages), `serde_path_to_error` (the exact
-//! key of a bad value), `sha1` (stable ids), `thiserror` (error types).
+//! key of a bad value), `sha1` (stable ids), `thiserror` (error types), `rustix` (the CPU-time
+//! clocks of [`cpu`], which the standard library does not expose, without `unsafe`).
 
+pub mod cpu;
 pub mod error;
 pub mod id;
 pub mod record;

@@ -48,16 +48,18 @@
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,
 //! `sufficient.<method>`, `samples.<task>`, `samples.train`, `samples.validation`,
 //! `duplicates_removed`, `decontaminated`, `decontaminate.questions` (evaluation questions
-//! loaded), and `phase_us.<phase>`: microseconds the stage's tasks spent in each phase, summed
-//! over the threads that ran them ([`Phase`]: `read`, `hseq`, `label`, `samples`, `write`;
-//! on one core their sum is about the stage's wall time, on more about its CPU time), so a run
-//! says which phase its time went to.
+//! loaded), and `phase_us.<phase>`: the CPU time (microseconds, all threads) the stage spent in
+//! each [`Phase`] (`read`, `hseq`, `label`, `samples`, `write`), so a run says which phase its
+//! time went to. They add up to the CPU time the process used while the stage ran: reading the
+//! contexts and `write` (the rest) are measured on the process's clock, so on a worker that
+//! runs other tasks at the same time they include those tasks' CPU.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use distillery_core::cpu::{process_time, thread_time};
 use distillery_core::id::shard_of;
 use distillery_core::schema::{from_batch, sft_batch, to_batch};
 use distillery_core::spec::{
@@ -107,7 +109,7 @@ pub const VALIDATION_JSONL: &str = "sft/validation.jsonl";
 pub const DATASET_INFO: &str = "sft/dataset_info.json";
 pub const LABEL_REPORT: &str = "label_report.json";
 
-/// The phases of the stage whose time the summary reports (`phase_us.<name>`).
+/// The phases of the stage whose CPU time the summary reports (`phase_us.<name>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Reading and decoding the staged contexts (documents, tables, KB triples) and questions,
@@ -119,9 +121,9 @@ pub enum Phase {
     Label,
     /// Rendering the SFT samples (iteration-agent prompts, HANRAG samples).
     Samples,
-    /// Everything after: content hashes, decontamination, JSONL lines, deduplication, the
-    /// Parquet parts (building, encoding, compressing, uploading), the JSONL files and the
-    /// report. Waiting for a full shard writer queue is not counted.
+    /// Everything else the stage did: content hashes, decontamination, JSONL lines,
+    /// deduplication, the Parquet parts (building, encoding, compressing, uploading), the
+    /// JSONL files, the report, and the runtime's own work.
     Write,
 }
 
@@ -145,16 +147,29 @@ impl Phase {
     }
 }
 
-/// Time spent in each [`Phase`], summed over the tasks of the stage (shared by them).
-#[derive(Debug, Default)]
+/// CPU time spent in each [`Phase`] but [`Phase::Write`], summed over the stage's threads
+/// (shared by its tasks); `Write` is what the process used besides.
+#[derive(Debug)]
 struct PhaseClock {
-    nanos: [AtomicU64; 5],
+    /// The process's CPU time when the stage started.
+    started: Duration,
+    nanos: [AtomicU64; 4],
 }
 
 impl PhaseClock {
+    fn new() -> PhaseClock {
+        PhaseClock {
+            started: process_time(),
+            nanos: Default::default(),
+        }
+    }
+
+    /// Adds CPU time to a phase ([`Phase::Write`] is never added to: it is the rest).
     fn add(&self, phase: Phase, d: Duration) {
         let n = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.nanos[phase as usize].fetch_add(n, Ordering::Relaxed);
+        if let Some(slot) = self.nanos.get(phase as usize) {
+            slot.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// The phases of [`Labeller::label_question`].
@@ -164,10 +179,17 @@ impl PhaseClock {
         self.add(Phase::Samples, p.samples);
     }
 
-    /// Adds `phase_us.<name>` counters to `s`.
+    /// Adds `phase_us.<name>` counters to `s`: the phases measured, and as `write` the rest of
+    /// the CPU time the process used since the stage started.
     fn report(&self, s: &mut StageSummary) {
+        let total = u64::try_from((process_time() - self.started).as_nanos()).unwrap_or(u64::MAX);
+        let mut measured = 0u64;
         for p in Phase::ALL {
-            let nanos = self.nanos[p as usize].load(Ordering::Relaxed);
+            let nanos = match self.nanos.get(p as usize) {
+                Some(n) => n.load(Ordering::Relaxed),
+                None => total.saturating_sub(measured),
+            };
+            measured = measured.saturating_add(nanos);
             s.add(&format!("phase_us.{}", p.name()), nanos / 1_000);
         }
     }
@@ -193,14 +215,8 @@ pub async fn run_stage(
     let labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
         .await
         .map_err(task_err)??;
-    let clock = Arc::new(PhaseClock::default());
-    let mut outputs = Outputs::new(
-        out.clone(),
-        staging,
-        p.run.batch_size,
-        p.run.shards,
-        clock.clone(),
-    );
+    let clock = Arc::new(PhaseClock::new());
+    let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size, p.run.shards);
     outputs.summary.stage = stage.name.clone();
     // Every documented counter is in the summary, zero or not.
     for c in [
@@ -226,7 +242,9 @@ pub async fn run_stage(
 
     let kb = match &opts.kb {
         Some(name) => {
-            let (kb, bytes) = load_kb(out, parts, name, parallelism, &clock).await?;
+            let cpu = process_time();
+            let (kb, bytes) = load_kb(out, parts, name, parallelism).await?;
+            clock.add(Phase::Read, process_time() - cpu);
             outputs.summary.bytes_in += bytes;
             info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
             Some(Arc::new(kb))
@@ -234,7 +252,7 @@ pub async fn run_stage(
         None => None,
     };
     let env = Env {
-        clock,
+        clock: clock.clone(),
         labeller: Arc::new(labeller),
         kb,
         decon: Arc::new(decon),
@@ -252,6 +270,7 @@ pub async fn run_stage(
         label_input(&env, out, parts, name, parallelism, &mut outputs).await?;
     }
     let mut output = outputs.finish().await?;
+    clock.report(&mut output.summary);
     output.summary.seconds = started.elapsed().as_secs_f64();
     info!(
         stage = %stage.name,
@@ -312,14 +331,12 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     table: TableKind,
     parts: &[(String, &WrittenPart)],
     parallelism: usize,
-    clock: &Arc<PhaseClock>,
     mut each: impl FnMut(T),
 ) -> Result<u64, ExecError> {
     let reads = parts.iter().map(|(_, part)| {
-        let (out, path, clock) = (out.clone(), part.path(), clock.clone());
+        let (out, path) = (out.clone(), part.path());
         // Aborted when dropped: a failed read or a cancelled stage stops the other reads.
         AbortOnDropHandle::new(tokio::spawn(async move {
-            let started = Instant::now();
             let mut rows = Vec::new();
             let mut stream = Box::pin(read_part(&out, &path).await?);
             while let Some(batch) = stream.next().await {
@@ -329,16 +346,15 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
                     .map_err(task_err)??;
                 rows.push(decoded);
             }
-            clock.add(Phase::Read, started.elapsed());
             Ok::<_, ExecError>(rows)
         }))
     });
     let mut reads = futures::stream::iter(reads).buffered(parallelism.max(1));
     while let Some(rows) = reads.next().await {
-        let rows = rows.map_err(task_err)??;
-        let started = Instant::now();
-        rows.into_iter().flatten().for_each(&mut each);
-        clock.add(Phase::Read, started.elapsed());
+        rows.map_err(task_err)??
+            .into_iter()
+            .flatten()
+            .for_each(&mut each);
     }
     Ok(parts.iter().map(|(_, p)| p.bytes).sum())
 }
@@ -349,24 +365,16 @@ async fn load_kb(
     parts: &[WrittenPart],
     input: &str,
     parallelism: usize,
-    clock: &Arc<PhaseClock>,
 ) -> Result<(KbIndex, u64), ExecError> {
     let mut triples: Vec<Triple> = Vec::new();
     let kb_parts = parts_of(parts, TableKind::Triples, input);
-    let bytes = read_rows(
-        out,
-        TableKind::Triples,
-        &kb_parts,
-        parallelism,
-        clock,
-        |t| triples.push(t),
-    )
+    let bytes = read_rows(out, TableKind::Triples, &kb_parts, parallelism, |t| {
+        triples.push(t)
+    })
     .await?;
-    let started = Instant::now();
     let kb = tokio::task::spawn_blocking(move || KbIndex::new(triples))
         .await
         .map_err(task_err)?;
-    clock.add(Phase::Read, started.elapsed());
     Ok((kb, bytes))
 }
 
@@ -381,6 +389,7 @@ async fn label_input(
     outputs: &mut Outputs,
 ) -> Result<(), ExecError> {
     let started = Instant::now();
+    let cpu = process_time();
     let mut ctx = Contexts::default();
     let docs = parts_of(parts, TableKind::Documents, input);
     outputs.summary.bytes_in += read_rows(
@@ -388,24 +397,18 @@ async fn label_input(
         TableKind::Documents,
         &docs,
         parallelism,
-        &env.clock,
         |d: Document| {
             ctx.documents.insert(d.id.clone(), d);
         },
     )
     .await?;
     let tables = parts_of(parts, TableKind::Tables, input);
-    outputs.summary.bytes_in += read_rows(
-        out,
-        TableKind::Tables,
-        &tables,
-        parallelism,
-        &env.clock,
-        |t: Table| {
+    outputs.summary.bytes_in +=
+        read_rows(out, TableKind::Tables, &tables, parallelism, |t: Table| {
             ctx.tables.insert(t.id.clone(), t);
-        },
-    )
-    .await?;
+        })
+        .await?;
+    env.clock.add(Phase::Read, process_time() - cpu);
     info!(
         input,
         documents = ctx.documents.len(),
@@ -427,11 +430,11 @@ async fn label_input(
             outputs.start_tag(&tag).await?;
         }
         outputs.summary.bytes_in += part.bytes;
-        let mut read = Instant::now();
         let mut stream = Box::pin(read_part(out, &part.path()).await?);
         while let Some(batch) = stream.next().await {
+            let cpu = thread_time();
             let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
-            env.clock.add(Phase::Read, read.elapsed());
+            env.clock.add(Phase::Read, thread_time() - cpu);
             let mut rest = questions.into_iter().peekable();
             while rest.peek().is_some() {
                 let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
@@ -451,7 +454,6 @@ async fn label_input(
                     outputs.consume(r.map_err(task_err)??).await?;
                 }
             }
-            read = Instant::now();
         }
     }
     while let Some(r) = inflight.next().await {
@@ -495,9 +497,9 @@ struct ChunkResult {
 fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResult {
     let mut r = ChunkResult::default();
     let mut lines = JsonlLines::default();
-    let (mut read, mut phases, mut write) = (Duration::ZERO, Phases::default(), Duration::ZERO);
+    let (mut read, mut phases) = (Duration::ZERO, Phases::default());
     for q in &questions {
-        let started = Instant::now();
+        let cpu = thread_time();
         r.questions += 1;
         let mut missing = false;
         let documents: Vec<&Document> = q
@@ -529,7 +531,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             ),
             _ => Vec::new(),
         };
-        read += started.elapsed();
+        read += thread_time() - cpu;
         let out = env.labeller.label_question(&QuestionContext {
             question: q,
             documents: &documents,
@@ -537,7 +539,6 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             triples: &triples,
         });
         phases += out.phases;
-        let started = Instant::now();
         if !q.evidence.is_empty() {
             r.gold.push(Question {
                 id: q.id.clone(),
@@ -561,11 +562,9 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
                 line,
             });
         }
-        write += started.elapsed();
     }
     env.clock.add(Phase::Read, read);
     env.clock.add_question(&phases);
-    env.clock.add(Phase::Write, write);
     r
 }
 
@@ -1015,23 +1014,18 @@ struct ShardWriter {
 }
 
 impl ShardWriter {
-    fn spawn(mut writers: PartWriters, shard: u32, clock: Arc<PhaseClock>) -> ShardWriter {
+    fn spawn(mut writers: PartWriters, shard: u32) -> ShardWriter {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Rows>(SHARD_QUEUE);
         let task = AbortOnDropHandle::new(tokio::spawn(async move {
             while let Some(rows) = rx.recv().await {
-                let started = Instant::now();
                 match rows {
                     Rows::Labels(r) => {
                         write_rows(&mut writers, TableKind::Labels, shard, &r).await?;
                     }
                     Rows::Samples(r) => write_sft_rows(&mut writers, shard, &r).await?,
                 }
-                clock.add(Phase::Write, started.elapsed());
             }
-            let started = Instant::now();
-            let parts = writers.finish().await;
-            clock.add(Phase::Write, started.elapsed());
-            parts
+            writers.finish().await
         }));
         ShardWriter { tx, task }
     }
@@ -1066,9 +1060,6 @@ struct TagWriters {
     budget: usize,
     /// One writer per shard written so far.
     writers: BTreeMap<u32, ShardWriter>,
-    clock: Arc<PhaseClock>,
-    /// Time spent waiting for a full shard writer queue.
-    waited: Duration,
     labels: BTreeMap<u32, Vec<LabelRecord>>,
     samples: BTreeMap<u32, Vec<SftSample>>,
     /// Message bytes buffered per shard in `samples`.
@@ -1083,13 +1074,10 @@ impl TagWriters {
             std::collections::btree_map::Entry::Vacant(e) => {
                 let parts = PartWriters::new(self.out.clone(), &self.staging, &self.tag)
                     .with_budget(self.budget);
-                e.insert(ShardWriter::spawn(parts, shard, self.clock.clone()))
+                e.insert(ShardWriter::spawn(parts, shard))
             }
         };
-        let started = Instant::now();
-        let sent = w.send(rows).await;
-        self.waited += started.elapsed();
-        sent
+        w.send(rows).await
     }
 }
 
@@ -1100,7 +1088,6 @@ struct Outputs {
     batch_size: usize,
     shards: u32,
     summary: StageSummary,
-    clock: Arc<PhaseClock>,
     current: Option<TagWriters>,
     parts: Vec<WrittenPart>,
     /// Content hashes of the samples kept so far.
@@ -1114,13 +1101,7 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn new(
-        out: Location,
-        staging: &str,
-        batch_size: usize,
-        shards: u32,
-        clock: Arc<PhaseClock>,
-    ) -> Outputs {
+    fn new(out: Location, staging: &str, batch_size: usize, shards: u32) -> Outputs {
         Outputs {
             train: TextFile::new(&out, staging, TRAIN_JSONL),
             validation: TextFile::new(&out, staging, VALIDATION_JSONL),
@@ -1129,7 +1110,6 @@ impl Outputs {
             batch_size: batch_size.max(1),
             shards: shards.max(1),
             summary: StageSummary::new("label"),
-            clock,
             current: None,
             parts: Vec::new(),
             seen: HashSet::new(),
@@ -1151,8 +1131,6 @@ impl Outputs {
             staging: self.staging.clone(),
             budget: PART_BUFFER_BYTES / self.shards as usize,
             writers: BTreeMap::new(),
-            clock: self.clock.clone(),
-            waited: Duration::ZERO,
             labels: BTreeMap::new(),
             samples: BTreeMap::new(),
             sample_bytes: BTreeMap::new(),
@@ -1177,18 +1155,8 @@ impl Outputs {
         Ok(())
     }
 
-    /// Takes what a chunk produced, in chunk order (its time, less the waits for full shard
-    /// writer queues, is [`Phase::Write`]).
+    /// Takes what a chunk produced, in chunk order.
     async fn consume(&mut self, r: ChunkResult) -> Result<(), ExecError> {
-        let waited = |o: &Outputs| o.current.as_ref().map_or(Duration::ZERO, |c| c.waited);
-        let (started, before) = (Instant::now(), waited(self));
-        let consumed = self.consume_rows(r).await;
-        let busy = started.elapsed().saturating_sub(waited(self) - before);
-        self.clock.add(Phase::Write, busy);
-        consumed
-    }
-
-    async fn consume_rows(&mut self, r: ChunkResult) -> Result<(), ExecError> {
         let s = &mut self.summary;
         s.records_in += r.questions;
         s.add("questions", r.questions);
@@ -1266,7 +1234,6 @@ impl Outputs {
     /// Closes everything and writes `dataset_info.json` and `label_report.json`.
     async fn finish(mut self) -> Result<StageOutput, ExecError> {
         self.finish_tag().await?;
-        let started = Instant::now();
         let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
         let splits: Vec<(&str, &str)> = files
             .iter()
@@ -1300,8 +1267,6 @@ impl Outputs {
         files.push(put(&self.out, &self.staging, LABEL_REPORT, pretty(&report), 1).await?);
 
         let mut summary = self.summary;
-        self.clock.add(Phase::Write, started.elapsed());
-        self.clock.report(&mut summary);
         summary.bytes_out = self.parts.iter().map(|p| p.bytes).sum::<u64>()
             + files.iter().map(|f| f.bytes).sum::<u64>();
         self.parts.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -1405,7 +1370,7 @@ mod tests {
                 ..Default::default()
             }])
         };
-        let mut w = ShardWriter::spawn(parts, 3, Arc::default());
+        let mut w = ShardWriter::spawn(parts, 3);
         w.send(rows()).await.unwrap();
         let err = w.finish().await.unwrap_err().to_string();
         assert!(
@@ -1415,7 +1380,7 @@ mod tests {
 
         // The same rows in a writable place give one part with one row.
         let parts = PartWriters::new(loc, "ok", "hotpot-0000");
-        let mut w = ShardWriter::spawn(parts, 3, Arc::default());
+        let mut w = ShardWriter::spawn(parts, 3);
         w.send(rows()).await.unwrap();
         let written = w.finish().await.unwrap();
         assert_eq!(written.len(), 1);

@@ -65,9 +65,9 @@ pub struct LabelOutput {
     pub phases: Phases,
 }
 
-/// Time one or more questions spent in each phase of [`Labeller::label_question`], so that a
-/// stage can say where its time goes (measured with [`std::time::Instant`], a few reads per
-/// question).
+/// CPU time one or more questions spent in each phase of [`Labeller::label_question`], so that
+/// a stage can say where its time goes (the labelling thread's CPU time,
+/// [`distillery_core::cpu::thread_time`], read a few times per question).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
     /// Building S_h and the candidate stream (HSEQ).

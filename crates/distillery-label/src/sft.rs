@@ -15,7 +15,7 @@
 //!    assistant turn the exact target JSON of [`target_json`];
 //! 4. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
 //!
-//! The time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
+//! The CPU time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
 //! returned with its output ([`crate::Phases`]).
 //!
 //! Sample fields: `weight` the step's weight; `split` empty (the executor assigns train /
@@ -28,8 +28,7 @@
 //! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
 //! messages])`.
 
-use std::time::Instant;
-
+use distillery_core::cpu::thread_time;
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
@@ -128,7 +127,7 @@ pub fn label_question(
     methods: &[Box<dyn Method + Send + Sync>],
     ctx: &QuestionContext<'_>,
 ) -> LabelOutput {
-    let started = Instant::now();
+    let started = thread_time();
     let q = ctx.question;
     let preset = Preset::from_options(&l.options);
     let params = TrajectoryParams::from_options(&l.options);
@@ -143,7 +142,7 @@ pub fn label_question(
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();
     let prep = Prepared::new(&sh);
-    let mut mark = Instant::now();
+    let mut mark = thread_time();
     out.phases.hseq = mark - started;
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
@@ -175,20 +174,20 @@ pub fn label_question(
             sufficient_at: traj.sufficient_at,
             selected: traj.selected().iter().map(|&i| sh[i].id.clone()).collect(),
         });
-        let now = Instant::now();
+        let now = thread_time();
         out.phases.label += now - mark;
         mark = now;
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
-            let now = Instant::now();
+            let now = thread_time();
             out.phases.samples += now - mark;
             mark = now;
         }
     }
     if l.options.hanrag {
         out.samples.extend(hanrag::samples(l, q));
-        out.phases.samples += mark.elapsed();
+        out.phases.samples += thread_time() - mark;
     }
     out
 }
