@@ -5,8 +5,8 @@
 # same files with the same binary. Reports questions per second per core and the ratio; then,
 # on a machine with more cores, the same two runs on all of them (run.parallelism = nproc),
 # with the label stage's speedup over one core, and each run's label stage phases (the
-# summary's `phase_us.*` CPU times) as questions per second per core against ingest's rate.
-# No thresholds.
+# summary's `phase_us.*` CPU times) as questions per CPU second against ingest's (from the
+# CPU time of its process). No thresholds.
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
@@ -28,8 +28,9 @@ fi
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 
-# Runs a command; prints its wall seconds and the peak resident set size of its processes (MiB).
-secs() { /usr/bin/env python3 -c 'import resource,sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); rss=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024; print(f"{time.time()-t:.3f} {rss:.0f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
+# Runs a command; prints its wall seconds, the peak resident set size of its processes (MiB)
+# and their CPU seconds (user + system).
+secs() { /usr/bin/env python3 -c 'import resource,sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); u=resource.getrusage(resource.RUSAGE_CHILDREN); print(f"{time.time()-t:.3f} {u.ru_maxrss/1024:.0f} {u.ru_utime+u.ru_stime:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
 
 CONTEXTS=${BENCH_CONTEXTS:-distinct}
 case "$CONTEXTS" in
@@ -70,7 +71,7 @@ write_pipeline "$WORK/ingest-all.toml" "$WORK/out-ingest-all" no "$CORES"
 write_pipeline "$WORK/label-all.toml" "$WORK/out-label-all" yes "$CORES"
 
 # Ingest alone, then ingest + label, with PIN (may be empty) and the pipelines of SUFFIX; sets
-# `ingest` and `total` to "wall_seconds peak_rss_mib".
+# `ingest` and `total` to "wall_seconds peak_rss_mib cpu_seconds".
 runs() { # PIN SUFFIX WHAT
   echo "== ingest only ($3)"
   ingest=$(secs "$1 $BIN --quiet run $WORK/ingest$2.toml > /dev/null")
@@ -78,12 +79,13 @@ runs() { # PIN SUFFIX WHAT
   total=$(secs "$1 $BIN --quiet run $WORK/label$2.toml > /dev/null")
 }
 
-report() { # SUMMARY INGEST_SECS INGEST_RSS TOTAL_SECS TOTAL_RSS CORES [ONE_CORE_SUMMARY]
+report() { # SUMMARY INGEST_SECS INGEST_RSS INGEST_CPU TOTAL_SECS TOTAL_RSS TOTAL_CPU CORES [ONE_CORE_SUMMARY]
 python3 - "$@" <<'PY'
 import json, sys
 def label_stage(path):
     return next(st for st in json.load(open(path))["stages"] if st["stage"] == "label")
-summary, ingest, ingest_rss, total, total_rss, cores = sys.argv[1], *map(float, sys.argv[2:7])
+summary = sys.argv[1]
+ingest, ingest_rss, ingest_cpu, total, total_rss, _, cores = map(float, sys.argv[2:9])
 label = label_stage(summary)
 c = label["counters"]
 q = c["questions"]
@@ -94,16 +96,16 @@ print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label 
 per_core = q / label["seconds"] / cores
 print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
       f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")
-print(f"ingest: {ingest:.2f} s = {q / ingest / cores:,.0f} questions/s per core")
-# The stage's phases (`phase_us.*`: CPU time over all its threads, so each phase's rate is
-# per core): which of them is slower than ingest.
+# Rates per core by CPU time: ingest's from its process's CPU seconds, the label stage's phases
+# from their `phase_us.*` counters (CPU time over all the stage's threads).
+print(f"ingest: {ingest_cpu:.2f} CPU s = {q / ingest_cpu:,.0f} questions per CPU second")
 for name in ["read", "hseq", "label", "samples", "write"]:
     busy = c.get(f"phase_us.{name}", 0) / 1e6
     if busy > 0:
-        print(f"  phase {name:8s} {busy:7.2f} s = {q / busy:9,.0f} questions/s per core "
-              f"({ingest * cores / busy:.2f}x ingest's rate)")
-if len(sys.argv) > 7:
-    one_core = label_stage(sys.argv[7])["seconds"]
+        print(f"  phase {name:8s} {busy:7.2f} CPU s = {q / busy:9,.0f} questions per CPU second "
+              f"({ingest_cpu / busy:.2f}x ingest's rate)")
+if len(sys.argv) > 9:
+    one_core = label_stage(sys.argv[9])["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")
 PY
 }

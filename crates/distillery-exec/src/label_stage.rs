@@ -112,10 +112,12 @@ pub const LABEL_REPORT: &str = "label_report.json";
 /// The phases of the stage whose CPU time the summary reports (`phase_us.<name>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading and decoding the staged contexts (documents, tables, KB triples) and questions,
-    /// and gathering each question's context records (the KB neighbourhood included).
+    /// Reading and decoding the staged contexts (documents, tables, KB triples), turning the
+    /// question batches into records, and gathering each question's context records (the KB
+    /// neighbourhood included).
     Read,
-    /// Building each question's S_h and candidate stream.
+    /// Building each question's S_h, its candidate stream and the per-segment work the methods
+    /// share (`positives::Prepared`).
     Hseq,
     /// The weak positives of every method and their trajectories.
     Label,
@@ -123,7 +125,8 @@ pub enum Phase {
     Samples,
     /// Everything else the stage did: content hashes, decontamination, JSONL lines,
     /// deduplication, the Parquet parts (building, encoding, compressing, uploading), the
-    /// JSONL files, the report, and the runtime's own work.
+    /// JSONL files, the report, loading the labeller, the Parquet decoding of the question
+    /// parts (it runs inside the stream's polls), and the runtime's own work.
     Write,
 }
 
@@ -147,13 +150,17 @@ impl Phase {
     }
 }
 
-/// CPU time spent in each [`Phase`] but [`Phase::Write`], summed over the stage's threads
-/// (shared by its tasks); `Write` is what the process used besides.
+/// The phases measured directly; [`Phase::Write`] is the rest.
+const MEASURED: [Phase; 4] = [Phase::Read, Phase::Hseq, Phase::Label, Phase::Samples];
+
+/// CPU time spent in each of the [`MEASURED`] phases, summed over the stage's threads (shared
+/// by its tasks); [`Phase::Write`] is what the process used besides.
 #[derive(Debug)]
 struct PhaseClock {
     /// The process's CPU time when the stage started.
     started: Duration,
-    nanos: [AtomicU64; 4],
+    /// Per phase of [`MEASURED`], in its order.
+    nanos: [AtomicU64; MEASURED.len()],
 }
 
 impl PhaseClock {
@@ -164,11 +171,12 @@ impl PhaseClock {
         }
     }
 
-    /// Adds CPU time to a phase ([`Phase::Write`] is never added to: it is the rest).
+    /// Adds CPU time to one of the [`MEASURED`] phases ([`Phase::Write`] is the rest).
     fn add(&self, phase: Phase, d: Duration) {
+        debug_assert!(phase != Phase::Write, "write is not measured directly");
         let n = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        if let Some(slot) = self.nanos.get(phase as usize) {
-            slot.fetch_add(n, Ordering::Relaxed);
+        if let Some(i) = MEASURED.iter().position(|&p| p == phase) {
+            self.nanos[i].fetch_add(n, Ordering::Relaxed);
         }
     }
 
@@ -179,19 +187,24 @@ impl PhaseClock {
         self.add(Phase::Samples, p.samples);
     }
 
-    /// Adds `phase_us.<name>` counters to `s`: the phases measured, and as `write` the rest of
-    /// the CPU time the process used since the stage started.
+    /// Adds `phase_us.<name>` counters to `s`: the [`MEASURED`] phases, and as `write` the rest
+    /// of the CPU time the process used since the stage started.
     fn report(&self, s: &mut StageSummary) {
-        let total = u64::try_from((process_time() - self.started).as_nanos()).unwrap_or(u64::MAX);
+        self.report_of(process_time().saturating_sub(self.started), s);
+    }
+
+    /// [`PhaseClock::report`] for a process CPU time of `total` (never below the phases
+    /// measured: `write` is then zero).
+    fn report_of(&self, total: Duration, s: &mut StageSummary) {
         let mut measured = 0u64;
-        for p in Phase::ALL {
-            let nanos = match self.nanos.get(p as usize) {
-                Some(n) => n.load(Ordering::Relaxed),
-                None => total.saturating_sub(measured),
-            };
+        for (p, n) in MEASURED.iter().zip(&self.nanos) {
+            let nanos = n.load(Ordering::Relaxed);
             measured = measured.saturating_add(nanos);
             s.add(&format!("phase_us.{}", p.name()), nanos / 1_000);
         }
+        let total = u64::try_from(total.as_nanos()).unwrap_or(u64::MAX);
+        let rest = total.saturating_sub(measured);
+        s.add(&format!("phase_us.{}", Phase::Write.name()), rest / 1_000);
     }
 }
 
@@ -211,11 +224,11 @@ pub async fn run_stage(
         )));
     };
     let started = Instant::now();
+    let clock = Arc::new(PhaseClock::new());
     let (o, hash) = (opts.clone(), p.hash.clone());
     let labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
         .await
         .map_err(task_err)??;
-    let clock = Arc::new(PhaseClock::new());
     let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size, p.run.shards);
     outputs.summary.stage = stage.name.clone();
     // Every documented counter is in the summary, zero or not.
@@ -244,7 +257,7 @@ pub async fn run_stage(
         Some(name) => {
             let cpu = process_time();
             let (kb, bytes) = load_kb(out, parts, name, parallelism).await?;
-            clock.add(Phase::Read, process_time() - cpu);
+            clock.add(Phase::Read, process_time().saturating_sub(cpu));
             outputs.summary.bytes_in += bytes;
             info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
             Some(Arc::new(kb))
@@ -408,7 +421,8 @@ async fn label_input(
             ctx.tables.insert(t.id.clone(), t);
         })
         .await?;
-    env.clock.add(Phase::Read, process_time() - cpu);
+    env.clock
+        .add(Phase::Read, process_time().saturating_sub(cpu));
     info!(
         input,
         documents = ctx.documents.len(),
@@ -434,7 +448,8 @@ async fn label_input(
         while let Some(batch) = stream.next().await {
             let cpu = thread_time();
             let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
-            env.clock.add(Phase::Read, thread_time() - cpu);
+            env.clock
+                .add(Phase::Read, thread_time().saturating_sub(cpu));
             let mut rest = questions.into_iter().peekable();
             while rest.peek().is_some() {
                 let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
@@ -531,7 +546,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             ),
             _ => Vec::new(),
         };
-        read += thread_time() - cpu;
+        read += thread_time().saturating_sub(cpu);
         let out = env.labeller.label_question(&QuestionContext {
             question: q,
             documents: &documents,
@@ -1385,6 +1400,34 @@ mod tests {
         let written = w.finish().await.unwrap();
         assert_eq!(written.len(), 1);
         assert_eq!(written[0].rows, 1);
+    }
+
+    /// `write` is the process time the measured phases leave, never below zero.
+    #[test]
+    fn phase_clock_reports_the_rest_as_write() {
+        let clock = PhaseClock::new();
+        clock.add(Phase::Read, Duration::from_micros(100));
+        clock.add(Phase::Hseq, Duration::from_micros(20));
+        clock.add(Phase::Label, Duration::from_micros(30));
+        clock.add(Phase::Label, Duration::from_micros(5));
+        clock.add(Phase::Samples, Duration::from_micros(40));
+        let mut s = StageSummary::new("label");
+        clock.report_of(Duration::from_micros(1_000), &mut s);
+        let us = |p: &str| s.counters[&format!("phase_us.{p}")];
+        assert_eq!(
+            [
+                us("read"),
+                us("hseq"),
+                us("label"),
+                us("samples"),
+                us("write")
+            ],
+            [100, 20, 35, 40, 805]
+        );
+        let mut s = StageSummary::new("label");
+        clock.report_of(Duration::from_micros(150), &mut s);
+        assert_eq!(s.counters["phase_us.write"], 0);
+        assert_eq!(s.counters["phase_us.samples"], 40);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub struct LabelOutput {
     pub labels: Vec<LabelRecord>,
     /// Iteration-agent samples (of `sft_method`) and HANRAG samples.
     pub samples: Vec<SftSample>,
-    /// Time spent in each phase of labelling this question.
+    /// The labelling thread's CPU time in each phase of labelling this question.
     pub phases: Phases,
 }
 
@@ -70,7 +70,7 @@ pub struct LabelOutput {
 /// [`distillery_core::cpu::thread_time`], read a few times per question).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
-    /// Building S_h and the candidate stream (HSEQ).
+    /// Building S_h, the candidate stream and the methods' shared per-segment work (HSEQ).
     pub hseq: std::time::Duration,
     /// Weak positives of every method and their trajectories (the label records).
     pub label: std::time::Duration,

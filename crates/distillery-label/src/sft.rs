@@ -143,7 +143,7 @@ pub fn label_question(
     let mut out = LabelOutput::default();
     let prep = Prepared::new(&sh);
     let mut mark = thread_time();
-    out.phases.hseq = mark - started;
+    out.phases.hseq = mark.saturating_sub(started);
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
             m.label_prepared(q, &sh, &prep, ctx)
@@ -175,19 +175,19 @@ pub fn label_question(
             selected: traj.selected().iter().map(|&i| sh[i].id.clone()).collect(),
         });
         let now = thread_time();
-        out.phases.label += now - mark;
+        out.phases.label += now.saturating_sub(mark);
         mark = now;
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
             let now = thread_time();
-            out.phases.samples += now - mark;
+            out.phases.samples += now.saturating_sub(mark);
             mark = now;
         }
     }
     if l.options.hanrag {
         out.samples.extend(hanrag::samples(l, q));
-        out.phases.samples += thread_time() - mark;
+        out.phases.samples += thread_time().saturating_sub(mark);
     }
     out
 }
