@@ -3,8 +3,8 @@
 //!
 //! Stages use them to say where their time goes: unlike wall time, a thread's CPU time does
 //! not grow while another thread has its core, so phases measured on different threads of a
-//! busy machine add up to the CPU the stage used. A read is a system call (a few hundred
-//! nanoseconds): measure phases, not single records.
+//! busy machine add up to the CPU the stage used. A read is a system call (under a
+//! microsecond): measure phases, not single records.
 
 use std::time::Duration;
 
@@ -19,6 +19,29 @@ fn duration(t: Timespec) -> Duration {
 /// CPU time the calling thread has used so far.
 pub fn thread_time() -> Duration {
     duration(clock_gettime(ClockId::ThreadCPUTime))
+}
+
+/// Laps of the calling thread's CPU time: each [`Lap::lap`] is the time since the start or
+/// the lap before. Use it on one thread, with no `.await` in between (a task may move threads).
+#[derive(Debug, Clone, Copy)]
+pub struct Lap {
+    last: Duration,
+}
+
+impl Lap {
+    pub fn start() -> Lap {
+        Lap {
+            last: thread_time(),
+        }
+    }
+
+    /// The thread's CPU time since the start or the previous lap.
+    pub fn lap(&mut self) -> Duration {
+        let now = thread_time();
+        let d = now.saturating_sub(self.last);
+        self.last = now;
+        d
+    }
 }
 
 /// CPU time the process has used so far, all its threads together.

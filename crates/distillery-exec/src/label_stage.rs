@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use distillery_core::cpu::{process_time, thread_time};
+use distillery_core::cpu::{Lap, process_time};
 use distillery_core::id::shard_of;
 use distillery_core::schema::{from_batch, sft_batch, to_batch};
 use distillery_core::spec::{
@@ -131,14 +131,6 @@ pub enum Phase {
 }
 
 impl Phase {
-    pub const ALL: [Phase; 5] = [
-        Phase::Read,
-        Phase::Hseq,
-        Phase::Label,
-        Phase::Samples,
-        Phase::Write,
-    ];
-
     pub fn name(self) -> &'static str {
         match self {
             Phase::Read => "read",
@@ -446,10 +438,9 @@ async fn label_input(
         outputs.summary.bytes_in += part.bytes;
         let mut stream = Box::pin(read_part(out, &part.path()).await?);
         while let Some(batch) = stream.next().await {
-            let cpu = thread_time();
+            let mut lap = Lap::start();
             let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
-            env.clock
-                .add(Phase::Read, thread_time().saturating_sub(cpu));
+            env.clock.add(Phase::Read, lap.lap());
             let mut rest = questions.into_iter().peekable();
             while rest.peek().is_some() {
                 let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
@@ -514,7 +505,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
     let mut lines = JsonlLines::default();
     let (mut read, mut phases) = (Duration::ZERO, Phases::default());
     for q in &questions {
-        let cpu = thread_time();
+        let mut lap = Lap::start();
         r.questions += 1;
         let mut missing = false;
         let documents: Vec<&Document> = q
@@ -546,7 +537,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             ),
             _ => Vec::new(),
         };
-        read += thread_time().saturating_sub(cpu);
+        read += lap.lap();
         let out = env.labeller.label_question(&QuestionContext {
             question: q,
             documents: &documents,

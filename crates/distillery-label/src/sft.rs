@@ -28,7 +28,7 @@
 //! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
 //! messages])`.
 
-use distillery_core::cpu::thread_time;
+use distillery_core::cpu::Lap;
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
@@ -127,7 +127,7 @@ pub fn label_question(
     methods: &[Box<dyn Method + Send + Sync>],
     ctx: &QuestionContext<'_>,
 ) -> LabelOutput {
-    let started = thread_time();
+    let mut lap = Lap::start();
     let q = ctx.question;
     let preset = Preset::from_options(&l.options);
     let params = TrajectoryParams::from_options(&l.options);
@@ -142,8 +142,7 @@ pub fn label_question(
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();
     let prep = Prepared::new(&sh);
-    let mut mark = thread_time();
-    out.phases.hseq = mark.saturating_sub(started);
+    out.phases.hseq = lap.lap();
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
             m.label_prepared(q, &sh, &prep, ctx)
@@ -174,20 +173,16 @@ pub fn label_question(
             sufficient_at: traj.sufficient_at,
             selected: traj.selected().iter().map(|&i| sh[i].id.clone()).collect(),
         });
-        let now = thread_time();
-        out.phases.label += now.saturating_sub(mark);
-        mark = now;
+        out.phases.label += lap.lap();
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
-            let now = thread_time();
-            out.phases.samples += now.saturating_sub(mark);
-            mark = now;
+            out.phases.samples += lap.lap();
         }
     }
     if l.options.hanrag {
         out.samples.extend(hanrag::samples(l, q));
-        out.phases.samples += thread_time().saturating_sub(mark);
+        out.phases.samples += lap.lap();
     }
     out
 }
