@@ -1,10 +1,11 @@
 //! `distillery report labels`: the label-quality report of an output, recomputed from its
 //! `labels` and `questions` tables (exactly the files its manifest lists).
 //!
-//! Memory: every label record of the output, and of the questions only those that label
-//! records name, reduced to what the report reads (id, dataset, type, level, evidence).
+//! Memory: every question of the output reduced to what the report reads (id, dataset, type,
+//! level, evidence); the label records are streamed into a [`report::ReportBuilder`], so they
+//! are never held.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use anyhow::{Result, bail};
 use distillery_core::schema::from_batch;
@@ -47,25 +48,27 @@ pub async fn labels(url: &str, format: ReportFormat) -> Result<String> {
     if manifest.table(TableKind::Labels.name()).is_none() {
         bail!("{url} has no labels table: run a pipeline with a label stage first");
     }
-    let mut labels: Vec<LabelRecord> = Vec::new();
-    for_rows(&loc, &manifest, TableKind::Labels, |l| labels.push(l)).await?;
-    let wanted: HashSet<&str> = labels.iter().map(|l| l.question_id.as_str()).collect();
     let mut questions: HashMap<String, Question> = HashMap::new();
     for_rows(&loc, &manifest, TableKind::Questions, |q: Question| {
-        if wanted.contains(q.id.as_str()) {
-            let slim = Question {
-                id: q.id.clone(),
-                dataset: q.dataset,
-                question_type: q.question_type,
-                level: q.level,
-                evidence: q.evidence,
-                ..Default::default()
-            };
-            questions.insert(q.id, slim);
+        let slim = Question {
+            id: q.id.clone(),
+            dataset: q.dataset,
+            question_type: q.question_type,
+            level: q.level,
+            evidence: q.evidence,
+            ..Default::default()
+        };
+        questions.insert(q.id, slim);
+    })
+    .await?;
+    let mut builder = report::ReportBuilder::default();
+    for_rows(&loc, &manifest, TableKind::Labels, |l: LabelRecord| {
+        if let Some(q) = questions.get(&l.question_id) {
+            builder.add(&l, q);
         }
     })
     .await?;
-    let r = report::compute(&labels, &questions);
+    let r = builder.finish();
     Ok(match format {
         ReportFormat::Table => r.render_table(),
         ReportFormat::Json => format!("{}\n", serde_json::to_string_pretty(&r.to_json())?),

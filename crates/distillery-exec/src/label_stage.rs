@@ -39,10 +39,11 @@
 //!   object a line, see [`jsonl_line`]) written through object_store;
 //! - at the end `sft/dataset_info.json` (LLaMA-Factory sharegpt entries `distillery_train`,
 //!   `distillery_validation` for the non-empty splits, file names relative to `sft/`) and
-//!   `label_report.json` ([`distillery_label::report`] over every label record). For the report
-//!   the stage keeps the label records of the questions that have gold evidence and those
-//!   questions less their text and context (**memory bound: about 1-3 KiB per such question
-//!   and method**); a question without gold evidence only counts, so it is kept as a number.
+//!   `label_report.json` ([`distillery_label::report`] over every label record). The report is
+//!   counted as the stage goes: each chunk counts its label records against their questions
+//!   into a [`ReportBuilder`] on the labelling thread, and the consumer adds those counts up,
+//!   so **the report's memory is one accumulator per (dataset, method, question type)**, not
+//!   per question.
 //!
 //! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,
@@ -72,8 +73,9 @@ use distillery_core::{
 use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
 use distillery_label::normalize::normalize_answer;
+use distillery_label::report::ReportBuilder;
 use distillery_label::sh::{KbIndex, question_hops};
-use distillery_label::{Labeller, Phases, QuestionContext, report};
+use distillery_label::{Labeller, Phases, QuestionContext};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use object_store::buffered::BufWriter;
@@ -494,9 +496,8 @@ struct ChunkResult {
     missing_context: u64,
     labels: Vec<LabelRecord>,
     samples: Vec<Prepared>,
-    /// Label records go to the report only for questions with gold evidence; those
-    /// questions, reduced to what the report reads.
-    gold: Vec<Question>,
+    /// The chunk's label records counted for the report.
+    report: ReportBuilder,
 }
 
 /// Labels a chunk of questions (on a blocking thread).
@@ -545,15 +546,8 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             triples: &triples,
         });
         phases += out.phases;
-        if !q.evidence.is_empty() {
-            r.gold.push(Question {
-                id: q.id.clone(),
-                dataset: q.dataset.clone(),
-                question_type: q.question_type.clone(),
-                level: q.level.clone(),
-                evidence: q.evidence.clone(),
-                ..Default::default()
-            });
+        for l in &out.labels {
+            r.report.add(l, q);
         }
         r.labels.extend(out.labels);
         for mut sample in out.samples {
@@ -1100,10 +1094,8 @@ struct Outputs {
     seen: HashSet<u128>,
     train: TextFile,
     validation: TextFile,
-    report_labels: Vec<LabelRecord>,
-    report_questions: HashMap<String, Question>,
-    /// (dataset, method) → label records of questions without gold evidence.
-    no_gold: BTreeMap<(String, String), u64>,
+    /// The report's counts over every label record so far.
+    report: ReportBuilder,
 }
 
 impl Outputs {
@@ -1119,9 +1111,7 @@ impl Outputs {
             current: None,
             parts: Vec::new(),
             seen: HashSet::new(),
-            report_labels: Vec::new(),
-            report_questions: HashMap::new(),
-            no_gold: BTreeMap::new(),
+            report: ReportBuilder::default(),
         }
     }
 
@@ -1167,7 +1157,6 @@ impl Outputs {
         s.records_in += r.questions;
         s.add("questions", r.questions);
         s.add("questions_missing_context", r.missing_context);
-        let gold: HashSet<&str> = r.gold.iter().map(|q| q.id.as_str()).collect();
         let c = self
             .current
             .as_mut()
@@ -1181,14 +1170,6 @@ impl Outputs {
             );
             s.add(&format!("sufficient.{}", l.method), u64::from(l.sufficient));
             s.records_out += 1;
-            if gold.contains(l.question_id.as_str()) {
-                self.report_labels.push(l.clone());
-            } else {
-                *self
-                    .no_gold
-                    .entry((l.dataset.clone(), l.method.clone()))
-                    .or_default() += 1;
-            }
             let shard = shard_of(&l.id, self.shards);
             let buf = c.labels.entry(shard).or_default();
             buf.push(l);
@@ -1197,9 +1178,7 @@ impl Outputs {
                 c.send(shard, Rows::Labels(rows)).await?;
             }
         }
-        for q in r.gold {
-            self.report_questions.insert(q.id.clone(), q);
-        }
+        self.report.merge(r.report);
         for p in r.samples {
             if !self.seen.insert(p.hash) {
                 s.add("duplicates_removed", 1);
@@ -1251,25 +1230,7 @@ impl Outputs {
         let n = splits.len() as u64;
         files.push(put(&self.out, &self.staging, DATASET_INFO, info, n).await?);
 
-        let (labels, questions, no_gold) = (
-            std::mem::take(&mut self.report_labels),
-            std::mem::take(&mut self.report_questions),
-            std::mem::take(&mut self.no_gold),
-        );
-        let report = tokio::task::spawn_blocking(move || {
-            let mut r = report::compute(&labels, &questions);
-            for ((dataset, method), n) in no_gold {
-                r.datasets
-                    .entry(dataset)
-                    .or_default()
-                    .entry(method)
-                    .or_default()
-                    .questions += n;
-            }
-            r.to_json()
-        })
-        .await
-        .map_err(task_err)?;
+        let report = std::mem::take(&mut self.report).finish().to_json();
         files.push(put(&self.out, &self.staging, LABEL_REPORT, pretty(&report), 1).await?);
 
         let mut summary = self.summary;

@@ -96,11 +96,31 @@ pub struct LabelReport {
     pub datasets: BTreeMap<String, BTreeMap<String, MethodReport>>,
 }
 
-#[derive(Default)]
+#[derive(Debug, Default, Clone)]
 struct Acc {
     report: MethodReport,
     with_gold: u64,
     sufficient: u64,
+}
+
+impl Acc {
+    fn merge(&mut self, o: Acc) {
+        let r = &mut self.report;
+        r.questions += o.report.questions;
+        merge_levels(&mut r.levels, o.report.levels);
+        for (qtype, levels) in o.report.by_type {
+            merge_levels(r.by_type.entry(qtype).or_default(), levels);
+        }
+        self.with_gold += o.with_gold;
+        self.sufficient += o.sufficient;
+    }
+}
+
+fn merge_levels(into: &mut BTreeMap<String, Prf>, from: BTreeMap<String, Prf>) {
+    for (level, p) in from {
+        let e = into.entry(level).or_default();
+        *e = e.add(p.tp, p.fp, p.fn_);
+    }
 }
 
 fn counts<T: Ord>(pred: &BTreeSet<T>, gold: &BTreeSet<T>) -> (u64, u64, u64) {
@@ -108,27 +128,26 @@ fn counts<T: Ord>(pred: &BTreeSet<T>, gold: &BTreeSet<T>) -> (u64, u64, u64) {
     (tp, pred.len() as u64 - tp, gold.len() as u64 - tp)
 }
 
-/// Compares label records with the gold evidence of their questions (`questions` keyed by
-/// `Question::id`, which `LabelRecord::question_id` names). Records whose question is missing
-/// are left out.
-pub fn compute(labels: &[LabelRecord], questions: &HashMap<String, Question>) -> LabelReport {
-    let mut accs: BTreeMap<String, BTreeMap<String, Acc>> = BTreeMap::new();
-    for l in labels {
-        let Some(q) = questions.get(&l.question_id) else {
-            continue;
-        };
-        let acc = accs
+/// The report built one label record at a time: every figure is a sum of per-record counts
+/// (the scores are computed from the summed counts), so records may come in any order, builders
+/// of disjoint record sets [`merge`](ReportBuilder::merge) into the builder of their union, and
+/// memory is one accumulator per (dataset, method, question type), whatever the number of
+/// records.
+#[derive(Debug, Default, Clone)]
+pub struct ReportBuilder {
+    accs: BTreeMap<String, BTreeMap<String, Acc>>,
+}
+
+impl ReportBuilder {
+    /// Counts one label record against its question (`l.question_id == q.id`).
+    pub fn add(&mut self, l: &LabelRecord, q: &Question) {
+        let acc = self
+            .accs
             .entry(l.dataset.clone())
             .or_default()
             .entry(l.method.clone())
             .or_default();
         acc.report.questions += 1;
-        let qtype = l
-            .question_type
-            .clone()
-            .or_else(|| q.question_type.clone())
-            .unwrap_or_else(|| "none".to_string());
-
         let gold_sent: BTreeSet<(&str, i32)> = q
             .evidence
             .iter()
@@ -141,6 +160,14 @@ pub fn compute(labels: &[LabelRecord], questions: &HashMap<String, Question>) ->
             .filter(|e| e.kind == "paragraph")
             .filter_map(|e| e.record_id.as_deref())
             .collect();
+        if gold_sent.is_empty() && gold_para.is_empty() {
+            return;
+        }
+        let qtype = l
+            .question_type
+            .clone()
+            .or_else(|| q.question_type.clone())
+            .unwrap_or_else(|| "none".to_string());
         let mut tally = |level: &str, (tp, fp, fn_): (u64, u64, u64)| {
             let r = &mut acc.report;
             let e = r.levels.entry(level.to_string()).or_default();
@@ -177,23 +204,51 @@ pub fn compute(labels: &[LabelRecord], questions: &HashMap<String, Question>) ->
             }
         }
     }
-    let datasets = accs
-        .into_iter()
-        .map(|(d, methods)| {
-            let methods = methods
-                .into_iter()
-                .map(|(m, mut a)| {
-                    if a.with_gold > 0 {
-                        a.report.sufficient_with_all_gold =
-                            100.0 * a.sufficient as f64 / a.with_gold as f64;
-                    }
-                    (m, a.report)
-                })
-                .collect();
-            (d, methods)
-        })
-        .collect();
-    LabelReport { datasets }
+
+    /// Adds the counts of another builder (of other records).
+    pub fn merge(&mut self, other: ReportBuilder) {
+        for (dataset, methods) in other.accs {
+            let into = self.accs.entry(dataset).or_default();
+            for (method, acc) in methods {
+                into.entry(method).or_default().merge(acc);
+            }
+        }
+    }
+
+    /// The report of every record added.
+    pub fn finish(self) -> LabelReport {
+        let datasets = self
+            .accs
+            .into_iter()
+            .map(|(d, methods)| {
+                let methods = methods
+                    .into_iter()
+                    .map(|(m, mut a)| {
+                        if a.with_gold > 0 {
+                            a.report.sufficient_with_all_gold =
+                                100.0 * a.sufficient as f64 / a.with_gold as f64;
+                        }
+                        (m, a.report)
+                    })
+                    .collect();
+                (d, methods)
+            })
+            .collect();
+        LabelReport { datasets }
+    }
+}
+
+/// Compares label records with the gold evidence of their questions (`questions` keyed by
+/// `Question::id`, which `LabelRecord::question_id` names). Records whose question is missing
+/// are left out. The [`ReportBuilder`] over those records.
+pub fn compute(labels: &[LabelRecord], questions: &HashMap<String, Question>) -> LabelReport {
+    let mut b = ReportBuilder::default();
+    for l in labels {
+        if let Some(q) = questions.get(&l.question_id) {
+            b.add(l, q);
+        }
+    }
+    b.finish()
 }
 
 /// `{"sentence": prf|null, "paragraph": prf|null}` of a level map.

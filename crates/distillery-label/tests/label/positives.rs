@@ -600,6 +600,52 @@ fn report_math_on_a_hand_made_case() {
 }
 
 #[test]
+fn report_builders_merge_to_the_report_of_all_records() {
+    let (mut labels, mut qs) = hand_made();
+    // A third record whose question has no gold evidence: counted, nothing scored.
+    let mut q3 = qs["q2"].clone();
+    q3.id = "q3".into();
+    q3.evidence.clear();
+    qs.insert("q3".into(), q3);
+    let mut l3 = labels[1].clone();
+    l3.question_id = "q3".into();
+    labels.push(l3);
+    // Another method on q1, so the merge meets a method only one side has.
+    let mut l4 = labels[0].clone();
+    l4.method = "other".into();
+    labels.push(l4);
+
+    let whole = report::compute(&labels, &qs);
+    assert_eq!(whole.datasets["toy"]["m"].questions, 3);
+    let one = |l: &LabelRecord| {
+        let mut b = report::ReportBuilder::default();
+        b.add(l, &qs[&l.question_id]);
+        b
+    };
+    for order in [[0, 1, 2, 3], [3, 2, 1, 0], [2, 0, 3, 1]] {
+        let mut b = report::ReportBuilder::default();
+        for i in order {
+            b.merge(one(&labels[i]));
+        }
+        assert_eq!(b.finish(), whole, "merge order {order:?}");
+    }
+    // Two halves merged: the same report, as JSON too.
+    let mut a = report::ReportBuilder::default();
+    let mut b = report::ReportBuilder::default();
+    for (i, l) in labels.iter().enumerate() {
+        let half = if i % 2 == 0 { &mut a } else { &mut b };
+        half.add(l, &qs[&l.question_id]);
+    }
+    a.merge(b);
+    assert_eq!(a.finish().to_json(), whole.to_json());
+    // The counts of the record without gold do not change the scores.
+    let m = &whole.datasets["toy"]["m"];
+    let p = m.levels["paragraph"];
+    assert_eq!((p.tp, p.fp, p.fn_), (3, 1, 1));
+    assert!(close(m.sufficient_with_all_gold, 50.0));
+}
+
+#[test]
 fn report_json_nesting() {
     let (labels, qs) = hand_made();
     let r = report::compute(&labels, &qs);
