@@ -305,10 +305,54 @@ struct Env {
 }
 
 /// One input's question contexts.
-#[derive(Default)]
 struct Contexts {
-    documents: HashMap<String, Document>,
-    tables: HashMap<String, Table>,
+    documents: Records<Document>,
+    tables: Records<Table>,
+}
+
+/// Records by id. The records lie in a vector sized once from the parts' row counts and the
+/// hash table holds indexes into it: a table of whole records (a `Document` is about 400 bytes
+/// before its text) runs at most 7/8 full and doubles, so it held up to as many bytes again in
+/// empty slots, and twice that while it grew.
+struct Records<T> {
+    index: HashMap<String, usize>,
+    rows: Vec<T>,
+}
+
+impl<T> Records<T> {
+    fn with_capacity(n: usize) -> Records<T> {
+        Records {
+            index: HashMap::with_capacity(n),
+            rows: Vec::with_capacity(n),
+        }
+    }
+
+    /// Adds a record; a later record with the same id replaces the earlier one.
+    fn insert(&mut self, id: String, r: T) {
+        match self.index.entry(id) {
+            std::collections::hash_map::Entry::Occupied(e) => self.rows[*e.get()] = r,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(self.rows.len());
+                self.rows.push(r);
+            }
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<&T> {
+        self.index.get(id).map(|&i| &self.rows[i])
+    }
+
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+}
+
+/// The rows of some parts (their manifest counts), as a capacity.
+fn rows_of(parts: &[(String, &WrittenPart)]) -> usize {
+    parts
+        .iter()
+        .map(|(_, p)| usize::try_from(p.rows).unwrap_or(usize::MAX))
+        .fold(0, usize::saturating_add)
 }
 
 /// The staged parts of one input's table, in part order: file tag, then shard.
@@ -397,8 +441,12 @@ async fn label_input(
 ) -> Result<(), ExecError> {
     let started = Instant::now();
     let cpu = process_time();
-    let mut ctx = Contexts::default();
     let docs = parts_of(parts, TableKind::Documents, input);
+    let tables = parts_of(parts, TableKind::Tables, input);
+    let mut ctx = Contexts {
+        documents: Records::with_capacity(rows_of(&docs)),
+        tables: Records::with_capacity(rows_of(&tables)),
+    };
     outputs.summary.bytes_in += read_rows(
         out,
         TableKind::Documents,
@@ -409,7 +457,6 @@ async fn label_input(
         },
     )
     .await?;
-    let tables = parts_of(parts, TableKind::Tables, input);
     outputs.summary.bytes_in +=
         read_rows(out, TableKind::Tables, &tables, parallelism, |t: Table| {
             ctx.tables.insert(t.id.clone(), t);
