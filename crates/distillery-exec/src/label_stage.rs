@@ -311,7 +311,7 @@ struct Contexts {
 }
 
 /// Records by id. The records lie in a vector sized once from the parts' row counts and the
-/// hash table holds indexes into it: a table of whole records (a `Document` is about 400 bytes
+/// hash table holds indexes into it: a table of whole records (a `Document` is 352 bytes
 /// before its text) runs at most 7/8 full and doubles, so it held up to as many bytes again in
 /// empty slots, and twice that while it grew.
 struct Records<T> {
