@@ -42,8 +42,8 @@
 //!   `label_report.json` ([`distillery_label::report`] over every label record). The report is
 //!   counted as the stage goes: each chunk counts its label records against their questions
 //!   into a [`ReportBuilder`] on the labelling thread, and the consumer adds those counts up,
-//!   so **the report's memory is one accumulator per (dataset, method, question type)**, not
-//!   per question.
+//!   so **the report's memory is a set of counts per (dataset, method, question type)**, not
+//!   per question; each label record is scored against its own question.
 //!
 //! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,

@@ -131,8 +131,10 @@ fn counts<T: Ord>(pred: &BTreeSet<T>, gold: &BTreeSet<T>) -> (u64, u64, u64) {
 /// The report built one label record at a time: every figure is a sum of per-record counts
 /// (the scores are computed from the summed counts), so records may come in any order, builders
 /// of disjoint record sets [`merge`](ReportBuilder::merge) into the builder of their union, and
-/// memory is one accumulator per (dataset, method, question type), whatever the number of
-/// records.
+/// memory is one set of counts per (dataset, method) with one per question type inside it,
+/// whatever the number of records. Each record is scored against the question it is given, so
+/// two questions sharing an id (ingest does not merge them) are each scored on their own
+/// evidence.
 #[derive(Debug, Default, Clone)]
 pub struct ReportBuilder {
     accs: BTreeMap<String, BTreeMap<String, Acc>>,
