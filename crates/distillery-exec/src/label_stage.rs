@@ -349,10 +349,7 @@ impl<T> Records<T> {
 
 /// The rows of some parts (their manifest counts), as a capacity.
 fn rows_of(parts: &[(String, &WrittenPart)]) -> usize {
-    parts
-        .iter()
-        .map(|(_, p)| usize::try_from(p.rows).unwrap_or(usize::MAX))
-        .fold(0, usize::saturating_add)
+    parts.iter().map(|(_, p)| p.rows as usize).sum()
 }
 
 /// The staged parts of one input's table, in part order: file tag, then shard.
@@ -593,9 +590,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             triples: &triples,
         });
         phases += out.phases;
-        for l in &out.labels {
-            r.report.add(l, q);
-        }
+        r.report.add_question(q, &out.labels);
         r.labels.extend(out.labels);
         for mut sample in out.samples {
             sample.split = split_of(&sample.id, env.validation_share).to_string();

@@ -128,6 +128,27 @@ fn counts<T: Ord>(pred: &BTreeSet<T>, gold: &BTreeSet<T>) -> (u64, u64, u64) {
     (tp, pred.len() as u64 - tp, gold.len() as u64 - tp)
 }
 
+/// A question's gold evidence as the report compares it: `sentence` evidence as (record id,
+/// sentence index), `paragraph` evidence as record ids.
+struct Gold<'a> {
+    sentences: BTreeSet<(&'a str, i32)>,
+    paragraphs: BTreeSet<&'a str>,
+}
+
+impl<'a> Gold<'a> {
+    fn of(q: &'a Question) -> Gold<'a> {
+        let of_kind = |kind: &'static str| q.evidence.iter().filter(move |e| e.kind == kind);
+        Gold {
+            sentences: of_kind("sentence")
+                .filter_map(|e| Some((e.record_id.as_deref()?, e.index?)))
+                .collect(),
+            paragraphs: of_kind("paragraph")
+                .filter_map(|e| e.record_id.as_deref())
+                .collect(),
+        }
+    }
+}
+
 /// The report built one label record at a time: every figure is a sum of per-record counts
 /// (the scores are computed from the summed counts), so records may come in any order, builders
 /// of disjoint record sets [`merge`](ReportBuilder::merge) into the builder of their union, and
@@ -143,25 +164,34 @@ pub struct ReportBuilder {
 impl ReportBuilder {
     /// Counts one label record against its question (`l.question_id == q.id`).
     pub fn add(&mut self, l: &LabelRecord, q: &Question) {
-        let acc = self
-            .accs
-            .entry(l.dataset.clone())
-            .or_default()
-            .entry(l.method.clone())
-            .or_default();
+        self.add_question(q, std::slice::from_ref(l));
+    }
+
+    /// Counts the label records of one question (one per method), its gold evidence gathered
+    /// once for all of them.
+    pub fn add_question(&mut self, q: &Question, labels: &[LabelRecord]) {
+        let gold = Gold::of(q);
+        for l in labels {
+            self.count(l, q, &gold);
+        }
+    }
+
+    /// The counts of a (dataset, method), its keys allocated only the first time.
+    fn acc(&mut self, dataset: &str, method: &str) -> &mut Acc {
+        if !self.accs.contains_key(dataset) {
+            self.accs.insert(dataset.to_string(), BTreeMap::new());
+        }
+        let methods = self.accs.get_mut(dataset).expect("inserted above");
+        if !methods.contains_key(method) {
+            methods.insert(method.to_string(), Acc::default());
+        }
+        methods.get_mut(method).expect("inserted above")
+    }
+
+    fn count(&mut self, l: &LabelRecord, q: &Question, gold: &Gold<'_>) {
+        let acc = self.acc(&l.dataset, &l.method);
         acc.report.questions += 1;
-        let gold_sent: BTreeSet<(&str, i32)> = q
-            .evidence
-            .iter()
-            .filter(|e| e.kind == "sentence")
-            .filter_map(|e| Some((e.record_id.as_deref()?, e.index?)))
-            .collect();
-        let gold_para: BTreeSet<&str> = q
-            .evidence
-            .iter()
-            .filter(|e| e.kind == "paragraph")
-            .filter_map(|e| e.record_id.as_deref())
-            .collect();
+        let (gold_sent, gold_para) = (&gold.sentences, &gold.paragraphs);
         if gold_sent.is_empty() && gold_para.is_empty() {
             return;
         }
@@ -189,11 +219,11 @@ impl ReportBuilder {
                 .filter(|p| p.level == "sentence" && p.index >= 0)
                 .map(|p| (p.source_id.as_str(), p.index))
                 .collect();
-            tally("sentence", counts(&pred, &gold_sent));
+            tally("sentence", counts(&pred, gold_sent));
         }
         if !gold_para.is_empty() {
             let pred: BTreeSet<&str> = l.positives.iter().map(|p| p.source_id.as_str()).collect();
-            tally("paragraph", counts(&pred, &gold_para));
+            tally("paragraph", counts(&pred, gold_para));
             acc.with_gold += 1;
             let selected: BTreeSet<&str> = l
                 .selected
