@@ -92,7 +92,9 @@ q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
       f"duplicates removed {c.get('duplicates_removed', 0)}")
 print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   ratio {total / ingest:.2f}x")
-print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label {total_rss:,.0f} MiB")
+print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label {total_rss:,.0f} MiB "
+      f"(contexts in {c.get('context_groups', 0)} group(s) over the inputs, "
+      f"{c.get('context_rows_spilled', 0):,} rows spilled; context_memory_bytes default)")
 per_core = q / label["seconds"] / cores
 print(f"label stage: {label['seconds']:.2f} s = {per_core:,.0f} questions/s per core on {cores:.0f} "
       f"core(s) (end to end {q / total / cores:,.0f} questions/s per core)")

@@ -599,3 +599,87 @@ fn reruns_write_byte_identical_sft_files_and_stale_ones_are_removed() {
     assert_eq!(left, ["notes.txt"]);
     assert_eq!(manifest(&a)["files"], Value::Array(vec![]));
 }
+
+/// Every file under `dir` (relative path → bytes), except the run's manifest and summary.
+fn output_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    super::files::files_under(dir)
+        .into_iter()
+        .filter(|(rel, _)| !["_manifest.json", "_summary.json"].contains(&rel.as_str()))
+        .map(|(rel, p)| (rel, std::fs::read(p).unwrap()))
+        .collect()
+}
+
+/// Runs `pipeline` into `a` as it is and into `b` with a context budget of `budget` bytes, and
+/// checks the label stage of `b` labelled in groups (one a question for a budget of one
+/// byte), wrote the same files byte for byte, and left no spill part behind.
+fn routed_run_matches(pipeline: &Path, a: &Path, b: &Path, budget: u64) {
+    let run_into = |out: &Path, extra: &[&str]| {
+        let set = format!("output={}", out.display());
+        let mut args = vec!["run", pipeline.to_str().unwrap(), "--set", &set];
+        args.extend_from_slice(extra);
+        ok(&args);
+    };
+    run_into(a, &[]);
+    let budget = format!("stages.label.options.context_memory_bytes={budget}");
+    run_into(b, &["--set", &budget]);
+    let questions = counter(b, "questions");
+    assert!(questions > 1);
+    assert_eq!(counter(a, "context_groups"), 1);
+    assert_eq!(counter(a, "context_rows_spilled"), 0);
+    let groups = counter(b, "context_groups");
+    eprintln!("{questions} questions in {groups} groups under {budget}");
+    assert!(groups > 1 && groups <= questions);
+    if budget.ends_with("=1") {
+        assert_eq!(groups, questions);
+    }
+    assert!(counter(b, "context_rows_spilled") > 0);
+    let (fa, fb) = (output_files(a), output_files(b));
+    assert!(
+        fa.keys().any(|k| k.starts_with("sft/part-")),
+        "{:?}",
+        fa.keys()
+    );
+    assert_eq!(
+        fa.keys().collect::<Vec<_>>(),
+        fb.keys().collect::<Vec<_>>(),
+        "routed contexts changed the files written"
+    );
+    for (rel, bytes) in &fa {
+        assert!(fb[rel] == *bytes, "{rel} differs when contexts are routed");
+    }
+    assert!(!b.join("_staging").exists(), "spill parts left behind");
+}
+
+#[test]
+fn contexts_over_the_budget_are_labelled_in_groups_with_the_same_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    routed_run_matches(
+        &repo().join("pipelines/quickstart.toml"),
+        &tmp.path().join("a"),
+        &tmp.path().join("b"),
+        1,
+    );
+    // Tables: TAT-QA's shared sample (questions citing a table and its paragraphs), its
+    // contexts (about 1 MB) in about ten groups.
+    let Some(tatqa) = shared("tatqa/tatqa_dataset_dev.first200.json") else {
+        return;
+    };
+    let pipeline = tmp.path().join("tatqa.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "version = 1\nname = \"tatqa\"\noutput = \"unused\"\n[run]\nshards = 2\n\
+             [[inputs]]\nname = \"tatqa\"\nformat = \"tatqa\"\npaths = [{:?}]\n\
+             [[stages]]\nkind = \"label\"\n",
+            tatqa.display().to_string()
+        ),
+    )
+    .unwrap();
+    routed_run_matches(
+        &pipeline,
+        &tmp.path().join("ta"),
+        &tmp.path().join("tb"),
+        100_000,
+    );
+    assert!(count(&tmp.path().join("tb"), "SELECT count(*) FROM labels") > 0);
+}

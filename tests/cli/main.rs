@@ -6,6 +6,8 @@
 mod cirag;
 #[path = "../support/fault_server.rs"]
 mod fault;
+#[path = "../support/files.rs"]
+mod files;
 mod label;
 mod planner;
 mod ras;

@@ -3,6 +3,9 @@
 //! each fault ending with outputs identical (same files, same bytes, same rows) to a fault-free
 //! `distillery run` of the same pipeline.
 
+#[path = "../support/files.rs"]
+mod files;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -84,43 +87,34 @@ fn write_pipeline(dir: &Path, files: usize, per_file: usize) -> PathBuf {
 /// summary's row counts.
 fn snapshot(out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut m = BTreeMap::new();
-    let mut stack = vec![out.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
+    for (rel, p) in files::files_under(out) {
+        let bytes = std::fs::read(&p).unwrap();
+        let bytes = match rel.as_str() {
+            "_manifest.json" => {
+                let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                v["run_id"] = serde_json::Value::Null;
+                serde_json::to_vec_pretty(&v).unwrap()
             }
-            let rel = p.strip_prefix(out).unwrap().display().to_string();
-            let bytes = std::fs::read(&p).unwrap();
-            let bytes = match rel.as_str() {
-                "_manifest.json" => {
-                    let mut v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-                    v["run_id"] = serde_json::Value::Null;
-                    serde_json::to_vec_pretty(&v).unwrap()
-                }
-                "_summary.json" => {
-                    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
-                    let rows: Vec<_> = v["stages"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|s| {
-                            (
-                                s["stage"].clone(),
-                                s["records_in"].clone(),
-                                s["records_out"].clone(),
-                                s["quarantined"].clone(),
-                            )
-                        })
-                        .collect();
-                    format!("{rows:?}").into_bytes()
-                }
-                _ => bytes,
-            };
-            m.insert(rel, bytes);
-        }
+            "_summary.json" => {
+                let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                let rows: Vec<_> = v["stages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| {
+                        (
+                            s["stage"].clone(),
+                            s["records_in"].clone(),
+                            s["records_out"].clone(),
+                            s["quarantined"].clone(),
+                        )
+                    })
+                    .collect();
+                format!("{rows:?}").into_bytes()
+            }
+            _ => bytes,
+        };
+        m.insert(rel, bytes);
     }
     m
 }

@@ -452,6 +452,12 @@ fn default_validation() -> f64 {
 fn default_hops() -> u32 {
     3
 }
+fn default_context_memory() -> u64 {
+    1 << 30
+}
+fn is_default_context_memory(v: &u64) -> bool {
+    *v == default_context_memory()
+}
 
 /// Labelling methods this build knows.
 pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
@@ -530,6 +536,17 @@ pub struct LabelOptions {
     /// Cap on the hop count of KB subgraphs.
     #[serde(default = "default_hops")]
     pub max_hops: u32,
+    /// About how many bytes of one input's contexts (its documents and tables, decoded) the
+    /// stage may hold at once (default 1 GiB). An input whose contexts are estimated above it
+    /// (from the first batch of each of its parts) is labelled in groups of consecutive questions,
+    /// each group holding only the contexts its questions cite, routed to it through spill
+    /// parts in the stage's staging directory: one extra write and read of the contexts, and
+    /// the same outputs byte for byte, so it is not part of the pipeline's hash.
+    #[serde(
+        default = "default_context_memory",
+        skip_serializing_if = "is_default_context_memory"
+    )]
+    pub context_memory_bytes: u64,
 }
 
 impl Default for LabelOptions {
@@ -1535,12 +1552,24 @@ mod hash_view {
             parallelism: 0,
             ..p.run.clone()
         };
+        // Nor is the label stage's memory budget: its outputs are the same bytes under any.
+        let stages: Vec<super::StageSpec> = p
+            .stages
+            .iter()
+            .map(|st| {
+                let mut st = st.clone();
+                if let super::StageOptions::Label(o) = &mut st.options {
+                    o.context_memory_bytes = super::default_context_memory();
+                }
+                st
+            })
+            .collect();
         let mut st = s.serialize_struct("Pipeline", 6)?;
         st.serialize_field("version", &p.version)?;
         st.serialize_field("name", &p.name)?;
         st.serialize_field("run", &run)?;
         st.serialize_field("inputs", &p.inputs)?;
-        st.serialize_field("stages", &p.stages)?;
+        st.serialize_field("stages", &stages)?;
         // What the teacher is, not where it runs or how it is paid for: the server's URL,
         // key, concurrency, timeouts, cache and budget do not change what it answers.
         if let Some(l) = &p.llm {
@@ -1781,6 +1810,12 @@ fn check_label_options(
     }
     if o.chars_per_token <= 0.0 {
         c.push(at("chars_per_token"), "`chars_per_token` must be positive");
+    }
+    if o.context_memory_bytes == 0 {
+        c.push(
+            at("context_memory_bytes"),
+            "`context_memory_bytes` must be at least 1",
+        );
     }
     if !o.decontaminate_formats.is_empty() && o.decontaminate_formats.len() != o.decontaminate.len()
     {
@@ -2247,18 +2282,30 @@ inputs = ["nope"]
     #[test]
     fn label_options_are_checked() {
         let text = GOOD.to_string()
-            + "\n[[stages]]\nkind = \"label\"\noptions = { methods = [\"magic\"], preset = \"huge\", kb = \"hp\" }\n";
+            + "\n[[stages]]\nkind = \"label\"\noptions = { methods = [\"magic\"], preset = \"huge\", kb = \"hp\", context_memory_bytes = 0 }\n";
         let e = Pipeline::parse("t.toml", &text, &[])
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown method `magic`"), "{e}");
         assert!(e.contains("unknown preset `huge`"), "{e}");
         assert!(e.contains("not a knowledge base"), "{e}");
+        assert!(
+            e.contains("`context_memory_bytes` must be at least 1"),
+            "{e}"
+        );
         let ok = GOOD.to_string() + "\n[[stages]]\nkind = \"label\"\n";
         let p = Pipeline::parse("t.toml", &ok, &[]).unwrap();
         let (_, o) = p.label_stage().unwrap();
         assert_eq!(o.methods, vec!["hseq-paper"]);
         assert_eq!(o.preset, "small");
+        assert_eq!(o.context_memory_bytes, 1 << 30);
+        // The memory budget does not change what the stage writes, nor the pipeline's hash.
+        let small = ["stages.label.options.context_memory_bytes=4096".to_string()];
+        let q = Pipeline::parse("t.toml", &ok, &small).unwrap();
+        assert_eq!(q.label_stage().unwrap().1.context_memory_bytes, 4096);
+        assert_eq!(p.hash, q.hash);
+        let other = ["stages.label.options.max_steps=2".to_string()];
+        assert_ne!(p.hash, Pipeline::parse("t.toml", &ok, &other).unwrap().hash);
     }
 
     #[test]

@@ -5,9 +5,12 @@
 //!
 //! 1. the input's staged `documents` and `tables` parts (all shards of all its files) are read
 //!    into id → record maps: the question contexts (`parallelism` parts read and decoded at
-//!    once, inserted in part order). **Memory bound: one input's contexts**
-//!    (about the size of its decoded documents and tables; the inputs are labelled one after
-//!    the other and each input's maps are dropped before the next is read);
+//!    once, inserted in part order), when the first question needs them. **Memory bound:
+//!    `context_memory_bytes` (default 1 GiB) of contexts**: an input whose contexts are
+//!    estimated above it is labelled in groups of consecutive questions, each group's maps
+//!    holding only what its questions cite, routed to it through spill parts
+//!    ([`crate::label_route`]); the groups and inputs are labelled one after the other and
+//!    each one's maps are dropped, once all its chunks are consumed, before the next is read;
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
 //!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**), and every question
 //!    with topic entities gets the k-hop neighbourhood of them (`hops` from the question's
@@ -48,7 +51,9 @@
 //! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,
 //! `sufficient.<method>`, `samples.<task>`, `samples.train`, `samples.validation`,
-//! `duplicates_removed`, `decontaminated`, `decontaminate.questions` (evaluation questions
+//! `duplicates_removed`, `decontaminated`, `context_groups` (groups of questions labelled,
+//! over all inputs: one per input whose contexts fit the budget), `context_rows_spilled`
+//! (context rows copied into spill parts, once per citing group), `decontaminate.questions` (evaluation questions
 //! loaded), and `phase_us.<phase>`: the CPU time (microseconds, all threads) the stage spent in
 //! each [`Phase`] (`read`, `hseq`, `label`, `samples`, `write`), so a run says which phase its
 //! time went to. They add up to the CPU time the process used while the stage ran: reading the
@@ -86,6 +91,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
 use crate::error::ExecError;
+use crate::label_route::{self, Groups, Routes};
 use crate::parts::{PART_BUFFER_BYTES, PartWriters, WrittenPart, parse_part_name, read_part};
 use crate::plan::tag_input;
 use crate::run::StageOutput;
@@ -233,6 +239,8 @@ pub async fn run_stage(
         "samples.validation",
         "duplicates_removed",
         "decontaminated",
+        "context_groups",
+        "context_rows_spilled",
     ] {
         outputs.summary.add(c, 0);
     }
@@ -265,6 +273,7 @@ pub async fn run_stage(
         decon: Arc::new(decon),
         validation_share: opts.validation_share,
         max_hops: opts.max_hops,
+        context_memory: opts.context_memory_bytes,
     };
     let mut done: HashSet<&str> = HashSet::new();
     for name in &stage.inputs {
@@ -274,7 +283,7 @@ pub async fn run_stage(
         if !input.format.is_qa() || !done.insert(name.as_str()) {
             continue;
         }
-        label_input(&env, out, parts, name, parallelism, &mut outputs).await?;
+        label_input(&env, out, staging, parts, name, parallelism, &mut outputs).await?;
     }
     let mut output = outputs.finish().await?;
     clock.report(&mut output.summary);
@@ -302,6 +311,8 @@ struct Env {
     decon: Arc<Decontaminator>,
     validation_share: f64,
     max_hops: u32,
+    /// `context_memory_bytes`: the contexts' budget per input.
+    context_memory: u64,
 }
 
 /// One input's question contexts.
@@ -426,92 +437,150 @@ async fn load_kb(
     Ok((kb, bytes))
 }
 
-/// Labels one QA input: its contexts into memory, then its questions streamed in part order.
-#[allow(clippy::too_many_arguments)]
-async fn label_input(
-    env: &Env,
+/// Reads some staged (or spilled) `documents` and `tables` parts into memory; returns them
+/// with the bytes of the parts read.
+async fn load_contexts(
     out: &Location,
-    parts: &[WrittenPart],
-    input: &str,
+    docs: &[(String, &WrittenPart)],
+    tables: &[(String, &WrittenPart)],
     parallelism: usize,
-    outputs: &mut Outputs,
-) -> Result<(), ExecError> {
-    let started = Instant::now();
-    let cpu = process_time();
-    let docs = parts_of(parts, TableKind::Documents, input);
-    let tables = parts_of(parts, TableKind::Tables, input);
+) -> Result<(Contexts, u64), ExecError> {
     let mut ctx = Contexts {
-        documents: Records::with_capacity(rows_of(&docs)),
-        tables: Records::with_capacity(rows_of(&tables)),
+        documents: Records::with_capacity(rows_of(docs)),
+        tables: Records::with_capacity(rows_of(tables)),
     };
-    outputs.summary.bytes_in += read_rows(
+    let mut bytes = read_rows(
         out,
         TableKind::Documents,
-        &docs,
+        docs,
         parallelism,
         |d: Document| {
             ctx.documents.insert(d.id.clone(), d);
         },
     )
     .await?;
-    outputs.summary.bytes_in +=
-        read_rows(out, TableKind::Tables, &tables, parallelism, |t: Table| {
-            ctx.tables.insert(t.id.clone(), t);
-        })
-        .await?;
-    env.clock
-        .add(Phase::Read, process_time().saturating_sub(cpu));
-    info!(
-        input,
-        documents = ctx.documents.len(),
-        tables = ctx.tables.len(),
-        seconds = started.elapsed().as_secs_f64(),
-        "contexts read"
-    );
-    let ctx = Arc::new(ctx);
+    bytes += read_rows(out, TableKind::Tables, tables, parallelism, |t: Table| {
+        ctx.tables.insert(t.id.clone(), t);
+    })
+    .await?;
+    Ok((ctx, bytes))
+}
+
+/// The labelling lanes of one input: chunks in flight, consumed in the order queued.
+struct Lanes {
+    lanes: usize,
+    permits: Arc<Semaphore>,
+    inflight: FuturesOrdered<AbortOnDropHandle<Result<ChunkResult, ExecError>>>,
+}
+
+impl Lanes {
+    fn new(parallelism: usize) -> Lanes {
+        let lanes = parallelism.max(1);
+        Lanes {
+            lanes,
+            permits: Arc::new(Semaphore::new(lanes)),
+            inflight: FuturesOrdered::new(),
+        }
+    }
+
+    /// Queues a chunk for labelling against `ctx`; while [`QUEUED_CHUNKS_PER_LANE`] chunks a
+    /// lane are queued, consumes the oldest.
+    async fn push(
+        &mut self,
+        env: &Env,
+        ctx: &Arc<Contexts>,
+        chunk: Vec<Question>,
+        outputs: &mut Outputs,
+    ) -> Result<(), ExecError> {
+        let (env, ctx, permits) = (env.clone(), ctx.clone(), self.permits.clone());
+        self.inflight
+            .push_back(AbortOnDropHandle::new(tokio::spawn(async move {
+                // Fair (FIFO): chunks start in the order they were queued.
+                let _lane = permits
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| ExecError::Task(e.to_string()))?;
+                tokio::task::spawn_blocking(move || label_chunk(&env, &ctx, chunk))
+                    .await
+                    .map_err(task_err)
+            })));
+        while self.inflight.len() >= self.lanes * QUEUED_CHUNKS_PER_LANE {
+            let r = self.inflight.next().await.expect("tasks in flight");
+            outputs.consume(r.map_err(task_err)??).await?;
+        }
+        Ok(())
+    }
+
+    /// Consumes every chunk in flight.
+    async fn drain(&mut self, outputs: &mut Outputs) -> Result<(), ExecError> {
+        while let Some(r) = self.inflight.next().await {
+            outputs.consume(r.map_err(task_err)??).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Labels one QA input: its contexts into memory (whole, or per group of questions when they
+/// are estimated above the budget, see [`crate::label_route`]), then its questions streamed in
+/// part order.
+#[allow(clippy::too_many_arguments)]
+async fn label_input(
+    env: &Env,
+    out: &Location,
+    staging: &str,
+    parts: &[WrittenPart],
+    input: &str,
+    parallelism: usize,
+    outputs: &mut Outputs,
+) -> Result<(), ExecError> {
+    let started = Instant::now();
     let before = outputs.summary.records_in;
-    let lanes = parallelism.max(1);
-    let permits = Arc::new(Semaphore::new(lanes));
-    let mut inflight: FuturesOrdered<AbortOnDropHandle<Result<ChunkResult, ExecError>>> =
-        FuturesOrdered::new();
-    for (tag, part) in parts_of(parts, TableKind::Questions, input) {
-        if outputs.tag() != Some(tag.as_str()) {
-            while let Some(r) = inflight.next().await {
-                outputs.consume(r.map_err(task_err)??).await?;
-            }
-            outputs.start_tag(&tag).await?;
-        }
-        outputs.summary.bytes_in += part.bytes;
-        let mut stream = Box::pin(read_part(out, &part.path()).await?);
-        while let Some(batch) = stream.next().await {
-            let mut lap = Lap::start();
-            let questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
-            env.clock.add(Phase::Read, lap.lap());
-            let mut rest = questions.into_iter().peekable();
-            while rest.peek().is_some() {
-                let chunk: Vec<Question> = rest.by_ref().take(CHUNK).collect();
-                let (env, ctx, permits) = (env.clone(), ctx.clone(), permits.clone());
-                inflight.push_back(AbortOnDropHandle::new(tokio::spawn(async move {
-                    // Fair (FIFO): chunks start in the order they were queued.
-                    let _lane = permits
-                        .acquire_owned()
-                        .await
-                        .map_err(|e| ExecError::Task(e.to_string()))?;
-                    tokio::task::spawn_blocking(move || label_chunk(&env, &ctx, chunk))
-                        .await
-                        .map_err(task_err)
-                })));
-                while inflight.len() >= lanes * QUEUED_CHUNKS_PER_LANE {
-                    let r = inflight.next().await.expect("tasks in flight");
-                    outputs.consume(r.map_err(task_err)??).await?;
-                }
-            }
-        }
+    let docs = parts_of(parts, TableKind::Documents, input);
+    let tables = parts_of(parts, TableKind::Tables, input);
+    let questions = parts_of(parts, TableKind::Questions, input);
+    let estimate = label_route::estimate(out, &docs, &tables).await?;
+    let groups = Groups::plan(estimate, env.context_memory, rows_of(&questions) as u64);
+    outputs
+        .summary
+        .add("context_groups", u64::from(groups.count));
+    let mut spilled = if groups.count > 1 {
+        let cpu = process_time();
+        let routes = Routes::of_questions(out, &questions, groups).await?;
+        let s = label_route::spill(out, staging, input, &docs, &tables, &routes).await?;
+        env.clock
+            .add(Phase::Read, process_time().saturating_sub(cpu));
+        outputs.summary.bytes_in += s.bytes_in;
+        outputs.summary.add("context_rows_spilled", s.rows_out);
+        info!(
+            input,
+            estimate_bytes = estimate,
+            budget_bytes = env.context_memory,
+            groups = groups.count,
+            questions_per_group = groups.size,
+            cited_documents = routes.documents.len(),
+            cited_tables = routes.tables.len(),
+            rows_spilled = s.rows_out,
+            seconds = started.elapsed().as_secs_f64(),
+            "contexts routed to groups of questions"
+        );
+        Some(s)
+    } else {
+        None
+    };
+    let result = label_groups(
+        env,
+        out,
+        (&docs, &tables, &questions),
+        groups,
+        spilled.as_mut(),
+        parallelism,
+        outputs,
+    )
+    .await;
+    if let Some(s) = spilled.as_mut() {
+        s.remove_all(out).await?;
     }
-    while let Some(r) = inflight.next().await {
-        outputs.consume(r.map_err(task_err)??).await?;
-    }
-    outputs.finish_tag().await?;
+    result?;
     let n = outputs.summary.records_in - before;
     let secs = started.elapsed().as_secs_f64();
     info!(
@@ -519,9 +588,110 @@ async fn label_input(
         questions = n,
         seconds = secs,
         per_second = n as f64 / secs.max(1e-9),
+        contexts_estimate_bytes = estimate,
+        context_groups = groups.count,
         "input labelled"
     );
     Ok(())
+}
+
+/// The staged `documents`, `tables` and `questions` parts of one input.
+type InputParts<'a, 'b> = (
+    &'b [(String, &'a WrittenPart)],
+    &'b [(String, &'a WrittenPart)],
+    &'b [(String, &'a WrittenPart)],
+);
+
+/// Labels the questions of one input group after group: each group's contexts are read when
+/// its first question comes (the input's whole contexts when there is one group, else its
+/// spill parts), after every chunk of the group before was consumed and its contexts dropped.
+async fn label_groups(
+    env: &Env,
+    out: &Location,
+    (docs, tables, questions): InputParts<'_, '_>,
+    groups: Groups,
+    mut spilled: Option<&mut label_route::Spilled>,
+    parallelism: usize,
+    outputs: &mut Outputs,
+) -> Result<(), ExecError> {
+    let started = Instant::now();
+    let mut lanes = Lanes::new(parallelism);
+    let mut ctx: Option<Arc<Contexts>> = None;
+    let mut group: Option<u32> = None;
+    let mut position = 0u64;
+    for (tag, part) in questions {
+        if outputs.tag() != Some(tag.as_str()) {
+            lanes.drain(outputs).await?;
+            outputs.start_tag(tag).await?;
+        }
+        outputs.summary.bytes_in += part.bytes;
+        let mut stream = Box::pin(read_part(out, &part.path()).await?);
+        while let Some(batch) = stream.next().await {
+            let mut lap = Lap::start();
+            let batch: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
+            env.clock.add(Phase::Read, lap.lap());
+            let mut chunk = Vec::with_capacity(CHUNK);
+            for q in batch {
+                let g = groups.of(position);
+                position += 1;
+                if group != Some(g) {
+                    if let Some(c) = &ctx
+                        && !chunk.is_empty()
+                    {
+                        lanes
+                            .push(env, c, std::mem::take(&mut chunk), outputs)
+                            .await?;
+                    }
+                    lanes.drain(outputs).await?;
+                    // The group before's contexts go before the next group's are read.
+                    drop(ctx.take());
+                    if let (Some(s), Some(done)) = (spilled.as_deref_mut(), group) {
+                        s.remove(out, done).await?;
+                    }
+                    let cpu = process_time();
+                    let (c, bytes) = match spilled.as_deref() {
+                        Some(s) => {
+                            let d = s.parts(g, TableKind::Documents);
+                            let t = s.parts(g, TableKind::Tables);
+                            load_contexts(out, &d, &t, parallelism).await?
+                        }
+                        None => {
+                            let (c, bytes) = load_contexts(out, docs, tables, parallelism).await?;
+                            outputs.summary.bytes_in += bytes;
+                            (c, bytes)
+                        }
+                    };
+                    env.clock
+                        .add(Phase::Read, process_time().saturating_sub(cpu));
+                    info!(
+                        group = g,
+                        groups = groups.count,
+                        documents = c.documents.len(),
+                        tables = c.tables.len(),
+                        bytes,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "contexts read"
+                    );
+                    ctx = Some(Arc::new(c));
+                    group = Some(g);
+                }
+                chunk.push(q);
+                if chunk.len() == CHUNK {
+                    let c = ctx.as_ref().expect("contexts read above");
+                    lanes
+                        .push(env, c, std::mem::take(&mut chunk), outputs)
+                        .await?;
+                }
+            }
+            if let Some(c) = &ctx
+                && !chunk.is_empty()
+            {
+                lanes.push(env, c, chunk, outputs).await?;
+            }
+        }
+    }
+    lanes.drain(outputs).await?;
+    outputs.finish_tag().await
 }
 
 /// A sample made ready on a labelling thread: its split set, its content hash and

@@ -46,6 +46,7 @@ pub mod error;
 pub mod estimate;
 pub mod faults;
 pub mod hseq_stage;
+pub mod label_route;
 pub mod label_stage;
 pub mod parts;
 pub mod plan;

@@ -21,6 +21,7 @@ use object_store::path::Path;
 use object_store::{GetOptions, GetRange, ObjectStore};
 use parquet::arrow::AsyncArrowWriter;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ArrowReaderOptions;
 use parquet::arrow::async_reader::{AsyncFileReader, MetadataSuffixFetch};
 use parquet::basic::{Compression, ZstdLevel};
@@ -298,17 +299,46 @@ pub async fn read_part_rows(
     rel: &str,
     rows: usize,
 ) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
+    stream_part(loc, rel, rows, None).await
+}
+
+/// Streams the batches of one Parquet object with only some of its top-level columns (by
+/// name, in the table's order; a name the part does not have is an error).
+pub async fn read_part_columns(
+    loc: &Location,
+    rel: &str,
+    columns: &[&str],
+) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
+    stream_part(loc, rel, 4096, Some(columns)).await
+}
+
+async fn stream_part(
+    loc: &Location,
+    rel: &str,
+    rows: usize,
+    columns: Option<&[&str]>,
+) -> Result<impl Stream<Item = Result<RecordBatch, ExecError>> + use<>, ExecError> {
     let reader = StoreReader {
         store: Arc::clone(&loc.store),
         path: loc.path(rel),
     };
     let show = loc.show(rel);
-    let stream = ParquetRecordBatchStreamBuilder::new(reader)
+    let mut builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(|e| ExecError::parquet(&show, e))?
-        .with_batch_size(rows.max(1))
-        .build()
-        .map_err(|e| ExecError::parquet(&show, e))?;
+        .with_batch_size(rows.max(1));
+    if let Some(columns) = columns {
+        let mut roots = Vec::with_capacity(columns.len());
+        for c in columns {
+            let i = builder.schema().index_of(c).map_err(|_| {
+                ExecError::parquet(&show, ParquetError::General(format!("no column `{c}`")))
+            })?;
+            roots.push(i);
+        }
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        builder = builder.with_projection(mask);
+    }
+    let stream = builder.build().map_err(|e| ExecError::parquet(&show, e))?;
     Ok(stream.map_err(move |e| ExecError::parquet(&show, e)))
 }
 
