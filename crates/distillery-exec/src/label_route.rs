@@ -7,24 +7,30 @@
 //!    overhead of the in-memory index. At or under the budget the stage reads them whole, as
 //!    before;
 //! 2. [`Groups::plan`]: above it, the questions (in part order: file tag, then shard) are cut
-//!    into `ceil(estimate / budget)` groups of consecutive questions, so a group cites about a
-//!    budget's worth of contexts when the citations are even;
+//!    into groups of consecutive questions of equal size, as few as keep a group's share of
+//!    the estimate within the budget when the citations are even (one group when the input
+//!    has one question: it is still routed, so only what it cites is held);
 //! 3. [`Routes::of_questions`]: one pass over the questions' `context_documents` and
 //!    `context_tables` columns alone records, per cited id, the groups citing it (an XXH64 of
 //!    the id: **about 20–40 bytes per cited id**, the only state that grows with the input);
-//! 4. [`spill`]: one pass over the staged `documents` and `tables` parts, in part order, copies
-//!    each row (Arrow `take`, no decoding into records) into the spill part of every group that
-//!    cites its id, under `<staging>/_route/<input>/` (Parquet, one part per table and group).
-//!    A row no question cites is not copied: no label could use it. A hash collision only
-//!    copies a row into one group too many; the group looks records up by their full id;
+//! 4. [`spill`]: passes over the staged `documents` and `tables` parts, in part order, copy
+//!    each row (Arrow `take`, no decoding into records) into the spill part of every group
+//!    that cites its id, under `<staging>/_route/<input>/` (Parquet, one part per table and
+//!    group). The groups spill in waves of [`groups_per_wave`] (one pass over a table's
+//!    staged parts per wave), so the open spill parts' buffers stay within a quarter of the
+//!    budget. A row no question cites is not copied: no label could use it. A hash collision
+//!    only copies a row into one group too many; the group looks records up by their full id;
 //! 5. the stage then labels group after group, each with its spill parts read into memory
 //!    (`Contexts`, rows in the staged order, so a later record with an id replaces an earlier
-//!    one as in the whole-input read), and deletes a group's spill parts once it is labelled.
+//!    one as in the whole-input read), deletes a group's spill parts once it is labelled, and
+//!    at the end (or on an error) whatever is left under the input's spill directory.
 //!
 //! The samples, labels and report are the same bytes either way: the questions are labelled in
-//! the same order against the same records. **Memory: one group's contexts, the routes, and
-//! while spilling the open spill parts' buffers** (each part's row group in progress, a share
-//! of [`SPILL_BUFFER_BYTES`] but at least 1 MiB, plus its object_store upload buffer).
+//! the same order against the same records. **Memory: about one group's contexts (an
+//! estimate: a group whose questions cite more than their share, or contexts cited by many
+//! groups, can go over it), the routes, and while spilling the open spill parts' buffers**
+//! (each part's row group in progress, a share of [`SPILL_BUFFER_BYTES`] but at least 1 MiB,
+//! plus its object_store upload buffer).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hasher;
@@ -45,11 +51,15 @@ const INDEX_BYTES: u64 = 64;
 /// Bytes the open spill parts may buffer together (row groups in progress).
 pub const SPILL_BUFFER_BYTES: usize = 64 << 20;
 
+/// What a decoded string or list takes besides its bytes: its 24-byte header in the record
+/// and the allocator's rounding of its buffer.
+const STRING_OVERHEAD: u64 = 32;
+
 /// About the bytes an input's contexts take in memory. Per part: its rows × (the Arrow size
-/// of its first batch per row, plus the record struct and its index entry). The Arrow arrays
-/// hold the strings plain, as the records will (a Parquet footer's uncompressed sizes do not:
-/// its pages may be dictionary encoded, and repeated text then counts once). Reads one batch
-/// per part.
+/// of its first batch per row, plus [`STRING_OVERHEAD`] per string value in it, plus the
+/// record struct and its index entry). The Arrow arrays hold the strings plain, as the
+/// records will (a Parquet footer's uncompressed sizes do not: its pages may be dictionary
+/// encoded, and repeated text then counts once). Reads one batch per part.
 pub async fn estimate(
     out: &Location,
     documents: &[(String, &WrittenPart)],
@@ -65,12 +75,26 @@ pub async fn estimate(
             let Some(batch) = stream.next().await.transpose()? else {
                 continue;
             };
-            let per_row =
-                (batch.get_array_memory_size() as u64).div_ceil(batch.num_rows().max(1) as u64);
+            let strings: u64 = batch
+                .columns()
+                .iter()
+                .map(|c| strings_in(&c.to_data()))
+                .sum();
+            let arrow = batch.get_array_memory_size() as u64 + strings * STRING_OVERHEAD;
+            let per_row = arrow.div_ceil(batch.num_rows().max(1) as u64);
             bytes += p.rows * (per_row + record + INDEX_BYTES);
         }
     }
     Ok(bytes)
+}
+
+/// String values in an array and its children (lists, structs): each one a `String` decoded.
+fn strings_in(d: &arrow::array::ArrayData) -> u64 {
+    use arrow::datatypes::DataType;
+    match d.data_type() {
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => d.len() as u64,
+        _ => d.child_data().iter().map(strings_in).sum(),
+    }
 }
 
 /// Groups of consecutive questions (by position in part order).
@@ -83,12 +107,12 @@ pub struct Groups {
 }
 
 impl Groups {
-    /// As few groups as keep each group's share of `estimate` under `budget`, assuming the
-    /// `questions` cite the contexts evenly; one group when it all fits, at most one question
-    /// a group.
+    /// Groups of equal size (the last may be smaller) each holding at most `budget` of
+    /// `estimate`, assuming the `questions` cite the contexts evenly; one group when it all
+    /// fits, at most one question a group.
     pub fn plan(estimate: u64, budget: u64, questions: u64) -> Groups {
         let wanted = estimate.div_ceil(budget.max(1)).clamp(1, questions.max(1));
-        let size = questions.div_ceil(wanted).max(1);
+        let size = (questions / wanted).max(1);
         let count = questions.div_ceil(size).max(1);
         Groups {
             size,
@@ -179,13 +203,19 @@ impl Routes {
         let mut position = 0u64;
         for (_, part) in questions {
             let columns = ["context_documents", "context_tables"];
-            let mut stream = Box::pin(read_part_columns(out, &part.path(), &columns).await?);
+            let path = part.path();
+            let mut stream = Box::pin(read_part_columns(out, &path, &columns).await?);
             while let Some(batch) = stream.next().await {
                 let batch = batch?;
-                let lists = [
-                    batch.column(0).as_list::<i32>(),
-                    batch.column(1).as_list::<i32>(),
-                ];
+                let list = |name: &str| {
+                    batch
+                        .column_by_name(name)
+                        .and_then(|c| c.as_list_opt::<i32>())
+                        .ok_or_else(|| {
+                            ExecError::output(out.show(&path), format!("`{name}` is not a list"))
+                        })
+                };
+                let lists = [list(columns[0])?, list(columns[1])?];
                 for row in 0..batch.num_rows() {
                     let g = groups.of(position);
                     position += 1;
@@ -197,7 +227,10 @@ impl Routes {
                             continue;
                         }
                         let ids = list.value(row);
-                        for id in ids.as_string::<i32>().iter().flatten() {
+                        let ids = ids.as_string_opt::<i32>().ok_or_else(|| {
+                            ExecError::output(out.show(&path), "context ids are not strings")
+                        })?;
+                        for id in ids.iter().flatten() {
                             route.add(id, g);
                         }
                     }
@@ -211,6 +244,8 @@ impl Routes {
 /// The spill parts of one input, by group.
 #[derive(Debug, Default)]
 pub struct Spilled {
+    /// The directory they lie under (`<staging>/_route/<input>`).
+    pub base: String,
     /// Per group: its `documents` and `tables` parts (either may be missing: nothing cited).
     pub groups: BTreeMap<u32, Vec<WrittenPart>>,
     /// Bytes of the staged parts read.
@@ -231,70 +266,101 @@ impl Spilled {
             .collect()
     }
 
-    /// Deletes the spill parts of group `g`.
+    /// Deletes the spill parts of group `g` (labelled: its disk goes back as the stage goes).
     pub async fn remove(&mut self, out: &Location, g: u32) -> Result<(), ExecError> {
-        for p in self.groups.remove(&g).unwrap_or_default() {
+        for p in self.groups.get(&g).into_iter().flatten() {
             out.delete(&p.path()).await?;
         }
-        Ok(())
-    }
-
-    /// Deletes every spill part left (a stage that stopped early).
-    pub async fn remove_all(&mut self, out: &Location) -> Result<(), ExecError> {
-        let groups: Vec<u32> = self.groups.keys().copied().collect();
-        for g in groups {
-            self.remove(out, g).await?;
-        }
+        self.groups.remove(&g);
         Ok(())
     }
 }
 
+/// The directory of one input's spill parts under a stage's staging directory.
+pub fn spill_dir(staging: &str, input: &str) -> String {
+    format!("{}/_route/{input}", staging.trim_end_matches('/'))
+}
+
+/// Deletes whatever lies under an input's spill directory: what a finished, failed or
+/// interrupted spill or labelling left there.
+pub async fn remove_spill_dir(out: &Location, dir: &str) -> Result<(), ExecError> {
+    for (rel, _) in out.list(dir).await? {
+        out.delete(&rel).await?;
+    }
+    Ok(())
+}
+
+/// What one open spill part may buffer: its row group in progress (at least 1 MiB) and its
+/// object_store upload buffer (5 MiB, S3's smallest multipart part).
+const SPILL_PART_BYTES: u64 = 6 << 20;
+
+/// How many groups' spill parts are open at once for a budget: their buffers take at most a
+/// quarter of it (at least 8 groups). More groups spill in waves, one pass over the staged
+/// parts each.
+pub fn groups_per_wave(budget: u64) -> u32 {
+    u32::try_from((budget / 4 / SPILL_PART_BYTES).max(8)).unwrap_or(u32::MAX)
+}
+
 /// Copies each row of the staged `documents` and `tables` parts into the spill part of every
-/// group whose questions cite it, under `<dir>/_route/<input>/`.
+/// group whose questions cite it, under [`spill_dir`]: per table, in waves of `wave` groups
+/// (one pass over the table's staged parts each), so at most `wave` spill parts are open.
+#[allow(clippy::too_many_arguments)]
 pub async fn spill(
     out: &Location,
-    dir: &str,
+    staging: &str,
     input: &str,
     documents: &[(String, &WrittenPart)],
     tables: &[(String, &WrittenPart)],
     routes: &Routes,
+    groups: Groups,
+    wave: u32,
 ) -> Result<Spilled, ExecError> {
-    let base = format!("{}/_route/{input}", dir.trim_end_matches('/'));
-    let mut writers = PartWriters::new(out.clone(), &base, input).with_budget(SPILL_BUFFER_BYTES);
-    let mut spilled = Spilled::default();
+    let base = spill_dir(staging, input);
+    let mut spilled = Spilled {
+        base: base.clone(),
+        ..Spilled::default()
+    };
+    let wave = wave.max(1);
     for (table, parts, route) in [
         (TableKind::Documents, documents, &routes.documents),
         (TableKind::Tables, tables, &routes.tables),
     ] {
-        for (_, part) in parts {
-            spilled.bytes_in += part.bytes;
-            let path = part.path();
-            let mut stream = Box::pin(read_part(out, &path).await?);
-            while let Some(batch) = stream.next().await {
-                let batch = batch?;
-                let ids = batch
-                    .column_by_name("id")
-                    .and_then(|c| c.as_string_opt::<i32>())
-                    .ok_or_else(|| {
-                        ExecError::output(out.show(&path), "no `id` column of strings")
-                    })?;
-                let mut rows: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-                for (row, id) in ids.iter().enumerate() {
-                    for g in id.into_iter().flat_map(|id| route.groups(id)) {
-                        rows.entry(g).or_default().push(row as u32);
+        spilled.bytes_in += parts.iter().map(|(_, p)| p.bytes).sum::<u64>();
+        for lo in (0..groups.count).step_by(wave as usize) {
+            let hi = lo.saturating_add(wave);
+            let mut writers =
+                PartWriters::new(out.clone(), &base, input).with_budget(SPILL_BUFFER_BYTES);
+            for (_, part) in parts {
+                let path = part.path();
+                let mut stream = Box::pin(read_part(out, &path).await?);
+                while let Some(batch) = stream.next().await {
+                    let batch = batch?;
+                    let ids = batch
+                        .column_by_name("id")
+                        .and_then(|c| c.as_string_opt::<i32>())
+                        .ok_or_else(|| {
+                            ExecError::output(out.show(&path), "no `id` column of strings")
+                        })?;
+                    let mut rows: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+                    for (row, id) in ids.iter().enumerate() {
+                        for g in id.into_iter().flat_map(|id| route.groups(id)) {
+                            if (lo..hi).contains(&g) {
+                                rows.entry(g).or_default().push(row as u32);
+                            }
+                        }
+                    }
+                    for (g, rows) in rows {
+                        let picked = take_record_batch(&batch, &UInt32Array::from(rows))
+                            .map_err(|e| ExecError::output(out.show(&path), e.to_string()))?;
+                        spilled.rows_out += picked.num_rows() as u64;
+                        writers.write(table, g, &picked).await?;
                     }
                 }
-                for (g, rows) in rows {
-                    let picked = take_record_batch(&batch, &UInt32Array::from(rows))
-                        .map_err(|e| ExecError::output(out.show(&path), e.to_string()))?;
-                    spilled.rows_out += picked.num_rows() as u64;
-                    writers.write(table, g, &picked).await?;
-                }
+            }
+            for p in writers.finish().await? {
+                spilled.groups.entry(p.shard).or_default().push(p);
             }
         }
-    }
-    for p in writers.finish().await? {
-        spilled.groups.entry(p.shard).or_default().push(p);
     }
     Ok(spilled)
 }
@@ -365,9 +431,11 @@ mod tests {
         let routes = Routes::of_questions(&loc, &qs, groups).await.unwrap();
         assert_eq!(routes.documents.len(), 5);
         assert!(routes.tables.is_empty());
-        let mut s = spill(&loc, "staging", "hp", &ds, &[], &routes)
+        // Waves of one group: a pass over the staged part per group.
+        let mut s = spill(&loc, "staging", "hp", &ds, &[], &routes, groups, 1)
             .await
             .unwrap();
+        assert_eq!(s.base, "staging/_route/hp");
         assert_eq!(s.bytes_in, dp.bytes);
         assert_eq!(s.rows_out, 5);
         let g0 = s.parts(0, TableKind::Documents);
@@ -382,25 +450,29 @@ mod tests {
         s.remove(&loc, 0).await.unwrap();
         assert!(!loc.exists(&p0).await.unwrap());
         assert!(loc.exists(&p1).await.unwrap());
-        s.remove_all(&loc).await.unwrap();
+        remove_spill_dir(&loc, &s.base).await.unwrap();
         assert!(!loc.exists(&p1).await.unwrap());
-        assert!(s.groups.is_empty());
+        assert!(loc.list("staging/_route").await.unwrap().is_empty());
+        assert_eq!(groups_per_wave(1), 8);
+        assert_eq!(groups_per_wave(1 << 30), 42);
     }
 
     #[test]
     fn groups_cut_questions_into_even_runs_under_the_budget() {
         // Fits: one group.
         assert_eq!(Groups::plan(100, 100, 10), Groups { size: 10, count: 1 });
-        // Three budgets' worth over ten questions: groups of four, the last of two.
+        // Three budgets' worth over ten questions: groups of three (a group of four would
+        // hold 1.2 budgets), the last of one.
         let g = Groups::plan(250, 100, 10);
-        assert_eq!(g, Groups { size: 4, count: 3 });
+        assert_eq!(g, Groups { size: 3, count: 4 });
         let of: Vec<u32> = (0..10).map(|p| g.of(p)).collect();
-        assert_eq!(of, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]);
+        assert_eq!(of, [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+        assert_eq!(Groups::plan(200, 100, 10), Groups { size: 5, count: 2 });
         // Never more groups than questions, never an empty group.
         assert_eq!(Groups::plan(1 << 40, 1, 3), Groups { size: 1, count: 3 });
         assert_eq!(Groups::plan(10, 1, 0), Groups { size: 1, count: 1 });
         // Questions past the plan join the last group.
-        assert_eq!(g.of(99), 2);
+        assert_eq!(g.of(99), 3);
     }
 
     #[test]

@@ -6,10 +6,11 @@
 //! 1. the input's staged `documents` and `tables` parts (all shards of all its files) are read
 //!    into id → record maps: the question contexts (`parallelism` parts read and decoded at
 //!    once, inserted in part order), when the first question needs them. **Memory bound:
-//!    `context_memory_bytes` (default 1 GiB) of contexts**: an input whose contexts are
-//!    estimated above it is labelled in groups of consecutive questions, each group's maps
-//!    holding only what its questions cite, routed to it through spill parts
-//!    ([`crate::label_route`]); the groups and inputs are labelled one after the other and
+//!    about `context_memory_bytes` (default 1 GiB) of contexts**, against an estimate: an
+//!    input whose contexts are estimated above it is labelled in groups of consecutive
+//!    questions, each group's maps holding only what its questions cite, routed to it through
+//!    spill parts ([`crate::label_route`], which also holds a hash of every cited id and the
+//!    spill parts' write buffers); the groups and inputs are labelled one after the other and
 //!    each one's maps are dropped, once all its chunks are consumed, before the next is read;
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
 //!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**), and every question
@@ -88,7 +89,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::Semaphore;
 use tokio_util::task::AbortOnDropHandle;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::ExecError;
 use crate::label_route::{self, Groups, Routes};
@@ -543,42 +544,59 @@ async fn label_input(
     outputs
         .summary
         .add("context_groups", u64::from(groups.count));
-    let mut spilled = if groups.count > 1 {
-        let cpu = process_time();
-        let routes = Routes::of_questions(out, &questions, groups).await?;
-        let s = label_route::spill(out, staging, input, &docs, &tables, &routes).await?;
-        env.clock
-            .add(Phase::Read, process_time().saturating_sub(cpu));
-        outputs.summary.bytes_in += s.bytes_in;
-        outputs.summary.add("context_rows_spilled", s.rows_out);
-        info!(
-            input,
-            estimate_bytes = estimate,
-            budget_bytes = env.context_memory,
-            groups = groups.count,
-            questions_per_group = groups.size,
-            cited_documents = routes.documents.len(),
-            cited_tables = routes.tables.len(),
-            rows_spilled = s.rows_out,
-            seconds = started.elapsed().as_secs_f64(),
-            "contexts routed to groups of questions"
-        );
-        Some(s)
-    } else {
-        None
-    };
-    let result = label_groups(
-        env,
-        out,
-        (&docs, &tables, &questions),
-        groups,
-        spilled.as_mut(),
-        parallelism,
-        outputs,
-    )
+    let n_questions = rows_of(&questions) as u64;
+    let routed = estimate > env.context_memory && n_questions > 0;
+    let dir = label_route::spill_dir(staging, input);
+    let result = async {
+        let mut spilled = if routed {
+            let cpu = process_time();
+            let routes = Routes::of_questions(out, &questions, groups).await?;
+            let wave = label_route::groups_per_wave(env.context_memory);
+            let s = label_route::spill(out, staging, input, &docs, &tables, &routes, groups, wave)
+                .await?;
+            env.clock
+                .add(Phase::Read, process_time().saturating_sub(cpu));
+            outputs.summary.bytes_in += s.bytes_in;
+            outputs.summary.add("context_rows_spilled", s.rows_out);
+            info!(
+                input,
+                estimate_bytes = estimate,
+                budget_bytes = env.context_memory,
+                groups = groups.count,
+                questions_per_group = groups.size,
+                groups_per_wave = wave,
+                cited_documents = routes.documents.len(),
+                cited_tables = routes.tables.len(),
+                rows_spilled = s.rows_out,
+                seconds = started.elapsed().as_secs_f64(),
+                "contexts routed to groups of questions"
+            );
+            Some(s)
+        } else {
+            None
+        };
+        label_groups(
+            env,
+            out,
+            (&docs, &tables, &questions),
+            groups,
+            spilled.as_mut(),
+            parallelism,
+            outputs,
+        )
+        .await
+    }
     .await;
-    if let Some(s) = spilled.as_mut() {
-        s.remove_all(out).await?;
+    if routed {
+        // Whatever the labelling's outcome: the spill parts left (all of them when it failed).
+        let removed = label_route::remove_spill_dir(out, &dir).await;
+        match (&result, removed) {
+            (Ok(()), Err(e)) => return Err(e),
+            (Err(_), Err(e)) => {
+                warn!(input, error = %e, "spill parts not removed (the staging directory goes with the run)")
+            }
+            (_, Ok(())) => {}
+        }
     }
     result?;
     let n = outputs.summary.records_in - before;
