@@ -538,10 +538,11 @@ pub struct LabelOptions {
     pub max_hops: u32,
     /// About how many bytes of one input's contexts (its documents and tables, decoded) the
     /// stage may hold at once (default 1 GiB). An input whose contexts are estimated above it
-    /// (from the first batch of each of its parts) is labelled in groups of consecutive questions,
-    /// each group holding only the contexts its questions cite, routed to it through spill
-    /// parts in the stage's staging directory: one extra write and read of the contexts, and
-    /// the same outputs byte for byte, so it is not part of the pipeline's hash.
+    /// (from the first batch of each of its parts) is labelled in groups of consecutive
+    /// questions, each group holding only the contexts its questions cite, routed to it
+    /// through spill parts in the stage's staging directory (one more pass over the contexts
+    /// per wave of groups, a write and a read of what is cited). The outputs are the same
+    /// bytes under any budget, so it is not part of the pipeline's hash.
     #[serde(
         default = "default_context_memory",
         skip_serializing_if = "is_default_context_memory"

@@ -207,31 +207,33 @@ impl Routes {
             let mut stream = Box::pin(read_part_columns(out, &path, &columns).await?);
             while let Some(batch) = stream.next().await {
                 let batch = batch?;
-                let list = |name: &str| {
-                    batch
+                // Each column as its list offsets and its id strings, decoded once a batch.
+                let column = |name: &str| {
+                    let list = batch
                         .column_by_name(name)
-                        .and_then(|c| c.as_list_opt::<i32>())
+                        .and_then(|c| c.as_list_opt::<i32>());
+                    list.and_then(|l| Some((l, l.values().as_string_opt::<i32>()?)))
                         .ok_or_else(|| {
-                            ExecError::output(out.show(&path), format!("`{name}` is not a list"))
+                            let why = format!("`{name}` is not a list of strings");
+                            ExecError::output(out.show(&path), why)
                         })
                 };
-                let lists = [list(columns[0])?, list(columns[1])?];
+                let columns = [column(columns[0])?, column(columns[1])?];
                 for row in 0..batch.num_rows() {
                     let g = groups.of(position);
                     position += 1;
-                    for (list, route) in lists
+                    for ((list, ids), route) in columns
                         .iter()
                         .zip([&mut routes.documents, &mut routes.tables])
                     {
                         if list.is_null(row) {
                             continue;
                         }
-                        let ids = list.value(row);
-                        let ids = ids.as_string_opt::<i32>().ok_or_else(|| {
-                            ExecError::output(out.show(&path), "context ids are not strings")
-                        })?;
-                        for id in ids.iter().flatten() {
-                            route.add(id, g);
+                        let o = list.value_offsets();
+                        for i in o[row] as usize..o[row + 1] as usize {
+                            if ids.is_valid(i) {
+                                route.add(ids.value(i), g);
+                            }
                         }
                     }
                 }

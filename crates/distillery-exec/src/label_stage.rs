@@ -540,11 +540,11 @@ async fn label_input(
     let tables = parts_of(parts, TableKind::Tables, input);
     let questions = parts_of(parts, TableKind::Questions, input);
     let estimate = label_route::estimate(out, &docs, &tables).await?;
-    let groups = Groups::plan(estimate, env.context_memory, rows_of(&questions) as u64);
+    let n_questions = rows_of(&questions) as u64;
+    let groups = Groups::plan(estimate, env.context_memory, n_questions);
     outputs
         .summary
         .add("context_groups", u64::from(groups.count));
-    let n_questions = rows_of(&questions) as u64;
     let routed = estimate > env.context_memory && n_questions > 0;
     let dir = label_route::spill_dir(staging, input);
     let result = async {
