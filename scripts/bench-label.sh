@@ -6,7 +6,8 @@
 # on a machine with more cores, the same two runs on all of them (run.parallelism = nproc),
 # with the label stage's speedup over one core, and each run's label stage phases (the
 # summary's `phase_us.*` CPU times) as questions per CPU second against ingest's (from the
-# CPU time of its process). No thresholds.
+# CPU time of its process), and the same in bytes: what ingest reads against what the label
+# stage writes, each per CPU second. No thresholds.
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
@@ -106,6 +107,18 @@ for name in ["read", "hseq", "label", "samples", "write"]:
     if busy > 0:
         print(f"  phase {name:8s} {busy:7.2f} CPU s = {q / busy:9,.0f} questions per CPU second "
               f"({ingest_cpu / busy:.2f}x ingest's rate)")
+# The same work counted in bytes: what ingest reads (the raw inputs) against what the label
+# stage writes (labels, sft Parquet, JSONL), each per CPU second of its own.
+stage_cpu = sum(c.get(f"phase_us.{n}", 0) for n in ["read", "hseq", "label", "samples", "write"]) / 1e6
+before_samples = sum(c.get(f"phase_us.{n}", 0) for n in ["read", "hseq", "label"]) / 1e6
+read_in = sum(st["bytes_in"] for st in json.load(open(summary))["stages"] if st["stage"].startswith("ingest/"))
+if stage_cpu > 0 and read_in > 0:
+    mb = 1e6
+    print(f"bytes: ingest reads {read_in / mb:,.0f} MB = {read_in / mb / ingest_cpu:.1f} MB per CPU second; "
+          f"the label stage writes {label['bytes_out'] / mb:,.0f} MB ({label['bytes_out'] / read_in:.2f}x what ingest reads) "
+          f"= {label['bytes_out'] / mb / stage_cpu:.1f} MB per CPU second")
+    print(f"before any sample is rendered or written (read + hseq + label): {before_samples:.2f} CPU s "
+          f"= {before_samples / ingest_cpu:.2f}x ingest's CPU")
 if len(sys.argv) > 9:
     one_core = label_stage(sys.argv[9])["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")
