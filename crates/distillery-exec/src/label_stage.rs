@@ -59,14 +59,16 @@
 //! each [`Phase`] (`read`, `hseq`, `label`, `samples`, `write`), so a run says which phase its
 //! time went to. They add up to the CPU time the process used while the stage ran: reading the
 //! contexts and `write` (the rest) are measured on the process's clock, so on a worker that
-//! runs other tasks at the same time they include those tasks' CPU.
+//! runs other tasks at the same time they include those tasks' CPU. The per-question phases
+//! are the labelling thread's CPU time over each chunk (its clock read twice a chunk), split
+//! by the phases' monotonic-clock shares ([`cpu_share`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use distillery_core::cpu::{Lap, process_time};
+use distillery_core::cpu::{Lap, WallLap, process_time};
 use distillery_core::id::shard_of;
 use distillery_core::schema::{from_batch, sft_batch, to_batch};
 use distillery_core::spec::{
@@ -736,9 +738,12 @@ struct ChunkResult {
 fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResult {
     let mut r = ChunkResult::default();
     let mut lines = JsonlLines::default();
+    // The thread's CPU clock is read twice a chunk (a system call each); the phases inside
+    // are timed with monotonic-clock laps and get the chunk's CPU time by their shares.
+    let (mut cpu, wall) = (Lap::start(), Instant::now());
     let (mut read, mut phases) = (Duration::ZERO, Phases::default());
     for q in &questions {
-        let mut lap = Lap::start();
+        let mut lap = WallLap::start();
         r.questions += 1;
         let mut missing = false;
         let documents: Vec<&Document> = q
@@ -793,9 +798,21 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             });
         }
     }
-    env.clock.add(Phase::Read, read);
-    env.clock.add_question(&phases);
+    let share = cpu_share(cpu.lap(), wall.elapsed());
+    env.clock.add(Phase::Read, read.mul_f64(share));
+    env.clock.add_question(&phases.scaled(share));
     r
+}
+
+/// CPU time per unit of wall time of a thread over an interval (at most 1: a thread runs on
+/// one core at a time; 1 when no time passed), by which its monotonic-clock laps become CPU
+/// time. A thread that lost its core part of the time gets that part taken off its phases in
+/// proportion to their lengths.
+fn cpu_share(cpu: Duration, wall: Duration) -> f64 {
+    if wall.is_zero() {
+        return 1.0;
+    }
+    (cpu.as_secs_f64() / wall.as_secs_f64()).min(1.0)
 }
 
 /// `train` or `validation`, by a hash of the sample id: the same sample always lands in the
@@ -1610,6 +1627,24 @@ mod tests {
         clock.report_of(Duration::from_micros(150), &mut s);
         assert_eq!(s.counters["phase_us.write"], 0);
         assert_eq!(s.counters["phase_us.samples"], 40);
+    }
+
+    /// A chunk's laps keep their shares and get the thread's CPU time; never more than they
+    /// took.
+    #[test]
+    fn laps_get_the_chunk_cpu_by_their_shares() {
+        let ms = Duration::from_millis;
+        let share = cpu_share(ms(30), ms(40));
+        assert!((share - 0.75).abs() < 1e-12);
+        let p = Phases {
+            hseq: ms(8),
+            label: ms(20),
+            samples: ms(12),
+        }
+        .scaled(share);
+        assert_eq!((p.hseq, p.label, p.samples), (ms(6), ms(15), ms(9)));
+        assert_eq!(cpu_share(ms(41), ms(40)), 1.0);
+        assert_eq!(cpu_share(ms(1), Duration::ZERO), 1.0);
     }
 
     #[test]

@@ -61,13 +61,14 @@ pub struct LabelOutput {
     pub labels: Vec<LabelRecord>,
     /// Iteration-agent samples (of `sft_method`) and HANRAG samples.
     pub samples: Vec<SftSample>,
-    /// The labelling thread's CPU time in each phase of labelling this question.
+    /// The time each phase of labelling this question took.
     pub phases: Phases,
 }
 
-/// CPU time one or more questions spent in each phase of [`Labeller::label_question`], so that
-/// a stage can say where its time goes (the labelling thread's CPU time,
-/// [`distillery_core::cpu::thread_time`], read a few times per question).
+/// Time one or more questions spent in each phase of [`Labeller::label_question`], so that a
+/// stage can say where its time goes: monotonic-clock laps
+/// ([`distillery_core::cpu::WallLap`], no system call), which a caller turns into CPU time by
+/// splitting a longer reading of the thread's CPU clock by their shares ([`Phases::scaled`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
     /// Building S_h, the candidate stream and the methods' shared per-segment work (HSEQ).
@@ -76,6 +77,17 @@ pub struct Phases {
     pub label: std::time::Duration,
     /// Rendering the SFT samples: iteration-agent prompts and targets, HANRAG samples.
     pub samples: std::time::Duration,
+}
+
+impl Phases {
+    /// Every phase times `factor`.
+    pub fn scaled(&self, factor: f64) -> Phases {
+        Phases {
+            hseq: self.hseq.mul_f64(factor),
+            label: self.label.mul_f64(factor),
+            samples: self.samples.mul_f64(factor),
+        }
+    }
 }
 
 impl std::ops::AddAssign for Phases {

@@ -15,8 +15,8 @@
 //!    assistant turn the exact target JSON of [`target_json`];
 //! 4. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
 //!
-//! The CPU time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
-//! returned with its output ([`crate::Phases`]).
+//! The time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
+//! returned with its output ([`crate::Phases`], monotonic-clock laps).
 //!
 //! Sample fields: `weight` the step's weight; `split` empty (the executor assigns train /
 //! validation by id hash); `question_id` the question's record id; `segment_ids` the
@@ -28,7 +28,7 @@
 //! [`crate::prompt::TokenCounter`]; `id` = `stable_id([task, question id, method, step,
 //! messages])`.
 
-use distillery_core::cpu::Lap;
+use distillery_core::cpu::WallLap;
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
@@ -127,7 +127,7 @@ pub fn label_question(
     methods: &[Box<dyn Method + Send + Sync>],
     ctx: &QuestionContext<'_>,
 ) -> LabelOutput {
-    let mut lap = Lap::start();
+    let mut lap = WallLap::start();
     let q = ctx.question;
     let preset = Preset::from_options(&l.options);
     let params = TrajectoryParams::from_options(&l.options);
