@@ -87,7 +87,8 @@ def label_stage(path):
     return next(st for st in json.load(open(path))["stages"] if st["stage"] == "label")
 summary = sys.argv[1]
 ingest, ingest_rss, ingest_cpu, total, total_rss, _, cores = map(float, sys.argv[2:9])
-label = label_stage(summary)
+stages = json.load(open(summary))["stages"]
+label = next(st for st in stages if st["stage"] == "label")
 c = label["counters"]
 q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
@@ -107,18 +108,21 @@ for name in ["read", "hseq", "label", "samples", "write"]:
     if busy > 0:
         print(f"  phase {name:8s} {busy:7.2f} CPU s = {q / busy:9,.0f} questions per CPU second "
               f"({ingest_cpu / busy:.2f}x ingest's rate)")
-# The same work counted in bytes: what ingest reads (the raw inputs) against what the label
-# stage writes (labels, sft Parquet, JSONL), each per CPU second of its own.
-stage_cpu = sum(c.get(f"phase_us.{n}", 0) for n in ["read", "hseq", "label", "samples", "write"]) / 1e6
+# The CPU the stage spends before it renders or writes anything, against ingest's.
 before_samples = sum(c.get(f"phase_us.{n}", 0) for n in ["read", "hseq", "label"]) / 1e6
-read_in = sum(st["bytes_in"] for st in json.load(open(summary))["stages"] if st["stage"].startswith("ingest/"))
+print(f"before any sample is rendered or written (read + hseq + label): {before_samples:.2f} CPU s "
+      f"= {before_samples / ingest_cpu:.2f}x ingest's CPU")
+# The same work counted in bytes, each per CPU second of its own: what ingest reads (the raw
+# inputs; the ingest stages of this run read the same files as the ingest-only run) against
+# what the label stage writes (labels and sft Parquet, the JSONL files, dataset_info.json and
+# label_report.json).
+stage_cpu = sum(c.get(f"phase_us.{n}", 0) for n in ["read", "hseq", "label", "samples", "write"]) / 1e6
+read_in = sum(st["bytes_in"] for st in stages if st["stage"].startswith("ingest/"))
 if stage_cpu > 0 and read_in > 0:
     mb = 1e6
     print(f"bytes: ingest reads {read_in / mb:,.0f} MB = {read_in / mb / ingest_cpu:.1f} MB per CPU second; "
           f"the label stage writes {label['bytes_out'] / mb:,.0f} MB ({label['bytes_out'] / read_in:.2f}x what ingest reads) "
           f"= {label['bytes_out'] / mb / stage_cpu:.1f} MB per CPU second")
-    print(f"before any sample is rendered or written (read + hseq + label): {before_samples:.2f} CPU s "
-          f"= {before_samples / ingest_cpu:.2f}x ingest's CPU")
 if len(sys.argv) > 9:
     one_core = label_stage(sys.argv[9])["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")

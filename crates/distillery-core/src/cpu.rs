@@ -1,5 +1,6 @@
 //! CPU time of the calling thread and of the whole process (`clock_gettime` with
-//! `CLOCK_THREAD_CPUTIME_ID` / `CLOCK_PROCESS_CPUTIME_ID`).
+//! `CLOCK_THREAD_CPUTIME_ID` / `CLOCK_PROCESS_CPUTIME_ID`), and laps of the monotonic clock
+//! ([`WallLap`]) for steps too short to read a CPU clock around.
 //!
 //! Stages use them to say where their time goes: unlike wall time, a thread's CPU time does
 //! not grow while another thread has its core, so phases measured on different threads of a
@@ -45,8 +46,8 @@ impl Lap {
     }
 }
 
-/// Laps of the monotonic clock ([`std::time::Instant`]: no system call, unlike the CPU
-/// clocks): for phases too short and too many to read the thread's CPU clock around each one.
+/// Laps of the monotonic clock ([`std::time::Instant`]: usually no system call, unlike the
+/// CPU clocks): for phases too short and too many to read the thread's CPU clock around each one.
 /// A caller that wants CPU time splits a longer [`Lap`] of the thread by the shares of these.
 #[derive(Debug, Clone, Copy)]
 pub struct WallLap {

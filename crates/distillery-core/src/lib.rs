@@ -11,8 +11,8 @@
 //!   overrides);
 //! - [`summary`]: `_summary.json` and `_manifest.json`;
 //! - [`error`]: the retryable/fatal error kinds every library error reports;
-//! - [`cpu`]: CPU time of the calling thread and of the process, for stages that report
-//!   where their time goes.
+//! - [`cpu`]: CPU time of the calling thread and of the process, and monotonic-clock laps, for
+//!   stages that report where their time goes.
 //!
 //! No async runtime and no IO here, so every crate can depend on it cheaply.
 //!

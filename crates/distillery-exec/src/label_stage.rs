@@ -60,8 +60,9 @@
 //! time went to. They add up to the CPU time the process used while the stage ran: reading the
 //! contexts and `write` (the rest) are measured on the process's clock, so on a worker that
 //! runs other tasks at the same time they include those tasks' CPU. The per-question phases
-//! are the labelling thread's CPU time over each chunk (its clock read twice a chunk), split
-//! by the phases' monotonic-clock shares ([`cpu_share`]).
+//! are monotonic-clock laps (`read` in `label_chunk`, the others in `label_question`), each
+//! multiplied by the chunk's CPU-to-wall ratio on its labelling thread (whose CPU clock is
+//! read twice a chunk); what the laps leave of that thread's CPU goes to `write`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -739,7 +740,7 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
     let mut r = ChunkResult::default();
     let mut lines = JsonlLines::default();
     // The thread's CPU clock is read twice a chunk (a system call each); the phases inside
-    // are timed with monotonic-clock laps and get the chunk's CPU time by their shares.
+    // are timed with monotonic-clock laps, turned into CPU time by the chunk's ratio.
     let (mut cpu, wall) = (Lap::start(), Instant::now());
     let (mut read, mut phases) = (Duration::ZERO, Phases::default());
     for q in &questions {
@@ -798,21 +799,24 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             });
         }
     }
-    let share = cpu_share(cpu.lap(), wall.elapsed());
-    env.clock.add(Phase::Read, read.mul_f64(share));
-    env.clock.add_question(&phases.scaled(share));
+    let (read, phases) = to_cpu(cpu.lap(), wall.elapsed(), read, phases);
+    env.clock.add(Phase::Read, read);
+    env.clock.add_question(&phases);
     r
 }
 
-/// CPU time per unit of wall time of a thread over an interval (at most 1: a thread runs on
-/// one core at a time; 1 when no time passed), by which its monotonic-clock laps become CPU
-/// time. A thread that lost its core part of the time gets that part taken off its phases in
-/// proportion to their lengths.
-fn cpu_share(cpu: Duration, wall: Duration) -> f64 {
-    if wall.is_zero() {
-        return 1.0;
-    }
-    (cpu.as_secs_f64() / wall.as_secs_f64()).min(1.0)
+/// The CPU time of monotonic-clock laps taken on one thread over an interval of `wall` in which
+/// the thread used `cpu`: each lap times the CPU-to-wall ratio (at most 1, as a thread runs on
+/// one core at a time; 1 when no time passed), so a thread that lost its core part of the
+/// time has that part taken off its laps in proportion to their lengths. The laps stay within
+/// `cpu`; what they leave of it (the thread's untimed work) is counted with `write`.
+fn to_cpu(cpu: Duration, wall: Duration, read: Duration, phases: Phases) -> (Duration, Phases) {
+    let ratio = if wall.is_zero() {
+        1.0
+    } else {
+        (cpu.as_secs_f64() / wall.as_secs_f64()).min(1.0)
+    };
+    (read.mul_f64(ratio), phases.scaled(ratio))
 }
 
 /// `train` or `validation`, by a hash of the sample id: the same sample always lands in the
@@ -1629,22 +1633,29 @@ mod tests {
         assert_eq!(s.counters["phase_us.samples"], 40);
     }
 
-    /// A chunk's laps keep their shares and get the thread's CPU time; never more than they
-    /// took.
+    /// A chunk's laps keep their proportions, get the thread's CPU time when it lost its core
+    /// part of the time, and never add up to more than the CPU time of the chunk.
     #[test]
-    fn laps_get_the_chunk_cpu_by_their_shares() {
+    fn laps_become_cpu_time_in_proportion() {
         let ms = Duration::from_millis;
-        let share = cpu_share(ms(30), ms(40));
-        assert!((share - 0.75).abs() < 1e-12);
-        let p = Phases {
+        let laps = Phases {
             hseq: ms(8),
             label: ms(20),
-            samples: ms(12),
-        }
-        .scaled(share);
-        assert_eq!((p.hseq, p.label, p.samples), (ms(6), ms(15), ms(9)));
-        assert_eq!(cpu_share(ms(41), ms(40)), 1.0);
-        assert_eq!(cpu_share(ms(1), Duration::ZERO), 1.0);
+            samples: ms(8),
+        };
+        let sum = |(read, p): (Duration, Phases)| read + p.hseq + p.label + p.samples;
+        // 30 ms of CPU in 40 ms: every lap times 0.75.
+        let (read, p) = to_cpu(ms(30), ms(40), ms(4), laps);
+        assert_eq!(
+            (read, p.hseq, p.label, p.samples),
+            (ms(3), ms(6), ms(15), ms(6))
+        );
+        assert_eq!(sum((read, p)), ms(30));
+        // Laps that leave part of the interval untimed leave it to `write`.
+        assert_eq!(sum(to_cpu(ms(60), ms(80), ms(4), laps)), ms(30));
+        // A CPU reading ahead of the wall clock never makes the laps longer.
+        assert_eq!(sum(to_cpu(ms(41), ms(40), ms(4), laps)), ms(40));
+        assert_eq!(sum(to_cpu(ms(1), Duration::ZERO, ms(4), laps)), ms(40));
     }
 
     #[test]

@@ -67,8 +67,8 @@ pub struct LabelOutput {
 
 /// Time one or more questions spent in each phase of [`Labeller::label_question`], so that a
 /// stage can say where its time goes: monotonic-clock laps
-/// ([`distillery_core::cpu::WallLap`], no system call), which a caller turns into CPU time by
-/// splitting a longer reading of the thread's CPU clock by their shares ([`Phases::scaled`]).
+/// ([`distillery_core::cpu::WallLap`], usually no system call), which a caller turns into CPU
+/// time by the thread's CPU-to-wall ratio over a longer interval ([`Phases::scaled`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Phases {
     /// Building S_h, the candidate stream and the methods' shared per-segment work (HSEQ).
