@@ -83,12 +83,13 @@ runs() { # PIN SUFFIX WHAT
 report() { # SUMMARY INGEST_SECS INGEST_RSS INGEST_CPU TOTAL_SECS TOTAL_RSS TOTAL_CPU CORES [ONE_CORE_SUMMARY]
 python3 - "$@" <<'PY'
 import json, sys
-def label_stage(path):
-    return next(st for st in json.load(open(path))["stages"] if st["stage"] == "label")
-summary = sys.argv[1]
+def stages_of(path):
+    return json.load(open(path))["stages"]
+def label_stage(stages):
+    return next(st for st in stages if st["stage"] == "label")
 ingest, ingest_rss, ingest_cpu, total, total_rss, _, cores = map(float, sys.argv[2:9])
-stages = json.load(open(summary))["stages"]
-label = next(st for st in stages if st["stage"] == "label")
+stages = stages_of(sys.argv[1])
+label = label_stage(stages)
 c = label["counters"]
 q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
@@ -124,7 +125,7 @@ if stage_cpu > 0 and read_in > 0:
           f"the label stage writes {label['bytes_out'] / mb:,.0f} MB ({label['bytes_out'] / read_in:.2f}x what ingest reads) "
           f"= {label['bytes_out'] / mb / stage_cpu:.1f} MB per CPU second")
 if len(sys.argv) > 9:
-    one_core = label_stage(sys.argv[9])["seconds"]
+    one_core = label_stage(stages_of(sys.argv[9]))["seconds"]
     print(f"label stage speedup on {cores:.0f} cores: {one_core / label['seconds']:.2f}x one core")
 PY
 }

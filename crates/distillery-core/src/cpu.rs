@@ -47,8 +47,9 @@ impl Lap {
 }
 
 /// Laps of the monotonic clock ([`std::time::Instant`]: usually no system call, unlike the
-/// CPU clocks): for phases too short and too many to read the thread's CPU clock around each one.
-/// A caller that wants CPU time splits a longer [`Lap`] of the thread by the shares of these.
+/// CPU clocks): for phases too short and too many to read the thread's CPU clock around each
+/// one. A caller that wants CPU time multiplies them by the thread's CPU-to-wall ratio over a
+/// longer interval ([`Lap`] against the wall clock).
 #[derive(Debug, Clone, Copy)]
 pub struct WallLap {
     last: std::time::Instant,

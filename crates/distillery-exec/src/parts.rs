@@ -83,9 +83,9 @@ const LONG_TEXT: &[(TableKind, &[&str])] =
 const LONG_TEXT_PAGE_BYTES: usize = 8 << 20;
 
 /// Columns with one distinct value a row: every table's `id` (its key: a stable id of 32 hex
-/// digits, or an entity's id in its KB) and a question's own id in its dataset. No dictionary for them: the encoder would intern every
-/// value, then write nearly all of them again as the dictionary page, and plain pages under
-/// zstd come out smaller. On the 10,000-question label benchmark the `documents`,
+/// digits, or an entity's id in its KB) and a question's own id in its dataset. No dictionary
+/// for them: the encoder would intern every value, then write nearly all of them again as the
+/// dictionary page, and plain pages under zstd come out smaller. On the 10,000-question label benchmark the `documents`,
 /// `questions`, `labels` and `sft` parts shrank by 3.3%, 0.7%, 0.8% and 0.2%, with the same
 /// rows. Columns whose values repeat within a row group (a question's context ids, which
 /// TAT-QA and HybridQA share between the questions of one table; a trajectory's segment ids,
