@@ -7,7 +7,8 @@
 //! | file | placeholders (required ones in bold) |
 //! |---|---|
 //! | `iteration_system.txt` | `{top_k}` |
-//! | `iteration_user.txt` | `{instruction}` (the rendered system text), **`{question}`**, `{guidance}`, `{selected}`, **`{candidates}`**, `{top_k}` |
+//! | `iteration_instruction.txt` | `{top_k}` |
+//! | `iteration_user.txt` | `{instruction}` (the rendered instruction), **`{question}`**, `{guidance}`, `{selected}`, **`{candidates}`**, `{top_k}` |
 //! | `hanrag_router_system.txt` | — |
 //! | `hanrag_router_user.txt` | **`{question}`** |
 //! | `hanrag_refiner_system.txt` | — |
@@ -21,9 +22,18 @@
 //! system message (useful to reproduce a paper's single-prompt wording in the user turn). A
 //! user template missing a required placeholder is an error.
 //!
+//! **The iteration instruction** is written once per sample: in the user turn's
+//! `### Instruction` section (the HSEQ prompt layout), from `iteration_instruction.txt`. The
+//! built-in system message only names the role and points at that section, so the prompt
+//! does not carry the instruction twice (the instruction is about 190 tokens by the
+//! character estimate, a twelfth of a typical iteration prompt). A directory that replaces
+//! `iteration_system.txt` but has no `iteration_instruction.txt` keeps the meaning
+//! templates had before version 2: `{instruction}` is then the rendered system text.
+//!
 //! Each task's templates have an id and a version, recorded in every sample:
 //! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
-//! 12 hex digits of SHA-1 over the system and user text when either file was replaced. Tasks
+//! 12 hex digits of SHA-1 over the system and user text (and the instruction, where it is not
+//! the system text) when any of the task's files was replaced. Tasks
 //! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`.
 //!
 //! **Token counting.** [`TokenCounter`] counts with a Hugging Face `tokenizer.json`
@@ -51,8 +61,9 @@ use distillery_hseq::truncate_snippet;
 
 use crate::LabelError;
 
-/// Version of the built-in templates; bump when their wording changes.
-pub const BUILTIN_VERSION: &str = "1";
+/// Version of the built-in templates; bump when their wording changes. Version 2: the
+/// iteration instruction moved out of the system message (see the module docs).
+pub const BUILTIN_VERSION: &str = "2";
 
 /// Snippet floor of fitting phase (1).
 const FIRST_SHRINK_FLOOR: u32 = 32;
@@ -68,6 +79,8 @@ pub struct Template {
     pub id: String,
     pub version: String,
     pub system: String,
+    /// What `{instruction}` renders from (empty for tasks without one).
+    pub instruction: String,
     pub user: String,
 }
 
@@ -84,6 +97,8 @@ struct Spec {
     task: &'static str,
     stem: &'static str,
     system: &'static str,
+    /// The built-in `{instruction}` template, for tasks that have one.
+    instruction: Option<&'static str>,
     user: &'static str,
     required: &'static [&'static str],
 }
@@ -93,6 +108,7 @@ const SPECS: [Spec; 4] = [
         task: "hseq_iteration",
         stem: "iteration",
         system: include_str!("../templates/iteration_system.txt"),
+        instruction: Some(include_str!("../templates/iteration_instruction.txt")),
         user: include_str!("../templates/iteration_user.txt"),
         required: &["question", "candidates"],
     },
@@ -100,6 +116,7 @@ const SPECS: [Spec; 4] = [
         task: "hanrag_router",
         stem: "hanrag_router",
         system: include_str!("../templates/hanrag_router_system.txt"),
+        instruction: None,
         user: include_str!("../templates/hanrag_router_user.txt"),
         required: &["question"],
     },
@@ -107,6 +124,7 @@ const SPECS: [Spec; 4] = [
         task: "hanrag_refiner",
         stem: "hanrag_refiner",
         system: include_str!("../templates/hanrag_refiner_system.txt"),
+        instruction: None,
         user: include_str!("../templates/hanrag_refiner_user.txt"),
         required: &["question", "thought"],
     },
@@ -114,6 +132,7 @@ const SPECS: [Spec; 4] = [
         task: "hanrag_ending",
         stem: "hanrag_ending",
         system: include_str!("../templates/hanrag_ending_system.txt"),
+        instruction: None,
         user: include_str!("../templates/hanrag_ending_user.txt"),
         required: &["question", "thought"],
     },
@@ -174,6 +193,7 @@ impl Prompts {
     ) -> RenderedIteration {
         let top_k = input.top_k.to_string();
         let system = fill(&self.iteration.system, &[("top_k", &top_k)]);
+        let instruction = fill(&self.iteration.instruction, &[("top_k", &top_k)]);
         let system_tokens = counter.count(&system);
         let mut shown: Vec<usize> = (0..input.window.len()).collect();
         let mut snippet = snippet_chars.max(1);
@@ -181,7 +201,7 @@ impl Prompts {
             fill(
                 &self.iteration.user,
                 &[
-                    ("instruction", &system),
+                    ("instruction", &instruction),
                     ("question", input.question),
                     ("guidance", input.guidance),
                     ("selected", selected),
@@ -287,24 +307,33 @@ impl Prompts {
 }
 
 fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
-    let mut custom = false;
-    let mut read = |suffix: &str, builtin: &str| -> Result<String, LabelError> {
+    // Each file: its text and whether `dir` replaced it.
+    let read = |suffix: &str, builtin: &str| -> Result<(String, bool), LabelError> {
         if let Some(d) = dir {
             let p = Path::new(d).join(format!("{}_{suffix}.txt", spec.stem));
             if p.exists() {
-                custom = true;
                 return std::fs::read_to_string(&p)
-                    .map(|s| s.trim_end().to_string())
+                    .map(|s| (s.trim_end().to_string(), true))
                     .map_err(|e| LabelError::Template {
                         path: p.display().to_string(),
                         message: e.to_string(),
                     });
             }
         }
-        Ok(builtin.trim_end().to_string())
+        Ok((builtin.trim_end().to_string(), false))
     };
-    let system = read("system", spec.system)?;
-    let user = read("user", spec.user)?;
+    let (system, custom_system) = read("system", spec.system)?;
+    let (user, custom_user) = read("user", spec.user)?;
+    let (instruction, custom_instruction) = match spec.instruction {
+        Some(builtin) => match read("instruction", builtin)? {
+            // A replaced system text without an instruction file: the meaning of
+            // `{instruction}` before version 2 (see the module docs).
+            (_, false) if custom_system => (system.clone(), false),
+            read => read,
+        },
+        None => (String::new(), false),
+    };
+    let custom = custom_system || custom_user || custom_instruction;
     for r in spec.required {
         if !user.contains(&format!("{{{r}}}")) {
             return Err(LabelError::Template {
@@ -314,7 +343,13 @@ fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
         }
     }
     let (id, version) = if custom {
-        let h = sha1_hex(&format!("{system}\u{1f}{user}"));
+        // The instruction joins the hash only where it is text of its own, so the versions
+        // of template directories written before it existed stay as they were.
+        let h = if instruction.is_empty() || instruction == system {
+            sha1_hex(&format!("{system}\u{1f}{user}"))
+        } else {
+            sha1_hex(&format!("{system}\u{1f}{user}\u{1f}{instruction}"))
+        };
         (format!("custom:{}", spec.task), h[..12].to_string())
     } else {
         (
@@ -326,6 +361,7 @@ fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
         id,
         version,
         system,
+        instruction,
         user,
     })
 }

@@ -15,7 +15,7 @@ use distillery_core::{
 };
 use distillery_label::guidance::{GuidanceSource, PLAN_PREFIX, model_dir};
 use distillery_label::positives::{Method, Positive, Positives};
-use distillery_label::prompt::{IterationInput, Prompts, SegmentLine, TokenCounter};
+use distillery_label::prompt::{IterationInput, Prompts, SegmentLine, TokenCounter, fill};
 use distillery_label::sft::{self, target_json};
 use distillery_label::sh::{KbIndex, build_sh, question_hops};
 use distillery_label::trajectory::{Preset, TrajectoryParams, synthesize};
@@ -390,8 +390,9 @@ fn golden_prompt_layout() {
     );
     let s = &out.samples[0];
     let system = &s.messages[0].content;
+    let instruction = fill(&Prompts::builtin().iteration.instruction, &[("top_k", "2")]);
     let expected = format!(
-        "### Instruction\n{system}\n### Question\nWhat is the capital of France?\n### Guidance\n\
+        "### Instruction\n{instruction}\n### Question\nWhat is the capital of France?\n### Guidance\n\
          {PLAN_PREFIX} {}\n### Selected-So-Far\n(none)\n\n### Candidate-Window\n\
          - [0fde336166df3d00f879391a34b51790] France is a country. Its capital is Paris.\n\
          - [4f368a6f8dd970a8824a585cdd3be1a9] France is a country.\n\
@@ -399,7 +400,14 @@ fn golden_prompt_layout() {
         distillery_label::guidance::QuestionKind::Default.sentence()
     );
     assert_eq!(user(s), expected);
-    assert!(system.contains("at most 2 ids"));
+    assert!(instruction.contains("at most 2 ids"));
+    // The instruction is written once: the system message names the role and points at it.
+    assert!(
+        system.starts_with("You are the iteration agent"),
+        "{system}"
+    );
+    assert!(!system.contains(&instruction) && system.len() * 3 < instruction.len());
+    assert_eq!(s.template_version, "2");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -785,6 +793,65 @@ fn templates_are_replaced_from_a_directory() {
     std::fs::write(dir.path().join("iteration_user.txt"), "{question}").unwrap();
     assert!(Prompts::load(Some(dir.path().to_str().unwrap())).is_err());
     assert!(Prompts::load(Some("/nonexistent/templates")).is_err());
+}
+
+/// `iteration_instruction.txt` replaces what `{instruction}` renders; a directory that
+/// replaces the system text but has no instruction file keeps the meaning templates had
+/// before version 2 (`{instruction}` is the system text), and the same version.
+#[test]
+fn the_instruction_is_a_template_of_its_own() {
+    let input = IterationInput {
+        question: "q?",
+        guidance: "g",
+        top_k: 3,
+        selected: vec![],
+        window: vec![SegmentLine {
+            id: "s",
+            content: "alpha",
+        }],
+        keep: vec![true],
+    };
+    let render = |p: &Prompts| p.render_iteration(&input, &TokenCounter::chars(4.0), 240, 100_000);
+    let builtin = render(&Prompts::builtin());
+    let instruction = fill(&Prompts::builtin().iteration.instruction, &[("top_k", "3")]);
+    assert!(
+        builtin
+            .user
+            .starts_with(&format!("### Instruction\n{instruction}\n### Question\nq?"))
+    );
+    assert_eq!(builtin.user.matches("Choose at most 3 ids").count(), 1);
+    assert!(!builtin.system.contains("Choose at most"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f);
+    let load = || Prompts::load(Some(dir.path().to_str().unwrap())).unwrap();
+    std::fs::write(path("iteration_system.txt"), "Pick at most {top_k} ids.\n").unwrap();
+    let old = load();
+    let r = render(&old);
+    assert_eq!(r.system, "Pick at most 3 ids.");
+    assert!(
+        r.user
+            .starts_with("### Instruction\nPick at most 3 ids.\n### Question")
+    );
+    // The version hashes the system and user text only, as it did before.
+    let user = Prompts::builtin().iteration.user;
+    let h = distillery_core::id::sha1_hex(&format!("Pick at most {{top_k}} ids.\u{1f}{user}"));
+    assert_eq!(old.iteration.version, h[..12]);
+
+    std::fs::write(path("iteration_instruction.txt"), "Name {top_k} ids.").unwrap();
+    let new = load();
+    let r = render(&new);
+    assert_eq!(r.system, "Pick at most 3 ids.");
+    assert!(
+        r.user
+            .starts_with("### Instruction\nName 3 ids.\n### Question")
+    );
+    assert_ne!(new.iteration.version, old.iteration.version);
+    // An instruction file alone keeps the built-in (short) system message.
+    std::fs::remove_file(path("iteration_system.txt")).unwrap();
+    let only = render(&load());
+    assert_eq!(only.system, builtin.system);
+    assert!(only.user.starts_with("### Instruction\nName 3 ids.\n"));
 }
 
 #[test]
