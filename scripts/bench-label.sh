@@ -9,6 +9,12 @@
 # CPU time of its process), and the same in bytes: what ingest reads against what the label
 # stage writes, each per CPU second. No thresholds.
 #
+# Each core count runs BENCH_ROUNDS rounds (default 3) of the two runs back to back, so each
+# round's ratio compares runs minutes apart: on a shared machine whose speed drifts by 10-30%
+# over minutes, one pair of runs can be off by that much. Every round's label stage time and
+# ratio is printed, and the round with the median ratio (the lower middle one for an even
+# count) is reported in full.
+#
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
 # BENCH_DIR keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
@@ -18,6 +24,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUESTIONS=${1:-100000}
+ROUNDS=${BENCH_ROUNDS:-3}
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "BENCH_ROUNDS must be a positive integer, not $ROUNDS"; exit 1; }
 WORK=${BENCH_DIR:-$(mktemp -d)}
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
 if [ -z "${DISTILLERY_BIN:-}" ]; then
@@ -80,6 +88,39 @@ runs() { # PIN SUFFIX WHAT
   total=$(secs "$1 $BIN --quiet run $WORK/label$2.toml > /dev/null")
 }
 
+# ROUNDS rounds of `runs`; prints each round's label stage seconds against ingest's and sets
+# `ingest`, `total` and `summary` (a copy of its summary) to those of the median round by that
+# ratio.
+rounds() { # PIN SUFFIX WHAT
+  local r list=""
+  for r in $(seq 1 "$ROUNDS"); do
+    runs "$1" "$2" "$3, round $r of $ROUNDS"
+    cp "$WORK/out-label$2/_summary.json" "$WORK/round-$r$2.json"
+    list+="$r $WORK/round-$r$2.json $ingest $total"$'\n'
+  done
+  local pick
+  pick=$(python3 - <<PY
+import json
+rows = []
+for line in '''$list'''.strip().splitlines():
+    r, path, ingest, _rss, _cpu, total, trss, tcpu = line.split()
+    label = next(st for st in json.load(open(path))["stages"] if st["stage"] == "label")
+    rows.append((label["seconds"] / float(ingest), int(r), float(ingest), label["seconds"], line))
+for ratio, r, ingest, label, _ in rows:
+    print(f"round {r}: ingest only {ingest:.2f} s, label stage {label:.2f} s = {ratio:.2f}x ingest", flush=True)
+ratios = sorted(rows)
+median = ratios[(len(ratios) - 1) // 2]
+print(f"label stage / ingest over {len(rows)} round(s): median {median[0]:.2f}x "
+      f"(min {ratios[0][0]:.2f}x, max {ratios[-1][0]:.2f}x); round {median[1]} reported below")
+print("PICK " + median[4])
+PY
+)
+  echo "${pick%%PICK *}" | sed '/^$/d'
+  read -r _ summary i1 i2 i3 t1 t2 t3 <<< "${pick##*PICK }"
+  ingest="$i1 $i2 $i3"
+  total="$t1 $t2 $t3"
+}
+
 report() { # SUMMARY INGEST_SECS INGEST_RSS INGEST_CPU TOTAL_SECS TOTAL_RSS TOTAL_CPU CORES [ONE_CORE_SUMMARY]
 python3 - "$@" <<'PY'
 import json, sys
@@ -130,8 +171,9 @@ if len(sys.argv) > 9:
 PY
 }
 
-runs "$PIN" "" "one core"
-report "$WORK/out-label/_summary.json" $ingest $total 1
+rounds "$PIN" "" "one core"
+one_core_summary=$summary
+report "$summary" $ingest $total 1
 [ "$CORES" -gt 1 ] || exit 0
-runs "" "-all" "$CORES cores"
-report "$WORK/out-label-all/_summary.json" $ingest $total "$CORES" "$WORK/out-label/_summary.json"
+rounds "" "-all" "$CORES cores"
+report "$summary" $ingest $total "$CORES" "$one_core_summary"

@@ -1,6 +1,7 @@
 //! Prompt templates, token counting and budget-fitted rendering.
 //!
-//! **Templates.** Each task has a system and a user template ([`Template`]); the built-in
+//! **Templates.** Each task has a system and a user template ([`Template`]), the iteration
+//! agent an instruction template too; the built-in
 //! ones live in `crates/distillery-label/templates/` (compiled in). [`Prompts::load`] with the
 //! `templates` option replaces any of them with a file of the same name from that directory:
 //!
@@ -25,15 +26,18 @@
 //! **The iteration instruction** is written once per sample: in the user turn's
 //! `### Instruction` section (the HSEQ prompt layout), from `iteration_instruction.txt`. The
 //! built-in system message only names the role and points at that section, so the prompt
-//! does not carry the instruction twice (the instruction is about 190 tokens by the
-//! character estimate, a twelfth of a typical iteration prompt). A directory that replaces
-//! `iteration_system.txt` but has no `iteration_instruction.txt` keeps the meaning
-//! templates had before version 2: `{instruction}` is then the rendered system text.
+//! does not carry the instruction twice (the instruction is about 185 tokens by the
+//! character estimate, some 7% of a typical iteration prompt). A directory that replaces
+//! `iteration_system.txt` or `iteration_user.txt` but has no `iteration_instruction.txt` keeps
+//! the templates as they were before version 2, version hash included: the system message is
+//! its `iteration_system.txt` or else the built-in instruction, and `{instruction}` is that
+//! system text, so a user template written then without `{instruction}` still has the
+//! instruction in the system message.
 //!
 //! Each task's templates have an id and a version, recorded in every sample:
 //! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
-//! 12 hex digits of SHA-1 over the system and user text (and the instruction, where it is not
-//! the system text) when any of the task's files was replaced. Tasks
+//! 12 hex digits of SHA-1 over the system and user text (and the iteration instruction, except
+//! for a directory written before version 2) when any of the task's files was replaced. Tasks
 //! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`.
 //!
 //! **Token counting.** [`TokenCounter`] counts with a Hugging Face `tokenizer.json`
@@ -322,17 +326,21 @@ fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
         }
         Ok((builtin.trim_end().to_string(), false))
     };
-    let (system, custom_system) = read("system", spec.system)?;
+    let (mut system, custom_system) = read("system", spec.system)?;
     let (user, custom_user) = read("user", spec.user)?;
-    let (instruction, custom_instruction) = match spec.instruction {
-        Some(builtin) => match read("instruction", builtin)? {
-            // A replaced system text without an instruction file: the meaning of
-            // `{instruction}` before version 2 (see the module docs).
-            (_, false) if custom_system => (system.clone(), false),
-            read => read,
-        },
-        None => (String::new(), false),
-    };
+    let (mut instruction, mut custom_instruction, mut legacy) = (String::new(), false, false);
+    if let Some(builtin) = spec.instruction {
+        (instruction, custom_instruction) = read("instruction", builtin)?;
+        if !custom_instruction && (custom_system || custom_user) {
+            // A directory written before version 2 (see the module docs): the system message
+            // holds the instruction and `{instruction}` is the system text.
+            if !custom_system {
+                system = instruction.clone();
+            }
+            instruction = system.clone();
+            legacy = true;
+        }
+    }
     let custom = custom_system || custom_user || custom_instruction;
     for r in spec.required {
         if !user.contains(&format!("{{{r}}}")) {
@@ -343,9 +351,9 @@ fn load_one(spec: &Spec, dir: Option<&str>) -> Result<Template, LabelError> {
         }
     }
     let (id, version) = if custom {
-        // The instruction joins the hash only where it is text of its own, so the versions
-        // of template directories written before it existed stay as they were.
-        let h = if instruction.is_empty() || instruction == system {
+        // Tasks without an instruction template, and directories written before there was
+        // one, hash as they did then.
+        let h = if spec.instruction.is_none() || legacy {
             sha1_hex(&format!("{system}\u{1f}{user}"))
         } else {
             sha1_hex(&format!("{system}\u{1f}{user}\u{1f}{instruction}"))

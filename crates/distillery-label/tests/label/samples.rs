@@ -400,13 +400,9 @@ fn golden_prompt_layout() {
         distillery_label::guidance::QuestionKind::Default.sentence()
     );
     assert_eq!(user(s), expected);
-    assert!(instruction.contains("at most 2 ids"));
     // The instruction is written once: the system message names the role and points at it.
-    assert!(
-        system.starts_with("You are the iteration agent"),
-        "{system}"
-    );
-    assert!(!system.contains(&instruction) && system.len() * 3 < instruction.len());
+    assert_eq!(user(s).matches("Choose at most 2 ids").count(), 1);
+    assert!(!system.contains("Choose at most") && system.len() * 3 < instruction.len());
     assert_eq!(s.template_version, "2");
 }
 
@@ -795,9 +791,11 @@ fn templates_are_replaced_from_a_directory() {
     assert!(Prompts::load(Some("/nonexistent/templates")).is_err());
 }
 
-/// `iteration_instruction.txt` replaces what `{instruction}` renders; a directory that
-/// replaces the system text but has no instruction file keeps the meaning templates had
-/// before version 2 (`{instruction}` is the system text), and the same version.
+/// `iteration_instruction.txt` replaces what `{instruction}` renders. A directory that
+/// replaces the system or the user text but has no instruction file keeps the templates as
+/// they were before version 2: the system message holds the instruction (its own system text
+/// or the built-in instruction), `{instruction}` is that text, and the version hashes the
+/// system and user text only, as it did then.
 #[test]
 fn the_instruction_is_a_template_of_its_own() {
     let input = IterationInput {
@@ -812,46 +810,80 @@ fn the_instruction_is_a_template_of_its_own() {
         keep: vec![true],
     };
     let render = |p: &Prompts| p.render_iteration(&input, &TokenCounter::chars(4.0), 240, 100_000);
-    let builtin = render(&Prompts::builtin());
-    let instruction = fill(&Prompts::builtin().iteration.instruction, &[("top_k", "3")]);
-    assert!(
-        builtin
-            .user
-            .starts_with(&format!("### Instruction\n{instruction}\n### Question\nq?"))
-    );
-    assert_eq!(builtin.user.matches("Choose at most 3 ids").count(), 1);
+    let builtin_prompts = Prompts::builtin();
+    let builtin = render(&builtin_prompts);
+    let instruction = fill(&builtin_prompts.iteration.instruction, &[("top_k", "3")]);
+    assert!(instruction.contains("Choose at most 3 ids"));
+    let head = format!("### Instruction\n{instruction}\n### Question\nq?");
+    assert!(builtin.user.starts_with(&head), "{}", builtin.user);
     assert!(!builtin.system.contains("Choose at most"));
+    let v1_hash = |system: &str, user: &str| {
+        distillery_core::id::sha1_hex(&format!("{system}\u{1f}{user}"))[..12].to_string()
+    };
 
     let dir = tempfile::tempdir().unwrap();
     let path = |f: &str| dir.path().join(f);
     let load = || Prompts::load(Some(dir.path().to_str().unwrap())).unwrap();
+    let builtin_user = builtin_prompts.iteration.user.clone();
+
+    // Only the system text replaced: it is the system message and `{instruction}`.
     std::fs::write(path("iteration_system.txt"), "Pick at most {top_k} ids.\n").unwrap();
-    let old = load();
-    let r = render(&old);
+    let system_only = load();
+    let r = render(&system_only);
     assert_eq!(r.system, "Pick at most 3 ids.");
     assert!(
         r.user
             .starts_with("### Instruction\nPick at most 3 ids.\n### Question")
     );
-    // The version hashes the system and user text only, as it did before.
-    let user = Prompts::builtin().iteration.user;
-    let h = distillery_core::id::sha1_hex(&format!("Pick at most {{top_k}} ids.\u{1f}{user}"));
-    assert_eq!(old.iteration.version, h[..12]);
+    let v = v1_hash("Pick at most {top_k} ids.", &builtin_user);
+    assert_eq!(system_only.iteration.version, v);
 
+    // Only the user text replaced, without `{instruction}`: the system message still holds
+    // the built-in instruction, as it did before version 2.
+    std::fs::remove_file(path("iteration_system.txt")).unwrap();
+    std::fs::write(
+        path("iteration_user.txt"),
+        "Q: {question}\nC:\n{candidates}\n",
+    )
+    .unwrap();
+    let user_only = load();
+    let r = render(&user_only);
+    assert_eq!(r.system, instruction);
+    assert_eq!(r.user, "Q: q?\nC:\n- [s] alpha");
+    let v = v1_hash(
+        &builtin_prompts.iteration.instruction,
+        "Q: {question}\nC:\n{candidates}",
+    );
+    assert_eq!(user_only.iteration.version, v);
+    std::fs::remove_file(path("iteration_user.txt")).unwrap();
+
+    // An instruction file: `{instruction}` renders it; with a system file too, both are
+    // used and both are in the version.
     std::fs::write(path("iteration_instruction.txt"), "Name {top_k} ids.").unwrap();
-    let new = load();
-    let r = render(&new);
+    let r = render(&load());
+    assert_eq!(r.system, builtin.system);
+    assert!(
+        r.user
+            .starts_with("### Instruction\nName 3 ids.\n### Question")
+    );
+    std::fs::write(path("iteration_system.txt"), "Pick at most {top_k} ids.\n").unwrap();
+    let both = load();
+    let r = render(&both);
     assert_eq!(r.system, "Pick at most 3 ids.");
     assert!(
         r.user
             .starts_with("### Instruction\nName 3 ids.\n### Question")
     );
-    assert_ne!(new.iteration.version, old.iteration.version);
-    // An instruction file alone keeps the built-in (short) system message.
-    std::fs::remove_file(path("iteration_system.txt")).unwrap();
-    let only = render(&load());
-    assert_eq!(only.system, builtin.system);
-    assert!(only.user.starts_with("### Instruction\nName 3 ids.\n"));
+    assert_ne!(both.iteration.version, system_only.iteration.version);
+    // An empty instruction file renders nothing, which is not the system-only directory.
+    std::fs::write(path("iteration_instruction.txt"), "").unwrap();
+    let empty = load();
+    assert!(
+        render(&empty)
+            .user
+            .starts_with("### Instruction\n\n### Question")
+    );
+    assert_ne!(empty.iteration.version, system_only.iteration.version);
 }
 
 #[test]
