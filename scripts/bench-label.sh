@@ -17,7 +17,7 @@
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
-# BENCH_DIR keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
+# BENCH_DIR (a path without spaces) keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
 # built instead of building the release one; BENCH_CONTEXTS=shared gives every copy of a
 # question the original's context documents (how the benchmark ran before: ingest then
 # writes one copy's documents only, see scripts/gen_label_bench.py) instead of its own.
@@ -135,7 +135,7 @@ c = label["counters"]
 q = c["questions"]
 print(f"questions {q}: samples train {c.get('samples.train', 0)}, validation {c.get('samples.validation', 0)}, "
       f"duplicates removed {c.get('duplicates_removed', 0)}")
-print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   ratio {total / ingest:.2f}x")
+print(f"ingest only: {ingest:.2f} s   ingest + label: {total:.2f} s   end to end {total / ingest:.2f}x")
 print(f"peak resident memory: ingest only {ingest_rss:,.0f} MiB, ingest + label {total_rss:,.0f} MiB "
       f"(contexts in {c.get('context_groups', 0)} group(s) over the inputs, "
       f"{c.get('context_rows_spilled', 0):,} rows spilled; context_memory_bytes default)")

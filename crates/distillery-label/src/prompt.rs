@@ -32,7 +32,10 @@
 //! the templates as they were before version 2, version hash included: the system message is
 //! its `iteration_system.txt` or else the built-in instruction, and `{instruction}` is that
 //! system text, so a user template written then without `{instruction}` still has the
-//! instruction in the system message.
+//! instruction in the system message. A directory meant for the version 2 layout that
+//! replaces either file therefore also needs an `iteration_instruction.txt` (a copy of the
+//! built-in one will do). A user template without `{instruction}` next to an instruction file
+//! shows no instruction anywhere: the instruction file is only rendered into `{instruction}`.
 //!
 //! Each task's templates have an id and a version, recorded in every sample:
 //! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
