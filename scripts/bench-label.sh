@@ -17,10 +17,11 @@
 #
 #   scripts/bench-label.sh [QUESTIONS=100000]
 #
-# BENCH_DIR (a path without spaces) keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
-# built instead of building the release one; BENCH_CONTEXTS=shared gives every copy of a
-# question the original's context documents (how the benchmark ran before: ingest then
-# writes one copy's documents only, see scripts/gen_label_bench.py) instead of its own.
+# BENCH_DIR (a path without spaces) keeps the generated inputs between runs; DISTILLERY_BIN
+# uses a binary already built instead of building the release one; BENCH_CONTEXTS=shared
+# gives every copy of a question the original's context documents (how the benchmark ran
+# before: ingest then writes one copy's documents only, see scripts/gen_label_bench.py)
+# instead of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUESTIONS=${1:-100000}

@@ -15,7 +15,9 @@ use distillery_core::{
 };
 use distillery_label::guidance::{GuidanceSource, PLAN_PREFIX, model_dir};
 use distillery_label::positives::{Method, Positive, Positives};
-use distillery_label::prompt::{IterationInput, Prompts, SegmentLine, TokenCounter, fill};
+use distillery_label::prompt::{
+    IterationInput, Prompts, RenderedIteration, SegmentLine, TokenCounter, fill,
+};
 use distillery_label::sft::{self, target_json};
 use distillery_label::sh::{KbIndex, build_sh, question_hops};
 use distillery_label::trajectory::{Preset, TrajectoryParams, synthesize};
@@ -809,12 +811,14 @@ fn the_instruction_is_a_template_of_its_own() {
         keep: vec![true],
     };
     let render = |p: &Prompts| p.render_iteration(&input, &TokenCounter::chars(4.0), 240, 100_000);
+    let starts =
+        |r: &RenderedIteration, head: &str| assert!(r.user.starts_with(head), "{}", r.user);
     let builtin_prompts = Prompts::builtin();
     let builtin = render(&builtin_prompts);
     let instruction = fill(&builtin_prompts.iteration.instruction, &[("top_k", "3")]);
     assert!(instruction.contains("Choose at most 3 ids"));
     let head = format!("### Instruction\n{instruction}\n### Question\nq?");
-    assert!(builtin.user.starts_with(&head), "{}", builtin.user);
+    starts(&builtin, &head);
     assert!(!builtin.system.contains("Choose at most"));
     let v1_hash = |system: &str, user: &str| {
         distillery_core::id::sha1_hex(&format!("{system}\u{1f}{user}"))[..12].to_string()
@@ -830,10 +834,7 @@ fn the_instruction_is_a_template_of_its_own() {
     let system_only = load();
     let r = render(&system_only);
     assert_eq!(r.system, "Pick at most 3 ids.");
-    assert!(
-        r.user
-            .starts_with("### Instruction\nPick at most 3 ids.\n### Question")
-    );
+    starts(&r, "### Instruction\nPick at most 3 ids.\n### Question");
     let v = v1_hash("Pick at most {top_k} ids.", &builtin_user);
     assert_eq!(system_only.iteration.version, v);
 
@@ -861,27 +862,17 @@ fn the_instruction_is_a_template_of_its_own() {
     std::fs::write(path("iteration_instruction.txt"), "Name {top_k} ids.").unwrap();
     let r = render(&load());
     assert_eq!(r.system, builtin.system);
-    assert!(
-        r.user
-            .starts_with("### Instruction\nName 3 ids.\n### Question")
-    );
+    starts(&r, "### Instruction\nName 3 ids.\n### Question");
     std::fs::write(path("iteration_system.txt"), "Pick at most {top_k} ids.\n").unwrap();
     let both = load();
     let r = render(&both);
     assert_eq!(r.system, "Pick at most 3 ids.");
-    assert!(
-        r.user
-            .starts_with("### Instruction\nName 3 ids.\n### Question")
-    );
+    starts(&r, "### Instruction\nName 3 ids.\n### Question");
     assert_ne!(both.iteration.version, system_only.iteration.version);
     // An empty instruction file renders nothing, which is not the system-only directory.
     std::fs::write(path("iteration_instruction.txt"), "").unwrap();
     let empty = load();
-    assert!(
-        render(&empty)
-            .user
-            .starts_with("### Instruction\n\n### Question")
-    );
+    starts(&render(&empty), "### Instruction\n\n### Question");
     assert_ne!(empty.iteration.version, system_only.iteration.version);
     assert_ne!(empty.iteration.version, both.iteration.version);
 }
