@@ -216,7 +216,7 @@ fn quickstart_writes_sft_files_listed_in_the_manifest() {
         "hseq_iteration",
         "p99",
         "steps per trajectory",
-        "sufficient at step n",
+        "sufficient at step n, per task",
         "labels per dataset and method",
     ] {
         assert!(
@@ -280,6 +280,37 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
         count(
             &out_dir,
             "SELECT count(*) FROM labels WHERE dataset = 'metaqa' AND cardinality(positives) > 0"
+        ) > 0
+    );
+
+    // A question's samples share one split: validation holds no question training saw.
+    let questions_in = |file: &str| -> HashSet<String> {
+        std::fs::read_to_string(out_dir.join(file))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let s: Value = serde_json::from_str(l).unwrap();
+                s["question_id"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let train = questions_in("sft/train.jsonl");
+    let validation = questions_in("sft/validation.jsonl");
+    assert!(!train.is_empty() && !validation.is_empty());
+    assert_eq!(train.intersection(&validation).count(), 0);
+
+    // Every segment id a sample names is a row of the `segments` table, MetaQA's KB edges
+    // included (numbered as in their KB part, not among the question's edges).
+    let unjoined = sql_json(
+        &out_dir,
+        "SELECT x.dataset, count(*) AS n FROM (SELECT dataset, unnest(segment_ids) AS sid FROM sft) x \
+         LEFT JOIN segments g ON x.sid = g.id WHERE g.id IS NULL GROUP BY x.dataset",
+    );
+    assert!(unjoined.is_empty(), "{unjoined:?}");
+    assert!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM sft WHERE dataset = 'metaqa' AND cardinality(segment_ids) > 0"
         ) > 0
     );
 
@@ -395,15 +426,21 @@ fn label_command_runs_the_reader_hseq_and_the_label_stage() {
     );
 }
 
-/// The quick start's questions with the given ids, in HotpotQA's format, each renamed and
-/// with its question text shouted (normalisation must still find it).
-fn eval_file(dir: &Path, ids: &[&str]) -> std::path::PathBuf {
+/// The quick start's HotpotQA records with the given ids.
+fn quickstart_questions(ids: &[&str]) -> Vec<Value> {
     let all: Vec<Value> =
         serde_json::from_slice(&std::fs::read(repo().join("data/quickstart/hotpot.json")).unwrap())
             .unwrap();
-    let picked: Vec<Value> = all
-        .into_iter()
+    all.into_iter()
         .filter(|r| ids.contains(&r["_id"].as_str().unwrap()))
+        .collect()
+}
+
+/// The quick start's questions with the given ids, in HotpotQA's format, each renamed and
+/// with its question text shouted (normalisation must still find it).
+fn eval_file(dir: &Path, ids: &[&str]) -> std::path::PathBuf {
+    let picked: Vec<Value> = quickstart_questions(ids)
+        .into_iter()
         .map(|mut r| {
             r["_id"] = Value::from(format!("eval-{}", r["_id"].as_str().unwrap()));
             let q = r["question"].as_str().unwrap().to_uppercase();
@@ -415,6 +452,19 @@ fn eval_file(dir: &Path, ids: &[&str]) -> std::path::PathBuf {
     let path = dir.join("eval.json");
     std::fs::write(&path, serde_json::to_vec(&picked).unwrap()).unwrap();
     path
+}
+
+/// The record ids of the quick start questions the evaluation files hold.
+fn eval_question_ids(out_dir: &Path) -> HashSet<String> {
+    let ids: HashSet<String> = sql_json(
+        out_dir,
+        "SELECT id FROM questions WHERE question_id IN ('qs-0001', 'qs-0004')",
+    )
+    .iter()
+    .map(|r| r["id"].as_str().unwrap().to_string())
+    .collect();
+    assert_eq!(ids.len(), 2);
+    ids
 }
 
 #[test]
@@ -442,14 +492,7 @@ fn decontamination_removes_samples_of_evaluation_questions() {
     );
 
     // No remaining sample belongs to or shows an evaluation question.
-    let ids: HashSet<String> = sql_json(
-        &base,
-        "SELECT id FROM questions WHERE question_id IN ('qs-0001', 'qs-0004')",
-    )
-    .iter()
-    .map(|r| r["id"].as_str().unwrap().to_string())
-    .collect();
-    assert_eq!(ids.len(), 2);
+    let ids = eval_question_ids(&base);
     let of_eval = |v: &[Value]| {
         v.iter()
             .filter(|s| ids.contains(s["question_id"].as_str().unwrap()))
@@ -497,6 +540,119 @@ fn decontamination_removes_samples_of_evaluation_questions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The quick start's questions with the given ids as MuSiQue lines (its real JSON-lines
+/// form), lowercased: an evaluation set in another format than the training data.
+fn musique_eval_lines(ids: &[&str]) -> Vec<String> {
+    let lines: Vec<String> = quickstart_questions(ids)
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "id": format!("2hop__{}", r["_id"].as_str().unwrap()),
+                "paragraphs": [{"idx": 0, "title": "T", "paragraph_text": "P.", "is_supporting": true}],
+                "question": r["question"].as_str().unwrap().to_lowercase(),
+                "question_decomposition": [
+                    {"id": 1, "question": "a", "answer": "b", "paragraph_support_idx": 0}
+                ],
+                "answer": r["answer"],
+                "answer_aliases": [],
+                "answerable": true
+            })
+            .to_string()
+        })
+        .collect();
+    assert_eq!(lines.len(), ids.len());
+    lines
+}
+
+#[test]
+fn evaluation_files_are_read_whole_in_the_format_they_are_in() {
+    let tmp = tempfile::tempdir().unwrap();
+    let label = |eval: &Path, format: Option<&str>, out: &str| {
+        let out = tmp.path().join(out);
+        let mut args = vec![
+            "label".to_string(),
+            "hotpotqa".into(),
+            "data/quickstart/hotpot.json".into(),
+            "--out".into(),
+            out.display().to_string(),
+            "--decontaminate".into(),
+            eval.display().to_string(),
+        ];
+        if let Some(f) = format {
+            args.extend(["--decontaminate-format".to_string(), f.to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        (run(&args), out)
+    };
+    let failed = |o: &std::process::Output, out: &Path, wants: &[&str]| {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        for w in wants {
+            assert!(err.contains(w), "{w:?} not in: {err}");
+        }
+        assert!(!out.join("_manifest.json").exists(), "published: {err}");
+    };
+
+    // MuSiQue lines, no format named: told from the file, and their questions removed.
+    let lines = musique_eval_lines(&["qs-0001", "qs-0004"]);
+    let eval = tmp.path().join("eval.jsonl");
+    std::fs::write(&eval, lines.join("\n") + "\n").unwrap();
+    let (o, out) = label(&eval, None, "musique");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(counter(&out, "decontaminate.questions"), 2);
+    let removed = counter(&out, "decontaminated");
+    assert!(removed > 0, "nothing decontaminated");
+    let eval_ids = eval_question_ids(&out);
+    assert!(
+        jsonl(&out)
+            .iter()
+            .all(|s| !eval_ids.contains(s["question_id"].as_str().unwrap()))
+    );
+
+    // Each of these fails the run before anything is published, saying why: the eval file
+    // named as the wrong format, a cut line (the file, the line, the reason), text in no QA
+    // format, a named format that yields no question.
+    let cut = format!("{}\n{}\n", lines[0], &lines[1][..40]);
+    let cases: [(&str, &str, Option<&str>, &[&str]); 4] = [
+        (
+            "wrong.jsonl",
+            &lines.join("\n"),
+            Some("hotpotqa"),
+            &["wrong.jsonl"],
+        ),
+        (
+            "cut.jsonl",
+            &cut,
+            None,
+            &[
+                "cut.jsonl (read as musique): 1 bad record(s)",
+                "cut.jsonl line 2",
+            ],
+        ),
+        (
+            "questions.txt",
+            "who wrote it?\nwhere is it?\n",
+            None,
+            &[
+                "questions.txt: its first record (read within the first 4 MiB) is of no QA format",
+                "decontaminate_formats",
+            ],
+        ),
+        (
+            "empty.json",
+            "[]",
+            Some("hotpotqa"),
+            &["empty.json (read as hotpotqa): no question in it"],
+        ),
+    ];
+    for (name, text, format, wants) in cases {
+        let file = tmp.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (o, out) = label(&file, format, &format!("out-{name}"));
+        failed(&o, &out, wants);
+    }
 }
 
 #[test]

@@ -159,6 +159,28 @@ fn quickstart_runs_and_answers_sql() {
     assert_eq!(m["pipeline"], "quickstart");
     assert_eq!(m["pipeline_hash"].as_str().unwrap().len(), 40);
 
+    // A reader that goes away early (`| head`) ends the output quietly, status 0.
+    let mut child = bin()
+        .args([
+            "inspect",
+            out_dir.to_str().unwrap(),
+            "--sql",
+            "SELECT * FROM range(300000)",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 16];
+    std::io::Read::read_exact(&mut child.stdout.take().unwrap(), &mut head).unwrap();
+    let closed = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&closed.stderr);
+    assert!(
+        closed.status.success() && err.is_empty(),
+        "{:?}: {err}",
+        closed.status
+    );
+
     // DataFusion over the output.
     let docs = count(&out_dir, "SELECT count(*) AS n FROM documents");
     assert_eq!(docs as u64, rows("documents"));
@@ -569,6 +591,55 @@ fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
         std::fs::read(out_dir.join("_manifest.json")).unwrap(),
         before
     );
+    // The error names the first bad records (file, where, why) and where all of them are
+    // kept: those quarantine parts, and nothing else of the failed run, stay in its staging.
+    let first = err
+        .split("the first: ")
+        .nth(1)
+        .and_then(|r| r.split("; nothing was published").next())
+        .unwrap_or_else(|| panic!("no bad records quoted in: {err}"));
+    let quoted: Vec<&str> = first.split("; ").collect();
+    assert_eq!(quoted.len(), 3, "{first}");
+    let reasons = [
+        "truncated_input",
+        "malformed_xml",
+        "bad_ntriples",
+        "invalid_utf8",
+        "bad_json",
+        "missing_field",
+    ];
+    for q in quoted {
+        assert!(q.starts_with(&tmp.path().display().to_string()), "{q}");
+        assert!(q.contains(" line ") || q.contains(" byte "), "{q}");
+        assert!(
+            reasons.iter().any(|r| q.contains(&format!(": {r}: "))),
+            "{q}"
+        );
+    }
+    let kept = err
+        .split("kept in ")
+        .nth(1)
+        .and_then(|r| r.split(" (job").next())
+        .unwrap_or_else(|| panic!("no place in: {err}"));
+    let mut parts = 0;
+    for dir in kept.split(", ") {
+        for f in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{dir}: {e}")) {
+            assert!(
+                f.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".parquet")
+            );
+            parts += 1;
+        }
+    }
+    assert!(parts > 0);
+    let staged: Vec<String> = files::files_under(&out_dir.join("_staging"))
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .filter(|rel| !rel.contains("/quarantine/"))
+        .collect();
+    assert!(staged.is_empty(), "{staged:?}");
     ok(&["hseq", "verify", out_dir.to_str().unwrap()]);
 }
 

@@ -1,6 +1,7 @@
 //! The cluster subcommands: `coordinator`, `worker`, `submit`, `status`, `cancel`, and the
 //! embedded cluster `run` goes through.
 
+use crate::out::outln;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -191,7 +192,7 @@ pub async fn submit(conn: &Conn, file: &PathBuf, set: &[String], wait: bool) -> 
         .map_err(|s| rpc_err(&conn.coordinator, s))?
         .into_inner()
         .job_id;
-    println!("{job}");
+    outln!("{job}");
     if !wait {
         return Ok(ExitCode::SUCCESS);
     }
@@ -216,7 +217,7 @@ fn state_name(s: i32) -> &'static str {
 }
 
 fn print_status(s: &pb::JobStatus) {
-    println!(
+    outln!(
         "job {}  pipeline {}  {}  {}/{} tasks  output {}",
         s.job_id,
         s.pipeline,
@@ -226,21 +227,31 @@ fn print_status(s: &pb::JobStatus) {
         s.output
     );
     if !s.stages.is_empty() {
-        println!(
+        outln!(
             "  {:<24} {:>7} {:>7} {:>8} {:>12} {:>14}",
-            "stage", "tasks", "done", "running", "records", "bytes"
+            "stage",
+            "tasks",
+            "done",
+            "running",
+            "records",
+            "bytes"
         );
         for st in &s.stages {
-            println!(
+            outln!(
                 "  {:<24} {:>7} {:>7} {:>8} {:>12} {:>14}",
-                st.stage, st.tasks, st.done, st.running, st.records, st.bytes
+                st.stage,
+                st.tasks,
+                st.done,
+                st.running,
+                st.records,
+                st.bytes
             );
         }
     }
     if !s.workers.is_empty() {
-        println!("  workers:");
+        outln!("  workers:");
         for w in &s.workers {
-            println!(
+            outln!(
                 "    {:<32} slots {:>3} gpus {:>2} running {:>3}{}",
                 w.worker_id,
                 w.slots,
@@ -251,16 +262,19 @@ fn print_status(s: &pb::JobStatus) {
         }
     }
     for f in &s.failures {
-        println!("  task {} ({}):", f.task_id, f.state);
+        outln!("  task {} ({}):", f.task_id, f.state);
         for a in &f.attempts {
-            println!(
+            outln!(
                 "    {} on {}: {} {}",
-                a.attempt_id, a.worker_id, a.outcome, a.error
+                a.attempt_id,
+                a.worker_id,
+                a.outcome,
+                a.error
             );
         }
     }
     if !s.error.is_empty() {
-        println!("  error: {}", s.error);
+        outln!("  error: {}", s.error);
     }
 }
 
@@ -282,7 +296,7 @@ pub async fn status(conn: &Conn, job: Option<String>) -> Result<ExitCode> {
                 .map_err(|s| rpc_err(&conn.coordinator, s))?
                 .into_inner();
             if all.jobs.is_empty() {
-                println!("no jobs");
+                outln!("no jobs");
             }
             for s in &all.jobs {
                 print_status(s);

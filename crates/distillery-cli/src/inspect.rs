@@ -9,6 +9,7 @@
 //! samples it adds the dataset view ([`SFT_VIEW`]), computed with SQL over the `sft` and
 //! `labels` tables.
 
+use crate::out::{out, outln};
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -84,21 +85,21 @@ pub async fn inspect(url: &str, sql: Option<&str>, format: OutFormat) -> Result<
         .collect()
         .await?;
     let out = render(&batches, format)?;
-    print!("{out}");
+    out!("{out}");
     Ok(())
 }
 
 async fn overview(url: &str) -> Result<()> {
     let loc = open_location(url, false)?;
     let manifest = read_manifest(&loc).await?;
-    println!(
+    outln!(
         "output {url}: pipeline `{}` (hash {}), run {}",
         manifest.pipeline,
         &manifest.pipeline_hash[..manifest.pipeline_hash.len().min(12)],
         manifest.run_id
     );
     for t in &manifest.tables {
-        println!(
+        outln!(
             "  {:<12} {:>10} rows  {:>3} file(s)",
             t.name,
             t.rows,
@@ -106,17 +107,21 @@ async fn overview(url: &str) -> Result<()> {
         );
     }
     if !manifest.files.is_empty() {
-        println!("files:");
+        outln!("files:");
         for f in &manifest.files {
-            println!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
+            outln!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
         }
     }
     if let Ok(s) = read_summary(&loc).await {
-        println!("stages:");
+        outln!("stages:");
         for st in &s.stages {
-            println!(
+            outln!(
                 "  {:<22} in {:>9} out {:>9} quarantined {:>6} {:>8.2} s",
-                st.stage, st.records_in, st.records_out, st.quarantined, st.seconds
+                st.stage,
+                st.records_in,
+                st.records_out,
+                st.quarantined,
+                st.seconds
             );
         }
     }
@@ -130,11 +135,11 @@ async fn overview(url: &str) -> Result<()> {
                 .with_context(|| format!("query: {sql}"))?
                 .collect()
                 .await?;
-            println!("{title}:");
-            print!("{}", render(&batches, OutFormat::Table)?);
+            outln!("{title}:");
+            out!("{}", render(&batches, OutFormat::Table)?);
         }
     }
-    println!("query with: distillery inspect {url} --sql \"SELECT * FROM documents LIMIT 5\"");
+    outln!("query with: distillery inspect {url} --sql \"SELECT * FROM documents LIMIT 5\"");
     Ok(())
 }
 
@@ -186,11 +191,11 @@ pub const SFT_VIEW: &[(&str, &str)] = &[
          GROUP BY steps ORDER BY steps",
     ),
     (
-        "samples sufficient at step n",
-        "SELECT step, count(*) AS samples, \
+        "samples sufficient at step n, per task",
+        "SELECT task, step, count(*) AS samples, \
          sum(CASE WHEN sufficient THEN 1 ELSE 0 END) AS sufficient, \
          round(100.0 * avg(CASE WHEN sufficient THEN 1.0 ELSE 0.0 END), 1) AS sufficient_pct \
-         FROM sft WHERE step IS NOT NULL GROUP BY step ORDER BY step",
+         FROM sft WHERE step IS NOT NULL GROUP BY task, step ORDER BY task, step",
     ),
     (
         "labels per dataset and method",

@@ -22,14 +22,16 @@
 
 mod cluster;
 mod inspect;
+mod out;
 mod report;
 
+use crate::out::{out, outln};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use distillery_core::spec::{Format, Pipeline};
+use distillery_core::spec::{Format, LABEL_METHODS, LABEL_PRESETS, Pipeline};
 use distillery_exec::run::{ProgressMode, RunOutcome, plan_pipeline};
 use tracing_subscriber::EnvFilter;
 
@@ -139,7 +141,7 @@ enum Command {
         /// Evaluation files whose questions must not appear in any sample (repeatable).
         #[arg(long)]
         decontaminate: Vec<String>,
-        /// Format of the --decontaminate files.
+        /// Format of the --decontaminate files (default: told from each file's first record).
         #[arg(long, value_parser = parse_qa_format)]
         decontaminate_format: Option<Format>,
         /// Parquet shards per table.
@@ -388,7 +390,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(p) => match plan_pipeline(&p) {
                 Ok(plan) => {
-                    println!(
+                    outln!(
                         "{}: ok (pipeline `{}`, {} input file(s), {} stage(s), output {})",
                         file.display(),
                         p.name,
@@ -417,7 +419,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(p) => {
                 let plan = plan_pipeline(&p)?;
-                println!("{plan}");
+                outln!("{plan}");
                 if estimate {
                     let est = distillery_exec::estimate::estimate(
                         &p,
@@ -427,10 +429,10 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                     )
                     .await?;
                     if est.is_empty() {
-                        println!("estimate: no stage of this pipeline calls an LLM");
+                        outln!("estimate: no stage of this pipeline calls an LLM");
                     }
                     for e in &est {
-                        println!("{e}");
+                        outln!("{e}");
                     }
                 }
                 Ok(ExitCode::SUCCESS)
@@ -573,7 +575,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Report {
             command: ReportCommand::Labels { url, format },
         } => {
-            print!("{}", report::labels(&url, format).await?);
+            out!("{}", report::labels(&url, format).await?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Inspect { url, sql, format } => {
@@ -584,7 +586,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             command: HseqCommand::Verify { url },
         } => {
             let report = distillery_exec::verify::verify_output(&url).await?;
-            println!("{report}");
+            outln!("{report}");
             if report.failed() > 0 {
                 eprintln!("error: {} source(s) do not round-trip", report.failed());
                 Ok(ExitCode::FAILURE)
@@ -669,6 +671,28 @@ fn label_pipeline(a: &LabelArgs<'_>) -> Result<String> {
     if a.shards == 0 {
         bail!("--shards must be at least 1");
     }
+    for (i, m) in a.methods.iter().enumerate() {
+        if !LABEL_METHODS.contains(&m.as_str()) {
+            bail!(
+                "--method: unknown method `{m}`, expected one of {}",
+                LABEL_METHODS.join(", ")
+            );
+        }
+        if a.methods[..i].contains(m) {
+            bail!("--method: `{m}` is given twice");
+        }
+    }
+    if let Some(p) = a.preset
+        && !LABEL_PRESETS.contains(&p)
+    {
+        bail!("--preset: unknown preset `{p}`, expected small, medium or large");
+    }
+    if a.dataset == Format::MetaQa && a.kb_inputs.is_empty() {
+        bail!(
+            "metaqa questions are labelled from the k-hop subgraph of their topic entity: \
+             name the knowledge base with --kb-input FILE (--kb-format, default metaqa-kb)"
+        );
+    }
     let name = a.dataset.name().replace('-', "_");
     let mut root = toml::Table::new();
     root.insert("version".into(), 1.into());
@@ -734,14 +758,26 @@ fn label_pipeline(a: &LabelArgs<'_>) -> Result<String> {
 }
 
 fn print_outcome(o: &RunOutcome) {
-    println!(
+    outln!(
         "{:<22} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8}",
-        "stage", "in", "out", "bad", "bytes in", "bytes out", "seconds"
+        "stage",
+        "in",
+        "out",
+        "bad",
+        "bytes in",
+        "bytes out",
+        "seconds"
     );
     for s in &o.summary.stages {
-        println!(
+        outln!(
             "{:<22} {:>10} {:>10} {:>8} {:>11} {:>11} {:>8.2}",
-            s.stage, s.records_in, s.records_out, s.quarantined, s.bytes_in, s.bytes_out, s.seconds
+            s.stage,
+            s.records_in,
+            s.records_out,
+            s.quarantined,
+            s.bytes_in,
+            s.bytes_out,
+            s.seconds
         );
         let interesting: Vec<String> = s
             .counters
@@ -750,12 +786,12 @@ fn print_outcome(o: &RunOutcome) {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         if !interesting.is_empty() {
-            println!("{:<22} {}", "", interesting.join(" "));
+            outln!("{:<22} {}", "", interesting.join(" "));
         }
     }
-    println!("tables:");
+    outln!("tables:");
     for t in &o.manifest.tables {
-        println!(
+        outln!(
             "  {:<12} {:>10} rows in {} file(s)",
             t.name,
             t.rows,
@@ -763,10 +799,10 @@ fn print_outcome(o: &RunOutcome) {
         );
     }
     if !o.manifest.files.is_empty() {
-        println!("files:");
+        outln!("files:");
         for f in &o.manifest.files {
-            println!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
+            outln!("  {:<24} {:>10} rows {:>11} bytes", f.path, f.rows, f.bytes);
         }
     }
-    println!("published {} ({:.2} s)", o.output, o.summary.seconds);
+    outln!("published {} ({:.2} s)", o.output, o.summary.seconds);
 }

@@ -20,6 +20,7 @@ use distillery_exec::task::{
     JobPlan, TaskDef, TaskKind, TaskOutput, attempt_dir, check_bad_ratio, inputs_below, plan_tasks,
     publish_job,
 };
+use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 use tracing::{info, warn};
 
@@ -108,6 +109,8 @@ struct JobRt {
     released: usize,
     /// The bad-record gate passed (every ingest task committed and the ratio is fine).
     gate_ok: bool,
+    /// The bad-record gate stopped the job: its staging keeps the quarantine parts.
+    gate_failed: bool,
     /// Publishing started: no cancelling any more, and staging is kept if it fails.
     publishing: bool,
     /// What the tasks of a (level, shard) read, as JSON, built once when first handed out
@@ -170,6 +173,9 @@ pub struct CoordinatorService {
     generation: u64,
     counters: Arc<Counters>,
     ready: Arc<AtomicBool>,
+    /// What failed or cancelled jobs still do in the background (their final record, their
+    /// staging removed): an embedded run waits for it before its process exits.
+    after_jobs: TaskTracker,
 }
 
 fn now_ms() -> i64 {
@@ -229,6 +235,14 @@ pub fn error_kind(e: &ExecError) -> pb::ErrorKind {
 }
 
 impl CoordinatorService {
+    /// Waits until what failed or cancelled jobs do in the background is done (their final
+    /// records written, their staging removed).
+    pub async fn after_jobs_done(&self) {
+        self.after_jobs.close();
+        self.after_jobs.wait().await;
+        self.after_jobs.reopen();
+    }
+
     /// Opens the state store, starts a new generation and reloads unfinished jobs.
     pub async fn start(
         state_url: &str,
@@ -243,6 +257,7 @@ impl CoordinatorService {
             generation,
             counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
+            after_jobs: TaskTracker::new(),
         };
         for (rec, fin) in svc.state.jobs().await? {
             match fin {
@@ -359,6 +374,7 @@ impl CoordinatorService {
             level_left,
             released: 0,
             gate_ok: false,
+            gate_failed: false,
             publishing: false,
             inputs_json: HashMap::new(),
             record: rec.clone(),
@@ -464,6 +480,7 @@ impl CoordinatorService {
             return;
         }
         let keep_staging = job.publishing;
+        let keep_quarantine = job.gate_failed;
         job.state = state;
         job.error_kind = kind;
         job.error = error.clone();
@@ -480,19 +497,25 @@ impl CoordinatorService {
             pb::JobState::Failed => warn!(job = %job_id, error = %error, "job failed"),
             _ => info!(job = %job_id, "job cancelled"),
         }
-        drop(guard);
         let svc = self.clone();
         let id = job_id.to_string();
-        tokio::spawn(async move {
+        // Tracked before the lock goes: whoever sees the job ended can wait for this.
+        self.after_jobs.spawn(async move {
             // How the job ended is recorded first: a coordinator restarting in between must
             // not resume it.
             svc.record_final(fin).await;
-            if !keep_staging
-                && let Err(e) = distillery_exec::publish::remove_staging(&out, &id).await
-            {
+            let removed = match (keep_staging, keep_quarantine) {
+                (true, _) => Ok(()),
+                (false, true) => {
+                    distillery_exec::publish::remove_staging_but_quarantine(&out, &id).await
+                }
+                (false, false) => distillery_exec::publish::remove_staging(&out, &id).await,
+            };
+            if let Err(e) = removed {
                 warn!(job = %id, error = %e, "cannot remove the job's staging");
             }
         });
+        drop(guard);
     }
 
     /// Writes a job's final record (retrying until the store takes it), then keeps only that
@@ -1365,7 +1388,7 @@ fn advance(job: &mut JobRt) -> Result<Vec<usize>, ExecError> {
         if job.level_left[0] > 0 {
             return Ok(ready);
         }
-        gate_check(job)?;
+        gate_check(job).inspect_err(|_| job.gate_failed = true)?;
         job.gate_ok = true;
     }
     while job.released + 1 < job.by_level.len()

@@ -12,7 +12,7 @@ use distillery_exec::store::open_location;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tonic::transport::{Identity, Server, ServerTlsConfig};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::auth::Token;
 use crate::client::{Client, connect, rpc_err};
@@ -164,6 +164,7 @@ async fn run_embedded_in(
     );
     let token = Token::random();
     let (stop_tx, mut stop_rx) = watch::channel(false);
+    let svc_done = svc.clone();
     let server = tokio::spawn(serve(svc, listener, token.clone(), None, async move {
         let _ = stop_rx.changed().await;
     }));
@@ -213,5 +214,13 @@ async fn run_embedded_in(
     let _ = stop_tx.send(true);
     let _ = server.await;
     ticker.abort();
+    // A failed job's staging is removed in the background: done before the process exits
+    // (bounded: a state store that keeps refusing the final record must not hang the run).
+    if tokio::time::timeout(Duration::from_secs(60), svc_done.after_jobs_done())
+        .await
+        .is_err()
+    {
+        warn!("the failed job's staging is still being removed; leaving it");
+    }
     result
 }

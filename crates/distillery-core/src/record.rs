@@ -350,7 +350,8 @@ pub struct SftSample {
     pub messages: Vec<Message>,
     /// Loss weight of the sample (lower for low-confidence picks).
     pub weight: f64,
-    /// `train` or `validation` (deterministic by id hash).
+    /// `train` or `validation` (deterministic by a hash of the question id: a question's samples
+    /// share a split).
     pub split: String,
     pub dataset: String,
     pub question_id: String,
@@ -433,6 +434,34 @@ impl QuarantineRecord {
     pub fn at_record(mut self, record: u64) -> Self {
         self.record = Some(record);
         self.with_id()
+    }
+
+    /// Where and why, for an error message: `FILE line L, record R, byte B: REASON: DETAIL`
+    /// (the positions known; the detail cut to 200 characters).
+    pub fn describe(&self) -> String {
+        let mut at = Vec::new();
+        if let Some(l) = self.line {
+            at.push(format!("line {l}"));
+        }
+        if let Some(r) = self.record {
+            at.push(format!("record {r}"));
+        }
+        if let Some(b) = self.byte_offset {
+            at.push(format!("byte {b}"));
+        }
+        let mut detail: String = self.detail.chars().take(200).collect();
+        if detail.len() < self.detail.len() {
+            detail.push('…');
+        }
+        match at.is_empty() {
+            true => format!("{}: {}: {detail}", self.source, self.reason),
+            false => format!(
+                "{} {}: {}: {detail}",
+                self.source,
+                at.join(", "),
+                self.reason
+            ),
+        }
     }
 
     fn with_id(mut self) -> Self {

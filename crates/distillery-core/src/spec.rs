@@ -96,7 +96,7 @@ pub enum Format {
     HotpotQa,
     #[serde(rename = "musique")]
     Musique,
-    #[serde(rename = "2wiki")]
+    #[serde(rename = "2wiki", alias = "2wikimultihopqa")]
     TwoWiki,
     #[serde(rename = "hybridqa")]
     HybridQa,
@@ -145,8 +145,12 @@ impl Format {
         }
     }
 
+    /// The format of a name, or of an alias: `2wikimultihopqa` is `2wiki`.
     pub fn from_name(s: &str) -> Option<Format> {
-        Format::ALL.into_iter().find(|f| f.name() == s)
+        match s {
+            "2wikimultihopqa" => Some(Format::TwoWiki),
+            _ => Format::ALL.into_iter().find(|f| f.name() == s),
+        }
     }
 
     /// Whether the format yields questions (a QA dataset) rather than a corpus or a KB.
@@ -462,6 +466,9 @@ fn is_default_context_memory(v: &u64) -> bool {
 /// Labelling methods this build knows.
 pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
 
+/// Size-group presets of the label stage.
+pub const LABEL_PRESETS: &[&str] = &["small", "medium", "large"];
+
 /// `label` stage options (HSEQ appendix 9.2 and 9.3; HANRAG teacher-free tasks).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -520,14 +527,17 @@ pub struct LabelOptions {
     /// Also write the HANRAG refiner, ending-discriminator and router samples.
     #[serde(default = "yes")]
     pub hanrag: bool,
-    /// Share of samples (by id hash) in the validation split.
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format, detected from `decontaminate_format`
-    /// or the file) whose questions must not appear in any training sample.
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any training sample. Each is read whole: a file of unknown format, with a
+    /// bad record, or with no question fails the stage.
     #[serde(default)]
     pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: hotpotqa).
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
     #[serde(default)]
     pub decontaminate_formats: Vec<String>,
     /// Name of a KB input (`metaqa-kb`, `freebase`, ...) for MetaQA-style k-hop subgraphs.
@@ -660,7 +670,8 @@ pub struct CiragOptions {
     /// Directory of templates replacing the built-in triple extraction prompts.
     #[serde(default)]
     pub triple_templates: Option<String>,
-    /// Share of samples (by id hash) in the validation split.
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
 }
@@ -712,7 +723,8 @@ pub struct RelevanceOptions {
     /// Directory of templates replacing the built-in relevance prompts.
     #[serde(default)]
     pub templates: Option<String>,
-    /// Share of samples (by id hash) in the validation split.
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
 }
@@ -755,7 +767,8 @@ pub struct RasOptions {
     /// Directory of templates replacing the built-in triple extraction prompts.
     #[serde(default)]
     pub triple_templates: Option<String>,
-    /// Share of samples (by id hash) in the validation split.
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
 }
@@ -1183,26 +1196,44 @@ impl Collector<'_> {
     /// Deserializes `value` as `T`, reporting errors at the precise inner keys. serde stops
     /// at the first error; to report every bad key of a table, each key is then checked on
     /// its own (ignoring the "missing field" errors that checking one key alone produces).
+    /// When every bad key is an unknown one (a typo) and the table without them deserializes,
+    /// that value is returned (after the errors were recorded), so the checks that follow
+    /// report their errors in the same round; a known key with a bad value returns `None`,
+    /// since the checks would judge its default instead.
     fn de<T: DeserializeOwned>(&mut self, base: &[PathSeg], value: toml::Value) -> Option<T> {
         let first = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(v) => return Some(v),
             Err(e) => error_at(base, e),
         };
         let mut found: Vec<(Vec<PathSeg>, String)> = Vec::new();
+        let mut rest: Option<toml::Table> = None;
+        let mut typos_only = true;
         if let toml::Value::Table(t) = &value
             && t.len() > 1
         {
+            let mut kept = t.clone();
             for (k, v) in t {
                 let mut single = toml::Table::new();
                 single.insert(k.clone(), v.clone());
                 if let Err(e) = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(single))
                 {
                     let (p, m) = error_at(base, e);
-                    if !m.starts_with("missing field") && !found.contains(&(p.clone(), m.clone())) {
-                        found.push((p, m));
+                    if !m.starts_with("missing field") {
+                        if m.starts_with("unknown field") {
+                            kept.remove(k);
+                        } else {
+                            typos_only = false;
+                        }
+                        if !found.contains(&(p.clone(), m.clone())) {
+                            found.push((p, m));
+                        }
                     }
                 }
             }
+            rest = Some(kept);
+        }
+        if found.is_empty() || !typos_only {
+            rest = None;
         }
         if found.is_empty() {
             found.push(first);
@@ -1210,7 +1241,7 @@ impl Collector<'_> {
         for (p, m) in found {
             self.push(p, m);
         }
-        None
+        serde_path_to_error::deserialize::<_, T>(toml::Value::Table(rest?)).ok()
     }
 }
 
@@ -1696,7 +1727,11 @@ fn check_stage(
         StageKind::Hseq => StageOptions::Hseq(c.de(&with("options"), opts_val)?),
         StageKind::Label => {
             let o: LabelOptions = c.de(&with("options"), opts_val)?;
-            check_label_options(c, &with("options"), &o, inputs);
+            let labelled: Vec<&InputSpec> = inputs
+                .iter()
+                .filter(|i| raw.inputs.as_ref().is_none_or(|n| n.contains(&i.name)))
+                .collect();
+            check_label_options(c, &with("options"), &o, inputs, &labelled);
             StageOptions::Label(o)
         }
         StageKind::Triples => {
@@ -1763,6 +1798,7 @@ fn check_label_options(
     base: &[PathSeg],
     o: &LabelOptions,
     inputs: &[InputSpec],
+    labelled: &[&InputSpec],
 ) {
     let at = |k: &str| {
         let mut p = base.to_vec();
@@ -1780,15 +1816,33 @@ fn check_label_options(
             );
         }
     }
+    for (i, m) in o.methods.iter().enumerate() {
+        if o.methods[..i].contains(m) {
+            c.push(at("methods"), format!("method `{m}` is listed twice"));
+        }
+    }
     if o.methods.is_empty() {
         c.push(at("methods"), "`methods` names no method");
+    }
+    if o.kb.is_none()
+        && let Some(i) = labelled.iter().find(|i| i.format == Format::MetaQa)
+    {
+        c.push(
+            at("kb"),
+            format!(
+                "input `{}` is MetaQA, whose questions are labelled from the k-hop subgraph of \
+                 their topic entity: set `kb` to the name of its knowledge base input \
+                 (metaqa-kb, freebase, wikidata or fb15k)",
+                i.name
+            ),
+        );
     }
     if let Some(m) = &o.sft_method
         && !o.methods.contains(m)
     {
         c.push(at("sft_method"), format!("`{m}` is not one of `methods`"));
     }
-    if !["small", "medium", "large"].contains(&o.preset.as_str()) {
+    if !LABEL_PRESETS.contains(&o.preset.as_str()) {
         c.push(
             at("preset"),
             format!(
@@ -1822,7 +1876,7 @@ fn check_label_options(
     {
         c.push(
             at("decontaminate_formats"),
-            "give one format per `decontaminate` file, or none (all hotpotqa)",
+            "give one format per `decontaminate` file, or none (each told from its file)",
         );
     }
     for f in &o.decontaminate_formats {
@@ -2307,6 +2361,46 @@ inputs = ["nope"]
         assert_eq!(p.hash, q.hash);
         let other = ["stages.label.options.max_steps=2".to_string()];
         assert_ne!(p.hash, Pipeline::parse("t.toml", &ok, &other).unwrap().hash);
+    }
+
+    #[test]
+    fn label_option_errors_come_in_one_round() {
+        // A typo'd key does not hide the other options' errors.
+        let text = GOOD.to_string()
+            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
+               [[stages]]\nkind = \"label\"\n\
+               options = { methods = [\"answer-aware\", \"magic\", \"answer-aware\"], validation_shre = 0.1 }\n";
+        let e = Pipeline::parse("t.toml", &text, &[])
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "validation_shre",
+            "unknown method `magic`",
+            "method `answer-aware` is listed twice",
+            "input `mq` is MetaQA",
+        ] {
+            assert!(e.contains(want), "{want:?} not in: {e}");
+        }
+        // A known key with a bad value is reported, not judged again by its default.
+        let bad = GOOD.to_string()
+            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
+               [[stages]]\nkind = \"label\"\noptions = { kb = 5, presett = \"small\" }\n";
+        let e = Pipeline::parse("t.toml", &bad, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("stages[1].options.kb") && e.contains("presett"),
+            "{e}"
+        );
+        assert!(!e.contains("is MetaQA"), "{e}");
+        // A label stage over other inputs needs no knowledge base; `2wikimultihopqa` names 2wiki.
+        let ok = GOOD.to_string()
+            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
+               [[inputs]]\nname = \"tw\"\nformat = \"2wikimultihopqa\"\npaths = [\"t.json\"]\n\
+               [[stages]]\nkind = \"label\"\ninputs = [\"hp\", \"tw\"]\n";
+        let p = Pipeline::parse("t.toml", &ok, &[]).unwrap();
+        assert_eq!(p.inputs[3].format, Format::TwoWiki);
+        assert_eq!(Format::from_name("2wikimultihopqa"), Some(Format::TwoWiki));
     }
 
     #[test]

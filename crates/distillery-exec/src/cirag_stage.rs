@@ -12,7 +12,7 @@
 //! 3. Per trajectory, one line of `<stage>/trajectories.jsonl` (every step's query, candidate
 //!    facts with provenance, thought, kept facts, next query; how it ended; answer and F1).
 //!    A kept trajectory (final answer F1 ≥ `min_f1`) gives one sample per step (task
-//!    `cirag_integration`): split by id hash, exact duplicates dropped, written to the `sft`
+//!    `cirag_integration`): split by question id hash, exact duplicates dropped, written to the `sft`
 //!    table (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`), `<stage>/train.jsonl`,
 //!    `<stage>/validation.jsonl` (the label stage's JSONL line form) and
 //!    `<stage>/dataset_info.json` (LLaMA-Factory). A teacher answer that does not parse ends

@@ -35,7 +35,7 @@
 //!
 //! - one [`LabelRecord`] per question and method into the `labels` table (shard by id hash,
 //!   part tag = the question part's tag);
-//! - the samples: `split` by id hash (`validation_share`); exact duplicates dropped (same
+//! - the samples: `split` by question id hash (`validation_share`); exact duplicates dropped (same
 //!   messages; a `HashSet<u128>` of 128-bit content hashes of the samples kept so far,
 //!   **about 32 bytes per kept sample**: 32 MiB for a million); samples touching an evaluation
 //!   question dropped ([`Decontaminator`]); the rest into the `sft` table (shard by id hash,
@@ -77,13 +77,13 @@ use distillery_core::spec::{
 };
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{
-    Document, LabelRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
+    Document, LabelRecord, QuarantineRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
 };
 use distillery_ingest::input::file_name;
-use distillery_ingest::{InputCtx, read_input};
+use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 use distillery_label::report::ReportBuilder;
-use distillery_label::sh::{KbIndex, question_hops};
+use distillery_label::sh::{KbIndex, KgIds, kg_ids, question_hops};
 use distillery_label::{Labeller, Phases, QuestionContext};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
@@ -396,8 +396,29 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     parallelism: usize,
     mut each: impl FnMut(T),
 ) -> Result<u64, ExecError> {
+    let keep = |rows: Vec<T>| rows;
+    read_parts(out, table, parts, parallelism, keep, |rows| {
+        rows.into_iter().for_each(&mut each)
+    })
+    .await
+}
+
+/// [`read_rows`] a part at a time: each part's rows go through `then` on the part's blocking
+/// thread, and what it makes reaches `each`, in part order.
+async fn read_parts<T, U>(
+    out: &Location,
+    table: TableKind,
+    parts: &[(String, &WrittenPart)],
+    parallelism: usize,
+    then: impl Fn(Vec<T>) -> U + Clone + Send + 'static,
+    mut each: impl FnMut(U),
+) -> Result<u64, ExecError>
+where
+    T: serde::de::DeserializeOwned + Send + 'static,
+    U: Send + 'static,
+{
     let reads = parts.iter().map(|(_, part)| {
-        let (out, path) = (out.clone(), part.path());
+        let (out, path, then) = (out.clone(), part.path(), then.clone());
         // Aborted when dropped: a failed read or a cancelled stage stops the other reads.
         AbortOnDropHandle::new(tokio::spawn(async move {
             let mut rows = Vec::new();
@@ -407,35 +428,46 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
                 let decoded = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
                     .await
                     .map_err(task_err)??;
-                rows.push(decoded);
+                rows.extend(decoded);
             }
-            Ok::<_, ExecError>(rows)
+            tokio::task::spawn_blocking(move || then(rows))
+                .await
+                .map_err(task_err)
         }))
     });
     let mut reads = futures::stream::iter(reads).buffered(parallelism.max(1));
-    while let Some(rows) = reads.next().await {
-        rows.map_err(task_err)??
-            .into_iter()
-            .flatten()
-            .for_each(&mut each);
+    while let Some(made) = reads.next().await {
+        each(made.map_err(task_err)??);
     }
     Ok(parts.iter().map(|(_, p)| p.bytes).sum())
 }
 
-/// Reads a KB input's staged triples into an index (the whole KB is held in memory).
+/// Reads a KB input's staged triples into an index (the whole KB is held in memory), up to
+/// `parallelism` parts at once: each part's edges get the segment ids the HSEQ stage gives
+/// them ([`kg_ids`], on the part's thread), so the samples' segment ids join the `segments`
+/// table.
 async fn load_kb(
     out: &Location,
     parts: &[WrittenPart],
     input: &str,
     parallelism: usize,
 ) -> Result<(KbIndex, u64), ExecError> {
-    let mut triples: Vec<Triple> = Vec::new();
     let kb_parts = parts_of(parts, TableKind::Triples, input);
-    let bytes = read_rows(out, TableKind::Triples, &kb_parts, parallelism, |t| {
-        triples.push(t)
-    })
+    let mut read: Vec<(Vec<Triple>, Vec<KgIds>)> = Vec::with_capacity(kb_parts.len());
+    let with_ids = |rows: Vec<Triple>| {
+        let ids = kg_ids(&rows);
+        (rows, ids)
+    };
+    let bytes = read_parts(
+        out,
+        TableKind::Triples,
+        &kb_parts,
+        parallelism,
+        with_ids,
+        |p| read.push(p),
+    )
     .await?;
-    let kb = tokio::task::spawn_blocking(move || KbIndex::new(triples))
+    let kb = tokio::task::spawn_blocking(move || KbIndex::from_parts(read))
         .await
         .map_err(task_err)?;
     Ok((kb, bytes))
@@ -768,13 +800,13 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
         if missing {
             r.missing_context += 1;
         }
-        let triples = match &env.kb {
-            Some(kb) if !q.topic_entities.is_empty() => kb.neighbourhood(
+        let (triples, kg_ids) = match &env.kb {
+            Some(kb) if !q.topic_entities.is_empty() => kb.neighbourhood_with_ids(
                 &q.topic_entities,
                 question_hops(q, env.max_hops),
                 KB_MAX_EDGES,
             ),
-            _ => Vec::new(),
+            _ => (Vec::new(), Vec::new()),
         };
         read += lap.lap();
         let out = env.labeller.label_question(&QuestionContext {
@@ -782,12 +814,13 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             documents: &documents,
             tables: &tables,
             triples: &triples,
+            kg_ids: &kg_ids,
         });
         phases += out.phases;
         r.report.add_question(q, &out.labels);
         r.labels.extend(out.labels);
         for mut sample in out.samples {
-            sample.split = split_of(&sample.id, env.validation_share).to_string();
+            sample.split = sample_split(&sample, env.validation_share).to_string();
             let hash = content_hash(&sample);
             let contaminated = env.decon.touches(&q.question, &sample);
             let line = lines.line(&sample);
@@ -819,8 +852,20 @@ fn to_cpu(cpu: Duration, wall: Duration, read: Duration, phases: Phases) -> (Dur
     (read.mul_f64(ratio), phases.scaled(ratio))
 }
 
-/// `train` or `validation`, by a hash of the sample id: the same sample always lands in the
-/// same split, whatever else the run holds.
+/// `train` or `validation` for a sample: by a hash of its question's id (of its own id when it
+/// has no question), so every sample of one question (its trajectory steps, each method's,
+/// its HANRAG samples) lands in the same split and validation never holds a question that
+/// training saw; the same question always lands in the same split, whatever else the run
+/// holds.
+pub fn sample_split(s: &SftSample, validation_share: f64) -> &'static str {
+    let key = match s.question_id.is_empty() {
+        true => &s.id,
+        false => &s.question_id,
+    };
+    split_of(key, validation_share)
+}
+
+/// `train` or `validation` by a hash of `id`.
 pub fn split_of(id: &str, validation_share: f64) -> &'static str {
     const SCALE: u32 = 1_000_000;
     let cut = (validation_share.clamp(0.0, 1.0) * f64::from(SCALE)).round() as u32;
@@ -1152,39 +1197,24 @@ impl Decontaminator {
     }
 }
 
-/// Reads the `decontaminate` files with the real readers (formats from
-/// `decontaminate_formats`, default `hotpotqa`), one file at a time (memory: one evaluation
-/// file's records while it is read, then its normalised questions).
+/// Reads the `decontaminate` files with the real readers, one file at a time (memory: one
+/// evaluation file's records while it is read, then its normalised questions). A file's
+/// format is its entry in `decontaminate_formats`, else told from its first record
+/// ([`distillery_ingest::qa::detect_format`]). An evaluation file is read whole or the stage
+/// fails: a file whose format cannot be told, one that holds a bad record, or one that yields
+/// no question is an error naming the file (a question left unread could stay in the
+/// training set).
 async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, ExecError> {
     let mut d = Decontaminator::default();
     for (i, pattern) in opts.decontaminate.iter().enumerate() {
-        let format = opts
+        let given = opts
             .decontaminate_formats
             .get(i)
-            .and_then(|f| Format::from_name(f))
-            .unwrap_or(Format::HotpotQa);
+            .and_then(|f| Format::from_name(f));
         for location in resolve_paths("decontaminate", std::slice::from_ref(pattern))? {
             let handle = tokio::runtime::Handle::current();
             let questions = tokio::task::spawn_blocking(move || {
-                let opener = StoreOpener::new(handle);
-                let options = FormatOptions::default_for(format);
-                let ctx = InputCtx {
-                    source: file_name(&location),
-                    location,
-                    file_index: 0,
-                    split: None,
-                    options: &options,
-                    opener: &opener,
-                    bytes_read: Arc::new(AtomicU64::new(0)),
-                };
-                let mut sink = VecSink::default();
-                read_input(format, &ctx, &mut sink)?;
-                Ok::<_, ExecError>(
-                    sink.questions()
-                        .into_iter()
-                        .map(|q| q.question.clone())
-                        .collect::<Vec<_>>(),
-                )
+                evaluation_questions(given, &location, &StoreOpener::new(handle))
             })
             .await
             .map_err(task_err)??;
@@ -1194,6 +1224,85 @@ async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, Exe
         }
     }
     Ok(d)
+}
+
+/// Quarantine reasons of a reader that keep the record's question (only its context is
+/// missing): an evaluation file may hold them.
+const CONTEXT_ONLY_REASONS: &[&str] = &["missing_context"];
+
+fn evaluation_ctx<'a>(
+    location: &str,
+    options: &'a FormatOptions,
+    opener: &'a dyn Opener,
+) -> InputCtx<'a> {
+    InputCtx {
+        source: file_name(location),
+        location: location.to_string(),
+        file_index: 0,
+        split: None,
+        options,
+        opener,
+        bytes_read: Arc::new(AtomicU64::new(0)),
+    }
+}
+
+/// The questions of one evaluation file (see [`load_decontamination`]).
+fn evaluation_questions(
+    given: Option<Format>,
+    location: &str,
+    opener: &dyn Opener,
+) -> Result<Vec<String>, ExecError> {
+    let format = match given {
+        Some(f) => f,
+        None => {
+            let options = FormatOptions::default_for(Format::HotpotQa);
+            distillery_ingest::qa::detect_format(&evaluation_ctx(location, &options, opener))?
+                .ok_or_else(|| {
+                    ExecError::Inputs(format!(
+                        "decontaminate: {location}: its first record (read within the first \
+                         {} MiB) is of no QA format known here (hotpotqa, musique, 2wiki, \
+                         hybridqa, tatqa, metaqa, cwq, simpleqa); name its format in \
+                         decontaminate_formats",
+                        distillery_ingest::qa::DETECT_HEAD_BYTES >> 20
+                    ))
+                })?
+        }
+    };
+    let options = FormatOptions::default_for(format);
+    let mut sink = VecSink::default();
+    read_input(
+        format,
+        &evaluation_ctx(location, &options, opener),
+        &mut sink,
+    )?;
+    // Records of the file itself: a side file's (a HybridQA table) cost no question.
+    let lost: Vec<&QuarantineRecord> = sink
+        .quarantine()
+        .into_iter()
+        .filter(|q| q.source == location && !CONTEXT_ONLY_REASONS.contains(&q.reason.as_str()))
+        .collect();
+    if let Some(first) = lost.first() {
+        return Err(ExecError::Inputs(format!(
+            "decontaminate: {location} (read as {}): {} bad record(s), the first: {}; an \
+             evaluation file must be read whole, or its unread questions could stay in the \
+             training data",
+            format.name(),
+            lost.len(),
+            first.describe()
+        )));
+    }
+    let questions: Vec<String> = sink
+        .questions()
+        .into_iter()
+        .map(|q| q.question.clone())
+        .collect();
+    if questions.is_empty() {
+        return Err(ExecError::Inputs(format!(
+            "decontaminate: {location} (read as {}): no question in it",
+            format.name()
+        )));
+    }
+    Ok(questions)
 }
 
 /// A text file (JSONL, JSON) written through object_store under the staging directory.

@@ -105,7 +105,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                     });
                 }
             }
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => errors.push(inputs_message(e)),
         }
     }
     let mut stages: Vec<String> = p
@@ -177,7 +177,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
             && !o.decontaminate.is_empty()
             && let Err(e) = resolve_paths(&format!("{}.decontaminate", s.name), &o.decontaminate)
         {
-            errors.push(e.to_string());
+            errors.push(inputs_message(e));
         }
     }
     if !errors.is_empty() {
@@ -251,6 +251,15 @@ impl fmt::Display for Plan {
         }
         writeln!(f, "  {}/_summary.json", p.output.trim_end_matches('/'))?;
         write!(f, "  {}/_manifest.json", p.output.trim_end_matches('/'))
+    }
+}
+
+/// An input error's message without the `inputs:` its display starts with (the joined
+/// errors get one).
+fn inputs_message(e: ExecError) -> String {
+    match e {
+        ExecError::Inputs(m) => m,
+        other => other.to_string(),
     }
 }
 

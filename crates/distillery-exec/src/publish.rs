@@ -193,6 +193,35 @@ pub async fn remove_staging(out: &Location, run_id: &str) -> Result<(), ExecErro
     Ok(())
 }
 
+/// Deletes one run's staging directory but its `quarantine` parts: what a run stopped by the
+/// bad-record gate leaves for the user to read (the error names where). They go with the
+/// other stale staging a day later ([`cleanup_stale_staging`]).
+pub async fn remove_staging_but_quarantine(out: &Location, run_id: &str) -> Result<(), ExecError> {
+    let dir = staging_dir(run_id);
+    for (rel, _) in out.list(&dir).await? {
+        if !rel.contains("/quarantine/") {
+            out.delete(&rel).await?;
+        }
+    }
+    if let Some(local) = &out.local_dir {
+        remove_empty_dirs(&local.join(&dir));
+    }
+    Ok(())
+}
+
+/// Removes the empty directories under `dir`, deepest first (best effort: local stores leave
+/// them behind).
+fn remove_empty_dirs(dir: &std::path::Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_dirs(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
 /// Deletes the staging directories of runs that started more than a day before `run_id`
 /// (run ids begin with their UTC start time, so they sort by age). Younger ones may belong to
 /// a run still going and are left alone, as are the ids in `keep` (jobs a coordinator still

@@ -72,8 +72,12 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     // staging is younger and left alone).
     cleanup_stale_staging(&out, &job, &[]).await?;
     let outcome = crate::task::run_sequential(p, &job, &out, parallelism(p), mode).await;
-    if outcome.is_err() {
-        crate::publish::remove_staging(&out, &job).await?;
+    match &outcome {
+        Err(ExecError::BadRatio(_)) => {
+            crate::publish::remove_staging_but_quarantine(&out, &job).await?
+        }
+        Err(_) => crate::publish::remove_staging(&out, &job).await?,
+        Ok(_) => {}
     }
     outcome
 }

@@ -1,4 +1,4 @@
-//! SFT output shared by the teacher stages: samples split by id hash, exact duplicates
+//! SFT output shared by the teacher stages: samples split by question id hash, exact duplicates
 //! dropped, written to `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line
 //! form, [`crate::label_stage::jsonl_line`]) and buffered per shard for the `sft` table, plus
 //! `<dir>/dataset_info.json` (LLaMA-Factory) at the end. Memory: the samples of one batch and
@@ -13,7 +13,7 @@ use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
-use crate::label_stage::{JsonlLines, TextFile, content_hash, dataset_info, split_of};
+use crate::label_stage::{JsonlLines, TextFile, content_hash, dataset_info, sample_split};
 use crate::parts::PartWriters;
 use crate::store::Location;
 
@@ -59,7 +59,7 @@ impl SftOut {
         mut s: SftSample,
         summary: &mut StageSummary,
     ) -> Result<(), ExecError> {
-        s.split = split_of(&s.id, self.validation_share).to_string();
+        s.split = sample_split(&s, self.validation_share).to_string();
         if !self.seen.insert(content_hash(&s)) {
             summary.add("duplicates_removed", 1);
             return Ok(());

@@ -35,7 +35,13 @@ pub fn shard_key(r: &Record) -> &str {
 pub struct SinkCounts {
     pub rows: BTreeMap<TableKind, u64>,
     pub quarantine_reasons: BTreeMap<String, u64>,
+    /// The first [`QUARANTINE_EXAMPLES`] quarantined records, described for an error message
+    /// (where and why).
+    pub quarantine_examples: Vec<String>,
 }
+
+/// Quarantined records a sink describes for error messages.
+pub const QUARANTINE_EXAMPLES: usize = 3;
 
 impl SinkCounts {
     /// Records read from the input (everything but quarantine).
@@ -123,6 +129,9 @@ impl RecordSink for BatchingSink {
                 .quarantine_reasons
                 .entry(q.reason.clone())
                 .or_default() += 1;
+            if self.counts.quarantine_examples.len() < QUARANTINE_EXAMPLES {
+                self.counts.quarantine_examples.push(q.describe());
+            }
         }
         let shard = shard_of(shard_key(&record), self.shards);
         let key = (table, shard);

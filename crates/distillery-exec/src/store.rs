@@ -153,6 +153,11 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         if create {
             std::fs::create_dir_all(&p)
                 .map_err(|e| bad(format!("cannot create directory: {e}")))?;
+        } else if !p.is_dir() {
+            return Err(bad(match p.exists() {
+                true => "not a directory".to_string(),
+                false => "no such directory".to_string(),
+            }));
         }
         let abs = absolute(&p).map_err(|e| bad(e.to_string()))?;
         let store =

@@ -30,6 +30,7 @@ use crate::parts::{WrittenPart, parse_part_name};
 use crate::plan::{Plan, plan, primary_table};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, StageOutput, ingest_file, rfc3339};
+use crate::sink::QUARANTINE_EXAMPLES;
 use crate::store::Location;
 
 /// What a task does.
@@ -78,6 +79,9 @@ pub struct IngestCounts {
     pub primary: u64,
     pub quarantined: u64,
     pub quarantine_by_reason: BTreeMap<String, u64>,
+    /// The file's first quarantined records, described (where and why), for the gate's error.
+    #[serde(default)]
+    pub quarantine_examples: Vec<String>,
 }
 
 /// What one task attempt wrote, as recorded in its commit record.
@@ -203,6 +207,7 @@ pub async fn run_task(
                         .unwrap_or(0),
                     quarantined: bad,
                     quarantine_by_reason: r.counts.quarantine_reasons.clone(),
+                    quarantine_examples: r.counts.quarantine_examples.clone(),
                 }),
                 parts: r.parts,
                 files: Vec::new(),
@@ -311,12 +316,21 @@ pub fn check_bad_ratio(
             .iter()
             .map(|d| out.show(&format!("{d}/quarantine/")))
             .collect();
+        let examples: Vec<&str> = ingest
+            .iter()
+            .filter_map(|o| o.ingest.as_ref())
+            .flat_map(|c| &c.quarantine_examples)
+            .map(String::as_str)
+            .take(QUARANTINE_EXAMPLES)
+            .collect();
         return Err(ExecError::BadRatio(format!(
             "{bad} of {total} records are bad ({:.2}%), above run.max_bad_ratio = {} ({}); \
-             nothing was published; the quarantined records are in {} (job {job})",
+             the first: {}; nothing was published; all quarantined records are kept in {} \
+             (job {job}; a run into this output a day later removes them)",
             100.0 * bad as f64 / total as f64,
             p.run.max_bad_ratio,
             reasons.join(", "),
+            examples.join("; "),
             places.join(", ")
         )));
     }

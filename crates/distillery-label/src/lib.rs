@@ -52,6 +52,10 @@ pub struct QuestionContext<'a> {
     /// KB edges around the question's topic entities (MetaQA): the caller passes the k-hop
     /// neighbourhood it extracted with [`sh::KbIndex`], or nothing.
     pub triples: &'a [Triple],
+    /// The segment ids of `triples` in the output's `segments` table, one each
+    /// ([`sh::KbIndex::neighbourhood_with_ids`]), or nothing: then the edges are numbered as
+    /// if they were the whole KB.
+    pub kg_ids: &'a [sh::KgIds],
 }
 
 /// What labelling one question produced.

@@ -86,8 +86,9 @@ pub struct MethodReport {
     /// Question type → level → scores.
     pub by_type: BTreeMap<String, BTreeMap<String, Prf>>,
     /// Percent of questions (with paragraph gold) whose trajectory reached sufficiency and
-    /// selected every gold paragraph.
-    pub sufficient_with_all_gold: f64,
+    /// selected every gold paragraph; `None` when no question has paragraph gold (HybridQA
+    /// and MetaQA: nothing to compare with, shown `-` and `null`).
+    pub sufficient_with_all_gold: Option<f64>,
 }
 
 /// Dataset → method → report.
@@ -258,7 +259,7 @@ impl ReportBuilder {
                     .map(|(m, mut a)| {
                         if a.with_gold > 0 {
                             a.report.sufficient_with_all_gold =
-                                100.0 * a.sufficient as f64 / a.with_gold as f64;
+                                Some(100.0 * a.sufficient as f64 / a.with_gold as f64);
                         }
                         (m, a.report)
                     })
@@ -295,8 +296,9 @@ fn levels_json(levels: &BTreeMap<String, Prf>, out: &mut serde_json::Map<String,
 
 impl LabelReport {
     /// `{dataset: {method: {"sentence": {"precision", "recall", "f1", "tp", "fp", "fn"},
-    /// "paragraph": {...}, "questions": n, "sufficient_with_all_gold": x, "by_type": {type:
-    /// {"sentence": {...}, "paragraph": {...}}}}}}`; a level without gold questions is `null`.
+    /// "paragraph": {...}, "questions": n, "sufficient_with_all_gold": x|null, "by_type":
+    /// {type: {"sentence": {...}, "paragraph": {...}}}}}}`; a level without gold questions is
+    /// `null`, and so is `sufficient_with_all_gold` when no question has paragraph gold.
     pub fn to_json(&self) -> Value {
         let mut root = serde_json::Map::new();
         for (d, methods) in &self.datasets {
@@ -387,11 +389,11 @@ impl LabelReport {
             }
             out.push_str(&format!("\n{:w$}", "sufficient with all gold %"));
             for r in methods.values() {
-                out.push_str(&format!(
-                    "| {:<w$}",
-                    format!("{:.1}", r.sufficient_with_all_gold),
-                    w = COL - 2
-                ));
+                let pct = match r.sufficient_with_all_gold {
+                    Some(p) => format!("{p:.1}"),
+                    None => "-".to_string(),
+                };
+                out.push_str(&format!("| {pct:<w$}", w = COL - 2));
             }
             out.push_str("\n\n");
         }

@@ -19,7 +19,7 @@
 //! returned with its output ([`crate::Phases`], monotonic-clock laps).
 //!
 //! Sample fields: `weight` the step's weight; `split` empty (the executor assigns train /
-//! validation by id hash); `question_id` the question's record id; `segment_ids` the
+//! validation by a hash of the question id); `question_id` the question's record id; `segment_ids` the
 //! candidates shown (after budget fitting) followed by the segments selected before the
 //! step; `params` a JSON object (method, preset and its resolved k / max_segments /
 //! max_tokens, W, u, T_max, snippet_chars, lexical_weight, the method's own params, guidance

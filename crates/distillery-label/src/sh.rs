@@ -21,7 +21,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use distillery_core::spec::HseqOptions;
 use distillery_core::{Question, Segment, Triple};
-use distillery_hseq::{encode_document_unsealed, encode_kg, encode_table, sort_stream};
+use distillery_hseq::{KgEncoder, encode_document_unsealed, encode_kg, encode_table, sort_stream};
 
 use crate::QuestionContext;
 
@@ -51,7 +51,10 @@ pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
         }
     }
     if !ctx.triples.is_empty() {
-        out.extend(encode_kg(ctx.triples));
+        match ctx.kg_ids.len() == ctx.triples.len() {
+            true => out.extend(encode_kg_as(ctx.triples, ctx.kg_ids)),
+            false => out.extend(encode_kg(ctx.triples)),
+        }
     }
     // Defensive: a segment id must appear once (ids derive from the source ids).
     let mut ids = HashSet::with_capacity(out.len());
@@ -61,6 +64,72 @@ pub fn build_sh(ctx: &QuestionContext<'_>, opts: &HseqOptions) -> Vec<Segment> {
         out.retain(|_| keep.next().unwrap_or(true));
     }
     sort_stream(&mut out);
+    out
+}
+
+/// The ids a KB edge's segments have in the `segments` table: the `triplet`'s id and `ord`
+/// and its `subgraph` root's id, as the HSEQ stage gave them encoding the whole KB part the
+/// edge is in ([`kg_ids`]). Ids are 32 hex digits, held as numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KgIds {
+    pub root: u128,
+    pub triplet: u128,
+    pub ord: u32,
+}
+
+fn id_number(id: &str) -> u128 {
+    u128::from_str_radix(id, 16).expect("stable ids are 32 hex digits")
+}
+
+fn id_text(n: u128) -> String {
+    format!("{n:032x}")
+}
+
+/// The segment ids of one KB part's edges, in order: what a fresh [`KgEncoder`] gives them
+/// encoding the part, as the HSEQ stage does.
+pub fn kg_ids(part: &[Triple]) -> Vec<KgIds> {
+    let mut enc = KgEncoder::new();
+    part.iter()
+        .map(|t| {
+            let triplet = enc.push(t).pop().expect("a triplet per edge");
+            let root = enc.current_root().expect("a run is open");
+            KgIds {
+                root: id_number(root),
+                triplet: id_number(&triplet.id),
+                ord: triplet.ord,
+            }
+        })
+        .collect()
+}
+
+/// Encodes some edges of a KB with the segment ids the HSEQ stage gave them ([`KgIds`]): each
+/// edge's `triplet` under its own `subgraph` root, so a question's segment ids are rows of
+/// the output's `segments` table (encoding the edges alone would number them by their place
+/// among the question's edges, not the KB's).
+fn encode_kg_as(triples: &[Triple], ids: &[KgIds]) -> Vec<Segment> {
+    let mut enc = KgEncoder::new();
+    let mut out = Vec::with_capacity(2 * triples.len());
+    let (mut root, mut root_seg): (Option<u128>, Option<Segment>) = (None, None);
+    for (t, g) in triples.iter().zip(ids) {
+        let mut segs = enc.push(t);
+        let mut triplet = segs.pop().expect("a triplet per edge");
+        if let Some(r) = segs.pop() {
+            root_seg = Some(r);
+        }
+        let root_id = id_text(g.root);
+        if root != Some(g.root) {
+            let mut r = root_seg.clone().expect("the first edge starts a root");
+            r.id = root_id.clone();
+            r.source_id = root_id.clone();
+            out.push(r);
+            root = Some(g.root);
+        }
+        triplet.id = id_text(g.triplet);
+        triplet.ord = g.ord;
+        triplet.parent = Some(root_id.clone());
+        triplet.source_id = root_id;
+        out.push(triplet);
+    }
     out
 }
 
@@ -82,6 +151,8 @@ pub fn question_hops(q: &Question, max_hops: u32) -> u32 {
 #[derive(Debug, Default)]
 pub struct KbIndex {
     triples: Vec<Triple>,
+    /// Each triple's segment ids (empty when built by [`KbIndex::new`]).
+    ids: Vec<KgIds>,
     /// Lower-cased node key or name → node key.
     names: HashMap<String, Vec<String>>,
     /// Node key → indices of the triples touching it (as subject or object), ascending.
@@ -118,9 +189,25 @@ impl KbIndex {
         }
         KbIndex {
             triples,
+            ids: Vec::new(),
             names,
             edges,
         }
+    }
+
+    /// Indexes the triples of a KB input's parts, in part order, with each triple's segment
+    /// ids ([`kg_ids`] of its part). Memory: the triples, plus 48 bytes of ids an edge.
+    pub fn from_parts(parts: Vec<(Vec<Triple>, Vec<KgIds>)>) -> KbIndex {
+        let mut ids = Vec::with_capacity(parts.iter().map(|(_, i)| i.len()).sum());
+        let mut triples = Vec::with_capacity(ids.capacity());
+        for (t, i) in parts {
+            assert_eq!(t.len(), i.len(), "one KgIds per triple");
+            triples.extend(t);
+            ids.extend(i);
+        }
+        let mut kb = KbIndex::new(triples);
+        kb.ids = ids;
+        kb
     }
 
     /// Number of triples held.
@@ -146,6 +233,34 @@ impl KbIndex {
     /// The result is in KB order (the order given to [`KbIndex::new`]), deterministic, without
     /// duplicates. Unknown entities are ignored; no known entity gives an empty result.
     pub fn neighbourhood(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<Triple> {
+        self.reach(entities, hops, max_edges)
+            .into_iter()
+            .map(|i| self.triples[i].clone())
+            .collect()
+    }
+
+    /// [`KbIndex::neighbourhood`] with the edges' segment ids (empty when the index has
+    /// none: built by [`KbIndex::new`]).
+    pub fn neighbourhood_with_ids(
+        &self,
+        entities: &[String],
+        hops: u32,
+        max_edges: usize,
+    ) -> (Vec<Triple>, Vec<KgIds>) {
+        let reached = self.reach(entities, hops, max_edges);
+        let ids = match self.ids.is_empty() {
+            true => Vec::new(),
+            false => reached.iter().map(|&i| self.ids[i]).collect(),
+        };
+        let triples = reached
+            .into_iter()
+            .map(|i| self.triples[i].clone())
+            .collect();
+        (triples, ids)
+    }
+
+    /// The indexes of the edges [`KbIndex::neighbourhood`] returns, ascending.
+    fn reach(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<usize> {
         let mut visited: HashSet<&str> = HashSet::new();
         let mut frontier: Vec<&str> = Vec::new();
         for e in entities {
@@ -188,7 +303,7 @@ impl KbIndex {
             frontier = next;
         }
         taken.sort_unstable();
-        taken.into_iter().map(|i| self.triples[i].clone()).collect()
+        taken
     }
 
     /// The neighbourhood of a question: its topic entities, [`question_hops`] hops.
@@ -211,6 +326,79 @@ mod tests {
             object_name: Some(o.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn kb_edges_keep_the_segment_ids_of_their_part() {
+        // Two parts, as the HSEQ stage encodes them; in the first, Film A's edges are two
+        // runs (another subject's edge between them).
+        let parts = vec![
+            vec![
+                t("Film A", "directed_by", "Dir X"),
+                t("Film Z", "directed_by", "Dir Q"),
+                t("Film A", "starred_actors", "Actor Y"),
+                t("Film B", "starred_actors", "Actor Y"),
+            ],
+            vec![
+                t("Film C", "directed_by", "Dir X"),
+                t("Film C", "starred_actors", "Actor Y"),
+            ],
+        ];
+        let table: Vec<Segment> = parts.iter().flat_map(|p| encode_kg(p)).collect();
+        let by_id: HashMap<&str, &Segment> = table.iter().map(|s| (s.id.as_str(), s)).collect();
+        let kb = KbIndex::from_parts(
+            parts
+                .into_iter()
+                .map(|p| {
+                    let ids = kg_ids(&p);
+                    (p, ids)
+                })
+                .collect(),
+        );
+        // Two hops from Actor Y reach both of Film A's runs: adjacent among the question's
+        // edges, they keep their two roots.
+        let (edges, ids) = kb.neighbourhood_with_ids(&["Actor Y".to_string()], 2, 100);
+        assert_eq!((edges.len(), ids.len()), (5, 5));
+        let q = Question::default();
+        let sh = |kg_ids: &[KgIds]| {
+            build_sh(
+                &QuestionContext {
+                    question: &q,
+                    documents: &[],
+                    tables: &[],
+                    triples: &edges,
+                    kg_ids,
+                },
+                &HseqOptions::default(),
+            )
+        };
+        let with = sh(&ids);
+        assert_eq!(with.iter().filter(|s| s.level == "triplet").count(), 5);
+        let roots: Vec<&str> = with
+            .iter()
+            .filter(|s| s.level == "subgraph")
+            .map(|s| s.content.as_str())
+            .collect();
+        assert_eq!(roots, ["Film A", "Film A", "Film B", "Film C"]);
+        for s in &with {
+            let row = by_id
+                .get(s.id.as_str())
+                .unwrap_or_else(|| panic!("{} ({}) is no row of the table", s.id, s.content));
+            assert_eq!(
+                (&s.level, &s.parent, &s.content, s.ord, &s.uri),
+                (&row.level, &row.parent, &row.content, row.ord, &row.uri)
+            );
+        }
+        // Numbered among themselves, the edges get ids the table does not have.
+        assert!(sh(&[]).iter().any(|s| !by_id.contains_key(s.id.as_str())));
+        // An index built without parts has no ids to give.
+        let plain = KbIndex::new(edges.clone());
+        assert!(
+            plain
+                .neighbourhood_with_ids(&["Actor Y".to_string()], 1, 100)
+                .1
+                .is_empty()
+        );
     }
 
     fn kb() -> KbIndex {

@@ -12,6 +12,8 @@ use distillery_core::spec::{Format, FormatOptions, HybridQaOptions, MetaQaOption
 use distillery_core::{VecSink, char_slice};
 use serde_json::Value;
 
+use distillery_ingest::InputCtx;
+
 use crate::common::{bundled, read, read_with, shared};
 
 /// Checks the offset invariants of every document and every table, and that every id a
@@ -858,4 +860,44 @@ fn same_paragraph_is_one_document_across_questions_and_ids_are_stable() {
         q[0].id,
         distillery_core::id::stable_id(&["hotpotqa", "hotpot_train.json", "a"])
     );
+}
+
+#[test]
+fn the_shared_samples_tell_their_format() {
+    let cases = [
+        (
+            "hotpotqa/hotpot_dev_distractor_v1.head.json",
+            Format::HotpotQa,
+        ),
+        (
+            "musique/musique_ans_v1.0_train.first70.jsonl",
+            Format::Musique,
+        ),
+        (
+            "2wikimultihopqa/hipporag_2wikimultihopqa.first5.json",
+            Format::TwoWiki,
+        ),
+        ("hybridqa/dev.json", Format::HybridQa),
+        ("tatqa/tatqa_dataset_dev.first200.json", Format::TatQa),
+        ("metaqa/1-hop/test.txt", Format::MetaQa),
+        ("metaqa/2-hop/test.txt", Format::MetaQa),
+    ];
+    for (rel, want) in cases {
+        let Some(p) = shared(rel) else { return };
+        let loc = p.to_str().unwrap().to_string();
+        let options = FormatOptions::default_for(want);
+        let got = distillery_ingest::qa::detect_format(&InputCtx::local(&loc, &options)).unwrap();
+        assert_eq!(got, Some(want), "{rel}");
+    }
+    // The knowledge base and the raw corpora are no QA format.
+    for rel in [
+        "metaqa/kb.head.txt",
+        "freebase/freebase-rdf-latest.head10k.nt",
+    ] {
+        let Some(p) = shared(rel) else { return };
+        let loc = p.to_str().unwrap().to_string();
+        let options = FormatOptions::default_for(Format::HotpotQa);
+        let got = distillery_ingest::qa::detect_format(&InputCtx::local(&loc, &options)).unwrap();
+        assert_eq!(got, None, "{rel}");
+    }
 }

@@ -74,6 +74,7 @@ fn run(m: &dyn Method, q: &Question, docs: &[Document], sh: &[Segment]) -> Posit
         documents: &common::refs(docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     m.label(q, sh, &ctx)
 }
@@ -218,6 +219,7 @@ fn roots_are_never_positives() {
         documents: &common::refs(&docs),
         tables: &[&table],
         triples: &[],
+        kg_ids: &[],
     };
     for name in ["hseq-paper", "answer-aware"] {
         let m = by_name(name, &opts()).unwrap();
@@ -312,6 +314,7 @@ fn labeled_segments_carry_indexes() {
         documents: &common::refs(&docs),
         tables: &[&table],
         triples: &[],
+        kg_ids: &[],
     };
     let find = |level: &str, content: &str| {
         sh.iter()
@@ -570,7 +573,7 @@ fn report_math_on_a_hand_made_case() {
     let p = m.levels["paragraph"];
     assert_eq!((p.tp, p.fp, p.fn_), (3, 1, 1));
     assert!(close(p.precision, 75.0) && close(p.recall, 75.0) && close(p.f1, 75.0));
-    assert!(close(m.sufficient_with_all_gold, 50.0));
+    assert!(close(m.sufficient_with_all_gold.unwrap(), 50.0));
     // Per type.
     let b = m.by_type["bridge"]["sentence"];
     assert_eq!((b.tp, b.fp, b.fn_), (1, 1, 1));
@@ -642,7 +645,7 @@ fn report_builders_merge_to_the_report_of_all_records() {
     let m = &whole.datasets["toy"]["m"];
     let p = m.levels["paragraph"];
     assert_eq!((p.tp, p.fp, p.fn_), (3, 1, 1));
-    assert!(close(m.sufficient_with_all_gold, 50.0));
+    assert!(close(m.sufficient_with_all_gold.unwrap(), 50.0));
 }
 
 #[test]
@@ -691,6 +694,21 @@ fn report_json_nesting() {
     let j = report::compute(&labels, &qs2).to_json();
     assert!(j["toy"]["m"]["sentence"].is_null());
     assert!(j["toy"]["m"]["paragraph"].is_object());
+    // Without paragraph gold there is no sufficiency share to give: null, `-` in the table.
+    let mut qs3 = qs.clone();
+    for q in qs3.values_mut() {
+        q.evidence.clear();
+    }
+    let none = report::compute(&labels, &qs3);
+    assert_eq!(none.datasets["toy"]["m"].sufficient_with_all_gold, None);
+    assert!(none.to_json()["toy"]["m"]["sufficient_with_all_gold"].is_null());
+    assert!(
+        none.render_table()
+            .lines()
+            .any(|l| l.starts_with("sufficient with all gold %") && l.contains("| -")),
+        "{}",
+        none.render_table()
+    );
 
     let table = r.render_table();
     assert!(table.contains("== toy =="));
@@ -750,6 +768,7 @@ fn label_sample(
             documents: &common::refs(&ctx_docs),
             tables: &common::refs(&ctx_tables),
             triples: &[],
+            kg_ids: &[],
         };
         for m in &methods {
             let p = m.label(q, &sh, &ctx);

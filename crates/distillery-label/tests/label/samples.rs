@@ -251,6 +251,7 @@ impl Corpus {
             documents: &common::refs(&documents),
             tables: &common::refs(&tables),
             triples,
+            kg_ids: &[],
         })
     }
 
@@ -283,6 +284,7 @@ fn golden_target_single_step() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let sh = build_sh(&ctx, &Default::default());
     let levels: Vec<&str> = sh.iter().map(|s| s.level.as_str()).collect();
@@ -323,6 +325,7 @@ fn golden_target_two_steps_k1() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = sft::label_question(
         &l,
@@ -381,6 +384,7 @@ fn golden_prompt_layout() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = sft::label_question(
         &l,
@@ -590,6 +594,7 @@ fn question_without_answers_gets_a_record_but_no_samples() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = sft::label_question(
         &l,
@@ -610,6 +615,7 @@ fn question_without_answers_gets_a_record_but_no_samples() {
         documents: &[],
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = l.label_question(&ctx);
     assert!(!out.labels.is_empty());
@@ -771,6 +777,7 @@ fn templates_are_replaced_from_a_directory() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = sft::label_question(
         &l,
@@ -927,6 +934,7 @@ fn guidance_cache_hit_and_template_fallback() {
         documents: &common::refs(&docs),
         tables: &[],
         triples: &[],
+        kg_ids: &[],
     };
     let out = sft::label_question(
         &l,
@@ -995,6 +1003,7 @@ fn metaqa_neighbourhood_from_the_head_kb() {
             documents: &[],
             tables: &[],
             triples: &n,
+            kg_ids: &[],
         };
         let sh = build_sh(&ctx, &Default::default());
         assert!(sh.iter().any(|s| s.level == "subgraph"));
@@ -1219,6 +1228,7 @@ fn tatqa_samples_table_and_paragraphs() {
         documents: &common::refs(&docs),
         tables: &common::refs(&tables),
         triples: &[],
+        kg_ids: &[],
     };
     let sh = build_sh(&ctx, &Default::default());
     for level in ["table", "table_row", "document", "paragraph"] {
@@ -1273,6 +1283,7 @@ fn hybridqa_samples_with_their_table() {
             documents: &common::refs(&docs),
             tables: &common::refs(&tables),
             triples: &[],
+            kg_ids: &[],
         };
         let sh = build_sh(&ctx, &Default::default());
         assert_eq!(sh.iter().filter(|s| s.level == "table").count(), 1);
