@@ -15,7 +15,9 @@
 //! `Where was {s} born?`, `country of citizenship` → `Which country is {s} a citizen of?`,
 //! `educated at` → `Where was {s} educated?`, `instance of` → `What is {s} an instance of?`,
 //! ...); relations whose value is a person (`director`, `performer`, `father`, `spouse`, ...)
-//! read `Who is the {r} of {s}?`; any other relation `What is the {r} of {s}?`.
+//! read `Who is the {r} of {s}?`; `member of {x}` reads `Which {x} is {s} a member of?`; a
+//! relation ending in a preposition (`licensed to broadcast to`, `owned by`) `What is {s}
+//! {r}?`; any other relation `What is the {r} of {s}?`.
 //!
 //! **Samples** (messages `[system, user, assistant]`, the system omitted when its template is
 //! empty; the completed thought lists `*seed query-j**: <q_j>` and `*answer-j**: <a_j>` lines,
@@ -245,11 +247,34 @@ pub fn relation_question(relation: &str, subject: &str) -> String {
         "location" => format!("Where is {s} located?"),
         "record label" => format!("Which record label is {s} on?"),
         "genre" => format!("What is the genre of {s}?"),
+        "follows" => format!("What does {s} follow?"),
+        "capital of" => format!("What is {s} the capital of?"),
+        "location of formation" => format!("Where was {s} formed?"),
+        "mouth of the watercourse" => format!("Where does {s} flow into?"),
+        "position held" => format!("What position did {s} hold?"),
+        "present in work" => format!("Which work does {s} appear in?"),
+        "league" => format!("Which league does {s} play in?"),
         _ if PERSON_RELATIONS.contains(&r.as_str()) => format!("Who is the {r} of {s}?"),
+        // `member of political party` → Which political party is X a member of?
+        _ if r.starts_with("member of ") => {
+            format!("Which {} is {s} a member of?", &r["member of ".len()..])
+        }
+        // A relation ending in a preposition reads after the subject: `licensed to broadcast
+        // to`, `owned by`, `named after`, `followed by`.
+        _ if r
+            .rsplit(' ')
+            .next()
+            .is_some_and(|w| TRAILING_PREPOSITIONS.contains(&w)) =>
+        {
+            format!("What is {s} {r}?")
+        }
         _ => format!("What is the {r} of {s}?"),
     };
     tidy_question(&q)
 }
+
+/// Last words that make a relation read after its subject ([`relation_question`]).
+const TRAILING_PREPOSITIONS: &[&str] = &["to", "by", "after", "with", "from", "for", "at", "into"];
 
 fn tidy_subject(s: &str) -> String {
     let mut t = s.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -473,6 +498,33 @@ mod tests {
             relation_question("sport", "David Jones"),
             "What is the sport of David Jones?"
         );
+        for (r, s, q) in [
+            (
+                "follows",
+                "National Rail",
+                "What does National Rail follow?",
+            ),
+            (
+                "licensed to broadcast to",
+                "WILM",
+                "What is WILM licensed to broadcast to?",
+            ),
+            (
+                "member of political party",
+                "Ann Lee",
+                "Which political party is Ann Lee a member of?",
+            ),
+            ("owned by", "The Globe", "What is The Globe owned by?"),
+            ("capital of", "Paris", "What is Paris the capital of?"),
+            // A preposition inside the relation is not a trailing one.
+            (
+                "country of origin",
+                "Fado",
+                "What is the country of origin of Fado?",
+            ),
+        ] {
+            assert_eq!(relation_question(r, s), q);
+        }
         assert_eq!(
             substitute_refs("#10 and #1 #x", &[Some("A")]),
             "#10 and A #x"
