@@ -307,6 +307,33 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
          LEFT JOIN segments g ON x.sid = g.id WHERE g.id IS NULL GROUP BY x.dataset",
     );
     assert!(unjoined.is_empty(), "{unjoined:?}");
+
+    // A sufficient MuSiQue trajectory (the SFT method, answer-aware) has picked a segment
+    // that shows the answer: a positive past the candidate cap is picked as its paragraph.
+    let picked = sql_json(
+        &out_dir,
+        "SELECT l.question_id, q.answers, g.content FROM \
+         (SELECT question_id, unnest(selected) AS sid FROM labels \
+          WHERE method = 'answer-aware' AND sufficient AND dataset = 'musique') l \
+         JOIN segments g ON g.id = l.sid JOIN questions q ON q.id = l.question_id",
+    );
+    let mut shows: std::collections::BTreeMap<String, bool> = Default::default();
+    for r in &picked {
+        let text = r["content"].as_str().unwrap().to_lowercase();
+        let hit = r["answers"].as_array().unwrap().iter().any(|a| {
+            let a = a.as_str().unwrap().trim().to_lowercase();
+            !a.is_empty() && text.contains(&a)
+        });
+        *shows
+            .entry(r["question_id"].as_str().unwrap().to_string())
+            .or_default() |= hit;
+    }
+    assert!(shows.len() >= 20, "{}", shows.len());
+    let blind: Vec<&String> = shows.iter().filter(|(_, s)| !**s).map(|(q, _)| q).collect();
+    assert!(
+        blind.is_empty(),
+        "sufficient without the answer shown: {blind:?}"
+    );
     assert!(
         count(
             &out_dir,

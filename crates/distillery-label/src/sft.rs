@@ -5,7 +5,9 @@
 //! 1. builds S_h ([`crate::sh::build_sh`], default HSEQ options: sections on, cells off) and
 //!    the candidate stream ([`candidate_stream`]): the non-root segments of S_h in ρ order,
 //!    the first `max_segments` of them (the preset's cap, the same the methods use);
-//! 2. runs every method and synthesizes its trajectory ([`crate::trajectory::synthesize`]);
+//! 2. runs every method and synthesizes its trajectory ([`crate::trajectory::synthesize`])
+//!    over the positives it can show ([`reachable_positives`]: one past the candidate cap
+//!    stands as its nearest ancestor in the stream, which the record lists too);
 //!    each method gives one [`LabelRecord`] (id = `stable_id([question id, method])`). A
 //!    question without answers or without candidates is not given to the methods: its records
 //!    have no positives, `low_confidence` true and an empty trajectory;
@@ -32,8 +34,11 @@ use distillery_core::cpu::WallLap;
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
+use foldhash::{HashMap, HashSet};
 
-use crate::positives::{Method, Positives, Prepared, is_root, labeled_segment, max_segments};
+use crate::positives::{
+    Method, Positive, Positives, Prepared, is_root, labeled_segment, max_segments,
+};
 use crate::prompt::{IterationInput, LineCache, SegmentLine};
 use crate::sh::build_sh;
 use crate::trajectory::{Preset, Step, Trajectory, TrajectoryParams, synthesize};
@@ -55,6 +60,69 @@ pub fn candidate_stream(sh: &[Segment], max_segments: usize) -> Vec<usize> {
         .map(|(i, _)| i)
         .take(max_segments)
         .collect()
+}
+
+/// The positives a trajectory can pick, and the ancestors that stood in for some of them. A
+/// positive outside the capped candidate stream (a sentence of a late paragraph: ρ puts every
+/// paragraph before any sentence, so the cap cuts sentences first) is replaced, in its place
+/// in the priority order, by its nearest ancestor inside the stream, whose text holds it
+/// (reason `within:<its reason>`); one without such an ancestor stays out (it could never be
+/// shown, see [`synthesize`]). Without this a method that looks past the cap
+/// (`answer-aware`) would reach sufficiency on the positives it can show while the one
+/// holding the answer is never picked. The second list holds the stand-ins that are not
+/// positives themselves, for the label record.
+pub fn reachable_positives(
+    sh: &[Segment],
+    stream: &[usize],
+    positives: &Positives,
+) -> (Positives, Vec<Positive>) {
+    let mut in_stream = vec![false; sh.len()];
+    for &i in stream {
+        in_stream[i] = true;
+    }
+    if positives.items.iter().all(|p| in_stream[p.index]) {
+        return (positives.clone(), Vec::new());
+    }
+    let at: HashMap<&str, usize> = sh
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let is_positive: HashSet<usize> = positives.items.iter().map(|p| p.index).collect();
+    let mut items = Vec::with_capacity(positives.items.len());
+    let mut stand_ins: Vec<Positive> = Vec::new();
+    for p in &positives.items {
+        if in_stream[p.index] {
+            items.push(p.clone());
+            continue;
+        }
+        let mut i = p.index;
+        let ancestor = loop {
+            match sh[i].parent.as_deref().and_then(|id| at.get(id)) {
+                Some(&a) if in_stream[a] => break Some(a),
+                Some(&a) => i = a,
+                None => break None,
+            }
+        };
+        if let Some(a) = ancestor {
+            let stand_in = Positive {
+                index: a,
+                reason: format!("within:{}", p.reason),
+                score: p.score,
+                lexical: p.lexical,
+            };
+            if !is_positive.contains(&a) && !stand_ins.iter().any(|s| s.index == a) {
+                stand_ins.push(stand_in.clone());
+            }
+            items.push(stand_in);
+        }
+    }
+    let reachable = Positives {
+        items,
+        candidates: positives.candidates,
+        low_confidence: positives.low_confidence,
+    };
+    (reachable, stand_ins)
 }
 
 /// The target action, byte-exact as Python's `json.dumps` writes it (`": "` and `", "`
@@ -153,7 +221,8 @@ pub fn label_question(
                 low_confidence: true,
             }
         };
-        let traj = synthesize(sh.len(), &stream, &positives, &params);
+        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &positives);
+        let traj = synthesize(sh.len(), &stream, &reachable, &params);
         out.labels.push(LabelRecord {
             id: stable_id(&[&q.id, m.name()]),
             question_id: q.id.clone(),
@@ -165,6 +234,7 @@ pub fn label_question(
             positives: positives
                 .items
                 .iter()
+                .chain(&stand_ins)
                 .map(|p| labeled_segment(&sh, p, ctx))
                 .collect(),
             low_confidence: positives.low_confidence,
@@ -328,6 +398,86 @@ impl StepSamples<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seg(id: &str, level: &str, parent: Option<&str>) -> Segment {
+        Segment {
+            id: id.into(),
+            level: level.into(),
+            parent: parent.map(Into::into),
+            content: id.into(),
+            ..Default::default()
+        }
+    }
+
+    fn positive(index: usize, reason: &str) -> Positive {
+        Positive {
+            index,
+            reason: reason.into(),
+            score: 1.0,
+            lexical: false,
+        }
+    }
+
+    #[test]
+    fn positives_past_the_cap_stand_as_their_ancestor_in_the_stream() {
+        // doc → p1, p2 (paragraphs first in ρ) → s1 (of p1), s2 (of p2); the cap keeps 3
+        // candidates: p1, p2, s1.
+        let sh = vec![
+            seg("doc", "document", None),
+            seg("p1", "paragraph", Some("doc")),
+            seg("p2", "paragraph", Some("doc")),
+            seg("s1", "sentence", Some("p1")),
+            seg("s2", "sentence", Some("p2")),
+        ];
+        let stream = candidate_stream(&sh, 3);
+        assert_eq!(stream, [1, 2, 3]);
+        let pos = Positives {
+            items: vec![positive(3, "bridge"), positive(4, "exact")],
+            candidates: 3,
+            low_confidence: false,
+        };
+        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &pos);
+        let got: Vec<(usize, &str)> = reachable
+            .items
+            .iter()
+            .map(|p| (p.index, p.reason.as_str()))
+            .collect();
+        assert_eq!(got, [(3, "bridge"), (2, "within:exact")]);
+        assert_eq!(stand_ins.len(), 1);
+        // The trajectory is sufficient only once the paragraph holding s2 is picked.
+        let params = TrajectoryParams {
+            k: 2,
+            window: 3,
+            sufficiency: 1.0,
+            max_steps: 4,
+            lexical_weight: 0.5,
+        };
+        let t = synthesize(sh.len(), &stream, &reachable, &params);
+        assert!(t.sufficient);
+        assert!(t.selected().contains(&2), "{:?}", t.selected());
+        // Before: the pool held s1 alone, and the trajectory stopped sufficient without s2.
+        let unlifted = synthesize(sh.len(), &stream, &pos, &params);
+        assert_eq!(unlifted.selected(), [3]);
+        // A positive whose ancestors are all outside the stream (or roots) stays out; a
+        // stand-in already a positive is not listed again.
+        let pos = Positives {
+            items: vec![positive(2, "exact"), positive(4, "substring")],
+            candidates: 3,
+            low_confidence: false,
+        };
+        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &pos);
+        assert_eq!(reachable.items.len(), 2);
+        assert!(stand_ins.is_empty());
+        let (reachable, _) = reachable_positives(&sh, &[3], &pos);
+        assert!(reachable.items.is_empty());
+        // Everything in the stream: unchanged.
+        let inside = Positives {
+            items: vec![positive(1, "exact")],
+            candidates: 3,
+            low_confidence: false,
+        };
+        assert_eq!(reachable_positives(&sh, &stream, &inside).0, inside);
+    }
 
     #[test]
     fn target_is_python_json() {

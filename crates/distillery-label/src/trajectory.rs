@@ -24,7 +24,8 @@
 //! agent's own actions without knowing the positives.
 //!
 //! **Sufficiency and stopping.** Only positives inside the candidate stream count (a positive
-//! outside it could never be shown). Sufficiency becomes true once the picked positives
+//! outside it could never be shown; [`crate::sft::reachable_positives`] first puts the
+//! nearest ancestor in the stream in place of such a positive). Sufficiency becomes true once the picked positives
 //! number at least ⌈u·|P|⌉ (at least one); the trajectory stops at the first sufficient step,
 //! after T_max steps, or when the window comes up empty (the stream is exhausted).
 //!
