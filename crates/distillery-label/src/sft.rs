@@ -3,8 +3,9 @@
 //!
 //! [`label_question`]:
 //! 1. builds S_h ([`crate::sh::build_sh`], default HSEQ options: sections on, cells off) and
-//!    the candidate stream ([`candidate_stream`]): the non-root segments of S_h in ρ order,
-//!    the first `max_segments` of them (the preset's cap, the same the methods use);
+//!    the candidate stream ([`candidate_stream`]): the non-root segments of S_h in ρ order
+//!    but the sentences that repeat their paragraph word for word, the first `max_segments`
+//!    of them (the preset's cap, the one the methods use);
 //! 2. runs every method and synthesizes its trajectory ([`crate::trajectory::synthesize`])
 //!    over the positives it can show ([`reachable_positives`]: one past the candidate cap
 //!    stands as its nearest ancestor in the stream, which the record lists too);
@@ -51,12 +52,14 @@ pub const TASK_ITERATION: &str = "hseq_iteration";
 pub const STRATEGY: &str = "guided_topk";
 
 /// The candidate stream: indices of the non-root segments of `sh` (already in ρ order; roots
-/// as [`crate::positives::is_root`] defines them), the first `max_segments` of them — the
-/// candidate set of the methods ([`crate::positives::max_segments`]).
-pub fn candidate_stream(sh: &[Segment], max_segments: usize) -> Vec<usize> {
+/// as [`crate::positives::is_root`] defines them) but the `echo`es (sentences that repeat
+/// their paragraph, [`Prepared::echoes`]; empty: none), the first `max_segments` of them —
+/// the cap of the methods' candidate sets ([`crate::positives::max_segments`]). An echo that
+/// is a positive is picked as its paragraph ([`reachable_positives`]).
+pub fn candidate_stream(sh: &[Segment], max_segments: usize, echo: &[bool]) -> Vec<usize> {
     sh.iter()
         .enumerate()
-        .filter(|(_, s)| !is_root(&s.level))
+        .filter(|&(i, s)| !is_root(&s.level) && !echo.get(i).copied().unwrap_or(false))
         .map(|(i, _)| i)
         .take(max_segments)
         .collect()
@@ -200,7 +203,8 @@ pub fn label_question(
     let preset = Preset::from_options(&l.options);
     let params = TrajectoryParams::from_options(&l.options);
     let sh = build_sh(ctx, &HseqOptions::default());
-    let stream = candidate_stream(&sh, max_segments(&l.options));
+    let prep = Prepared::new(&sh);
+    let stream = candidate_stream(&sh, max_segments(&l.options), &prep.echoes());
     let answerable = q.answers.iter().any(|a| !a.trim().is_empty());
     let sft_method = l
         .options
@@ -209,7 +213,6 @@ pub fn label_question(
         .filter(|n| methods.iter().any(|m| m.name() == *n))
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();
-    let prep = Prepared::new(&sh);
     out.phases.hseq = lap.lap();
     for m in methods {
         let positives = if answerable && !stream.is_empty() {
@@ -429,7 +432,7 @@ mod tests {
             seg("s1", "sentence", Some("p1")),
             seg("s2", "sentence", Some("p2")),
         ];
-        let stream = candidate_stream(&sh, 3);
+        let stream = candidate_stream(&sh, 3, &[]);
         assert_eq!(stream, [1, 2, 3]);
         let pos = Positives {
             items: vec![positive(3, "bridge"), positive(4, "exact")],
@@ -512,7 +515,37 @@ mod tests {
             seg("r1", "table_row"),
             seg("s1", "sentence"),
         ];
-        assert_eq!(candidate_stream(&sh, 10), [2, 3, 4]);
-        assert_eq!(candidate_stream(&sh, 2), [2, 3]);
+        assert_eq!(candidate_stream(&sh, 10, &[]), [2, 3, 4]);
+        assert_eq!(candidate_stream(&sh, 2, &[]), [2, 3]);
+        // An echo is left out before the cap counts.
+        let echo = [false, false, false, true, false];
+        assert_eq!(candidate_stream(&sh, 2, &echo), [2, 4]);
+    }
+
+    #[test]
+    fn a_sole_sentence_that_repeats_its_paragraph_is_an_echo() {
+        let seg = |id: &str, level: &str, parent: &str, content: &str| Segment {
+            id: id.into(),
+            level: level.into(),
+            parent: (!parent.is_empty()).then(|| parent.into()),
+            content: content.into(),
+            ..Default::default()
+        };
+        let sh = vec![
+            seg("d", "document", "", "doc"),
+            seg("p1", "paragraph", "d", "One sentence."),
+            seg("p2", "paragraph", "d", "First. Second."),
+            seg("p3", "paragraph", "d", "Longer than its sentence."),
+            seg("s1", "sentence", "p1", " One sentence. "),
+            seg("s2", "sentence", "p2", "First."),
+            seg("s3", "sentence", "p2", " Second."),
+            seg("s4", "sentence", "p3", "Longer"),
+        ];
+        let echo = Prepared::new(&sh).echoes();
+        assert_eq!(
+            echo,
+            [false, false, false, false, true, false, false, false]
+        );
+        assert_eq!(candidate_stream(&sh, 48, &echo), [1, 2, 3, 5, 6, 7]);
     }
 }

@@ -106,6 +106,22 @@ impl<'a> Prepared<'a> {
         }
     }
 
+    /// Per segment of S_h: whether it is the only sentence of its paragraph and reads the
+    /// same (whitespace at the ends aside). Such a sentence would show its paragraph's text a
+    /// second time under another id, and a trajectory picking either one would teach nothing
+    /// the other does not; the trajectory stream leaves it out ([`crate::sft::candidate_stream`]).
+    pub fn echoes(&self) -> Vec<bool> {
+        let mut echo = vec![false; self.sh.len()];
+        for (p, kids) in self.sentences.iter().enumerate() {
+            if let [k] = kids[..]
+                && self.sh[k].content.trim() == self.sh[p].content.trim()
+            {
+                echo[k] = true;
+            }
+        }
+        echo
+    }
+
     /// The normalised content of segment `i` of S_h.
     pub fn norm(&self, i: usize) -> &str {
         self.norms[i].get_or_init(|| {

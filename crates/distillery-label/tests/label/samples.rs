@@ -43,7 +43,7 @@ impl Method for Contains {
         serde_json::json!({ "needle": self.needle })
     }
     fn label(&self, _q: &Question, sh: &[Segment], _ctx: &QuestionContext<'_>) -> Positives {
-        let cands: Vec<usize> = sft::candidate_stream(sh, 48);
+        let cands: Vec<usize> = sft::candidate_stream(sh, 48, &[]);
         let items = cands
             .iter()
             .filter(|&&i| sh[i].content.contains(self.needle))
