@@ -309,7 +309,8 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
     assert!(unjoined.is_empty(), "{unjoined:?}");
 
     // A sufficient MuSiQue trajectory (the SFT method, answer-aware) has picked a segment
-    // that shows the answer: a positive past the candidate cap is picked as its paragraph.
+    // whose text holds the answer: a positive past the candidate cap is picked as its
+    // paragraph.
     let picked = sql_json(
         &out_dir,
         "SELECT l.question_id, q.answers, g.content FROM \

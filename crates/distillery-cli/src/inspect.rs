@@ -199,11 +199,15 @@ pub const SFT_VIEW: &[(&str, &str)] = &[
     ),
     (
         "labels per dataset and method",
-        "SELECT dataset, method, count(*) AS questions, \
-         round(avg(cardinality(positives)), 2) AS positives_avg, \
-         round(100.0 * avg(CASE WHEN low_confidence THEN 1.0 ELSE 0.0 END), 1) AS low_confidence_pct, \
-         round(100.0 * avg(CASE WHEN sufficient THEN 1.0 ELSE 0.0 END), 1) AS sufficient_pct \
-         FROM labels GROUP BY dataset, method ORDER BY dataset, method",
+        // Stand-ins a trajectory picked (`within:`) are not the method's positives.
+        "SELECT l.dataset, l.method, count(*) AS questions, \
+         round(avg(cardinality(l.positives) - coalesce(w.n, 0)), 2) AS positives_avg, \
+         round(100.0 * avg(CASE WHEN l.low_confidence THEN 1.0 ELSE 0.0 END), 1) AS low_confidence_pct, \
+         round(100.0 * avg(CASE WHEN l.sufficient THEN 1.0 ELSE 0.0 END), 1) AS sufficient_pct \
+         FROM labels l LEFT JOIN (SELECT id, count(*) AS n FROM \
+         (SELECT id, unnest(positives) AS p FROM labels) \
+         WHERE starts_with(p['reason'], 'within:') GROUP BY id) w ON w.id = l.id \
+         GROUP BY l.dataset, l.method ORDER BY l.dataset, l.method",
     ),
 ];
 

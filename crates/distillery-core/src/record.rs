@@ -302,7 +302,9 @@ pub struct LabeledSegment {
     /// segments), row index (table rows); -1 when not applicable.
     pub index: i32,
     /// Why it was chosen: `exact`, `substring`, `lexical` (Jaccard fallback, low confidence),
-    /// or a method-specific reason (`bm25`, `bridge`, `title`, ...).
+    /// or a method-specific reason (`bm25`, `bridge`, `title`, ...); `within:<reason>` for a
+    /// segment the trajectory picked in place of a positive it holds that the candidate
+    /// stream does not show (not one of the method's positives, not counted as one).
     pub reason: String,
     pub score: f64,
 }

@@ -1523,7 +1523,11 @@ impl Outputs {
             .expect("a tag is open while questions are read");
         for l in r.labels {
             s.add(&format!("labels.{}", l.method), 1);
-            s.add(&format!("positives.{}", l.method), l.positives.len() as u64);
+            let own = l
+                .positives
+                .iter()
+                .filter(|p| !p.reason.starts_with("within:"));
+            s.add(&format!("positives.{}", l.method), own.count() as u64);
             s.add(
                 &format!("low_confidence.{}", l.method),
                 u64::from(l.low_confidence),

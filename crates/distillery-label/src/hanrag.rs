@@ -16,8 +16,9 @@
 //! `educated at` → `Where was {s} educated?`, `instance of` → `What is {s} an instance of?`,
 //! ...); relations whose value is a person (`director`, `performer`, `father`, `spouse`, ...)
 //! read `Who is the {r} of {s}?`; `member of {x}` reads `Which {x} is {s} a member of?`; a
-//! relation ending in a preposition (`licensed to broadcast to`, `owned by`) `What is {s}
-//! {r}?`; any other relation `What is the {r} of {s}?`.
+//! relation ending in `of` (`subclass of`) `What is {s} a {r}?`, one ending in another
+//! preposition (`licensed to broadcast to`, `owned by`) `What is {s} {r}?`; any other
+//! relation `What is the {r} of {s}?`.
 //!
 //! **Samples** (messages `[system, user, assistant]`, the system omitted when its template is
 //! empty; the completed thought lists `*seed query-j**: <q_j>` and `*answer-j**: <a_j>` lines,
@@ -202,7 +203,6 @@ const PERSON_RELATIONS: &[&str] = &[
     "head of state",
     "cast member",
     "doctoral advisor",
-    "student of",
 ];
 
 /// A question asking for relation `r` of subject `s` (see the module docs).
@@ -250,15 +250,19 @@ pub fn relation_question(relation: &str, subject: &str) -> String {
         "follows" => format!("What does {s} follow?"),
         "capital of" => format!("What is {s} the capital of?"),
         "location of formation" => format!("Where was {s} formed?"),
-        "mouth of the watercourse" => format!("Where does {s} flow into?"),
+        "mouth of the watercourse" => format!("What does {s} flow into?"),
+        "lyrics by" => format!("Who wrote the lyrics of {s}?"),
+        "student of" => format!("Who was {s} a student of?"),
         "position held" => format!("What position did {s} hold?"),
         "present in work" => format!("Which work does {s} appear in?"),
         "league" => format!("Which league does {s} play in?"),
         _ if PERSON_RELATIONS.contains(&r.as_str()) => format!("Who is the {r} of {s}?"),
         // `member of political party` → Which political party is X a member of?
-        _ if r.starts_with("member of ") => {
+        _ if r.starts_with("member of ") && !r["member of ".len()..].contains(" of") => {
             format!("Which {} is {s} a member of?", &r["member of ".len()..])
         }
+        // `subclass of` → What is X a subclass of?
+        _ if r.ends_with(" of") => format!("What is {s} a {r}?"),
         // A relation ending in a preposition reads after the subject: `licensed to broadcast
         // to`, `owned by`, `named after`, `followed by`.
         _ if r
@@ -516,11 +520,19 @@ mod tests {
             ),
             ("owned by", "The Globe", "What is The Globe owned by?"),
             ("capital of", "Paris", "What is Paris the capital of?"),
+            ("subclass of", "Fado", "What is Fado a subclass of?"),
+            (
+                "member of the crew of",
+                "Ann Lee",
+                "What is Ann Lee a member of the crew of?",
+            ),
+            ("lyrics by", "Hey Jude", "Who wrote the lyrics of Hey Jude?"),
+            ("student of", "Plato", "Who was Plato a student of?"),
             // A preposition inside the relation is not a trailing one.
             (
-                "country of origin",
+                "place of publication",
                 "Fado",
-                "What is the country of origin of Fado?",
+                "What is the place of publication of Fado?",
             ),
         ] {
             assert_eq!(relation_question(r, s), q);

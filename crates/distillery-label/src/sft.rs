@@ -7,8 +7,9 @@
 //!    but the sentences that repeat their paragraph word for word, the first `max_segments`
 //!    of them (the preset's cap, the one the methods use);
 //! 2. runs every method and synthesizes its trajectory ([`crate::trajectory::synthesize`])
-//!    over the positives it can show ([`reachable_positives`]: one past the candidate cap
-//!    stands as its nearest ancestor in the stream, which the record lists too);
+//!    over the positives it can pick ([`reachable_positives`]: one outside the stream stands
+//!    as its nearest ancestor in it, which the record lists too; one with no such ancestor
+//!    keeps the trajectory from ending sufficient without it);
 //!    each method gives one [`LabelRecord`] (id = `stable_id([question id, method])`). A
 //!    question without answers or without candidates is not given to the methods: its records
 //!    have no positives, `low_confidence` true and an empty trajectory;
@@ -52,28 +53,32 @@ pub const TASK_ITERATION: &str = "hseq_iteration";
 pub const STRATEGY: &str = "guided_topk";
 
 /// The candidate stream: indices of the non-root segments of `sh` (already in ρ order; roots
-/// as [`crate::positives::is_root`] defines them) but the `echo`es (sentences that repeat
-/// their paragraph, [`Prepared::echoes`]; empty: none), the first `max_segments` of them —
-/// the cap of the methods' candidate sets ([`crate::positives::max_segments`]). An echo that
-/// is a positive is picked as its paragraph ([`reachable_positives`]).
+/// as [`crate::positives::is_root`] defines them), the first `max_segments` of them — the
+/// cap of the methods' candidate sets ([`crate::positives::max_segments`]) — less the
+/// `echo`es among them (sentences that repeat their paragraph, [`Prepared::echoes`]; empty:
+/// none). An echo that is a positive is picked as its paragraph ([`reachable_positives`]).
 pub fn candidate_stream(sh: &[Segment], max_segments: usize, echo: &[bool]) -> Vec<usize> {
     sh.iter()
         .enumerate()
-        .filter(|&(i, s)| !is_root(&s.level) && !echo.get(i).copied().unwrap_or(false))
+        .filter(|(_, s)| !is_root(&s.level))
         .map(|(i, _)| i)
         .take(max_segments)
+        .filter(|&i| !echo.get(i).copied().unwrap_or(false))
         .collect()
 }
 
-/// The positives a trajectory can pick, and the ancestors that stood in for some of them. A
-/// positive outside the capped candidate stream (a sentence of a late paragraph: ρ puts every
-/// paragraph before any sentence, so the cap cuts sentences first) is replaced, in its place
-/// in the priority order, by its nearest ancestor inside the stream, whose text holds it
-/// (reason `within:<its reason>`); one without such an ancestor stays out (it could never be
-/// shown, see [`synthesize`]). Without this a method that looks past the cap
-/// (`answer-aware`) would reach sufficiency on the positives it can show while the one
-/// holding the answer is never picked. The second list holds the stand-ins that are not
-/// positives themselves, for the label record.
+/// The positives a trajectory picks from, and the ancestors that stood in for some of them.
+///
+/// A positive outside the candidate stream (past the cap: a sentence of a late paragraph, as
+/// ρ puts every paragraph before any sentence and the cap cuts sentences first; or an echo)
+/// is replaced, in its place in the priority order, by its nearest ancestor inside the
+/// stream, whose text holds it (reason `within:<its reason>`); the reader of the selected
+/// segments gets that text whole, though the window may show only its head. Positives inside
+/// a stand-in are then dropped (picking the paragraph picks them). A positive with no
+/// ancestor in the stream (a table row or KB edge past the cap: their parents are roots)
+/// stays in the list, outside the stream: [`synthesize`] cannot pick it, and it still
+/// counts toward sufficiency, so a trajectory does not end sufficient without it. The
+/// second list holds the stand-ins that are not positives themselves, for the label record.
 pub fn reachable_positives(
     sh: &[Segment],
     stream: &[usize],
@@ -91,6 +96,7 @@ pub fn reachable_positives(
         .enumerate()
         .map(|(i, s)| (s.id.as_str(), i))
         .collect();
+    let parent = |i: usize| sh[i].parent.as_deref().and_then(|id| at.get(id)).copied();
     let is_positive: HashSet<usize> = positives.items.iter().map(|p| p.index).collect();
     let mut items = Vec::with_capacity(positives.items.len());
     let mut stand_ins: Vec<Positive> = Vec::new();
@@ -99,27 +105,41 @@ pub fn reachable_positives(
             items.push(p.clone());
             continue;
         }
-        let mut i = p.index;
-        let ancestor = loop {
-            match sh[i].parent.as_deref().and_then(|id| at.get(id)) {
-                Some(&a) if in_stream[a] => break Some(a),
-                Some(&a) => i = a,
-                None => break None,
-            }
-        };
-        if let Some(a) = ancestor {
-            let stand_in = Positive {
-                index: a,
-                reason: format!("within:{}", p.reason),
-                score: p.score,
-                lexical: p.lexical,
-            };
-            if !is_positive.contains(&a) && !stand_ins.iter().any(|s| s.index == a) {
-                stand_ins.push(stand_in.clone());
-            }
-            items.push(stand_in);
+        let mut ancestor = parent(p.index);
+        while let Some(a) = ancestor.filter(|&a| !in_stream[a]) {
+            ancestor = parent(a);
         }
+        let Some(a) = ancestor else {
+            items.push(p.clone());
+            continue;
+        };
+        let stand_in = Positive {
+            index: a,
+            reason: format!("within:{}", p.reason),
+            score: p.score,
+            lexical: p.lexical,
+        };
+        if !is_positive.contains(&a) && !stand_ins.iter().any(|s| s.index == a) {
+            stand_ins.push(stand_in.clone());
+        }
+        items.push(stand_in);
     }
+    // Picking a stand-in picks what it holds.
+    let standing: HashSet<usize> = items
+        .iter()
+        .filter(|p| p.reason.starts_with("within:"))
+        .map(|p| p.index)
+        .collect();
+    items.retain(|p| {
+        let mut up = parent(p.index);
+        while let Some(a) = up {
+            if standing.contains(&a) {
+                return false;
+            }
+            up = parent(a);
+        }
+        true
+    });
     let reachable = Positives {
         items,
         candidates: positives.candidates,
@@ -423,62 +443,81 @@ mod tests {
 
     #[test]
     fn positives_past_the_cap_stand_as_their_ancestor_in_the_stream() {
-        // doc → p1, p2 (paragraphs first in ρ) → s1 (of p1), s2 (of p2); the cap keeps 3
-        // candidates: p1, p2, s1.
+        // doc → p1, p2 (paragraphs first in ρ) → s1 (of p1), s2 and s3 (of p2); the cap keeps
+        // 4 candidates: p1, p2, s1, s2.
         let sh = vec![
             seg("doc", "document", None),
             seg("p1", "paragraph", Some("doc")),
             seg("p2", "paragraph", Some("doc")),
             seg("s1", "sentence", Some("p1")),
             seg("s2", "sentence", Some("p2")),
+            seg("s3", "sentence", Some("p2")),
         ];
-        let stream = candidate_stream(&sh, 3, &[]);
-        assert_eq!(stream, [1, 2, 3]);
-        let pos = Positives {
-            items: vec![positive(3, "bridge"), positive(4, "exact")],
-            candidates: 3,
+        let stream = candidate_stream(&sh, 4, &[]);
+        assert_eq!(stream, [1, 2, 3, 4]);
+        let of = |items: &[Positive]| -> Vec<(usize, String)> {
+            items.iter().map(|p| (p.index, p.reason.clone())).collect()
+        };
+        let pos = |items: Vec<Positive>| Positives {
+            items,
+            candidates: 4,
             low_confidence: false,
         };
-        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &pos);
-        let got: Vec<(usize, &str)> = reachable
-            .items
-            .iter()
-            .map(|p| (p.index, p.reason.as_str()))
-            .collect();
-        assert_eq!(got, [(3, "bridge"), (2, "within:exact")]);
-        assert_eq!(stand_ins.len(), 1);
-        // The trajectory is sufficient only once the paragraph holding s2 is picked.
         let params = TrajectoryParams {
             k: 2,
-            window: 3,
+            window: 4,
             sufficiency: 1.0,
             max_steps: 4,
             lexical_weight: 0.5,
         };
+
+        // s3 (the answer) past the cap stands as p2; s2, inside p2, goes with it.
+        let given = pos(vec![
+            positive(3, "bridge"),
+            positive(4, "lead"),
+            positive(5, "exact"),
+        ]);
+        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &given);
+        assert_eq!(
+            of(&reachable.items),
+            [(3, "bridge".to_string()), (2, "within:exact".to_string())]
+        );
+        assert_eq!(of(&stand_ins), [(2, "within:exact".to_string())]);
         let t = synthesize(sh.len(), &stream, &reachable, &params);
         assert!(t.sufficient);
-        assert!(t.selected().contains(&2), "{:?}", t.selected());
-        // Before: the pool held s1 alone, and the trajectory stopped sufficient without s2.
-        let unlifted = synthesize(sh.len(), &stream, &pos, &params);
-        assert_eq!(unlifted.selected(), [3]);
-        // A positive whose ancestors are all outside the stream (or roots) stays out; a
-        // stand-in already a positive is not listed again.
-        let pos = Positives {
-            items: vec![positive(2, "exact"), positive(4, "substring")],
-            candidates: 3,
-            low_confidence: false,
+        assert_eq!(t.selected(), [3, 2]);
+        // Before: s3 could not be picked and did not count, and the trajectory ended
+        // sufficient without it.
+        let before = Positives {
+            items: vec![positive(3, "bridge"), positive(4, "lead")],
+            ..given.clone()
         };
-        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &pos);
-        assert_eq!(reachable.items.len(), 2);
+        assert!(synthesize(sh.len(), &stream, &before, &params).sufficient);
+
+        // A stand-in that is a positive already is not listed again.
+        let given = pos(vec![positive(2, "exact"), positive(5, "substring")]);
+        let (reachable, stand_ins) = reachable_positives(&sh, &stream, &given);
+        assert_eq!(
+            of(&reachable.items),
+            [
+                (2, "exact".to_string()),
+                (2, "within:substring".to_string())
+            ]
+        );
         assert!(stand_ins.is_empty());
-        let (reachable, _) = reachable_positives(&sh, &[3], &pos);
-        assert!(reachable.items.is_empty());
+
+        // A positive with no ancestor in the stream stays, outside it: it cannot be picked
+        // and the trajectory does not end sufficient without it.
+        let short = [1, 3];
+        let given = pos(vec![positive(3, "exact"), positive(5, "exact")]);
+        let (reachable, _) = reachable_positives(&sh, &short, &given);
+        assert_eq!(of(&reachable.items), of(&given.items));
+        let t = synthesize(sh.len(), &short, &reachable, &params);
+        assert_eq!(t.selected(), [3]);
+        assert!(!t.sufficient && !t.steps.is_empty());
+
         // Everything in the stream: unchanged.
-        let inside = Positives {
-            items: vec![positive(1, "exact")],
-            candidates: 3,
-            low_confidence: false,
-        };
+        let inside = pos(vec![positive(1, "exact")]);
         assert_eq!(reachable_positives(&sh, &stream, &inside).0, inside);
     }
 
@@ -517,9 +556,10 @@ mod tests {
         ];
         assert_eq!(candidate_stream(&sh, 10, &[]), [2, 3, 4]);
         assert_eq!(candidate_stream(&sh, 2, &[]), [2, 3]);
-        // An echo is left out before the cap counts.
+        // Echoes are left out of the capped stream (the cap is the methods' candidate set).
         let echo = [false, false, false, true, false];
-        assert_eq!(candidate_stream(&sh, 2, &echo), [2, 4]);
+        assert_eq!(candidate_stream(&sh, 2, &echo), [2]);
+        assert_eq!(candidate_stream(&sh, 10, &echo), [2, 4]);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! [`synthesize`] turns a positive pool P (from a [`crate::positives::Method`]) into the
 //! target action sequence the iteration agent is trained on. The agent sees the candidate
-//! stream (non-root segments of S_h in the stream order ρ, capped at `max_segments`) through
+//! stream (non-root segments of S_h in the stream order ρ, capped at `max_segments`, less
+//! the sentences that repeat their paragraph: [`crate::sft::candidate_stream`]) through
 //! a window of W candidates; at each step it selects up to k segment ids from the window and
 //! says whether the evidence selected so far is sufficient.
 //!
@@ -23,11 +24,14 @@
 //! The rule depends only on the number of picks, so an inference loop can apply it to the
 //! agent's own actions without knowing the positives.
 //!
-//! **Sufficiency and stopping.** Only positives inside the candidate stream count (a positive
-//! outside it could never be shown; [`crate::sft::reachable_positives`] first puts the
-//! nearest ancestor in the stream in place of such a positive). Sufficiency becomes true once the picked positives
-//! number at least ⌈u·|P|⌉ (at least one); the trajectory stops at the first sufficient step,
-//! after T_max steps, or when the window comes up empty (the stream is exhausted).
+//! **Sufficiency and stopping.** Only positives inside the candidate stream can be picked
+//! ([`crate::sft::reachable_positives`] first puts the nearest ancestor in the stream in
+//! place of a positive outside it, where there is one); the others still count. Sufficiency
+//! becomes true once the picked positives number at least ⌈u·|P|⌉ (at least one), P every
+//! distinct positive given, so with u = 1 a positive that can never be shown keeps the
+//! trajectory insufficient rather than ending it sufficient without that evidence. The
+//! trajectory stops at the first sufficient step, after T_max steps, or when the window comes
+//! up empty (the stream is exhausted).
 //!
 //! **Weights.** A step whose picks are all lexical (Jaccard fallback) positives gets
 //! `lexical_weight`, any other step with picks 1.0. An empty-selection step gets
@@ -168,15 +172,23 @@ pub fn synthesize(
             stream_clean.push(i);
         }
     }
-    // The pool: positives inside the stream, deduplicated, in priority order.
+    // The pool: positives inside the stream, deduplicated, in priority order; `total` counts
+    // the distinct positives inside it or not.
     let mut in_pool = vec![false; sh_len];
     let mut pool: Vec<(usize, bool)> = Vec::new();
+    let mut outside: Vec<usize> = Vec::new();
     for p in &positives.items {
-        if p.index < sh_len && pos[p.index] != usize::MAX && !in_pool[p.index] {
+        if p.index >= sh_len || in_pool[p.index] {
+            continue;
+        }
+        if pos[p.index] != usize::MAX {
             in_pool[p.index] = true;
             pool.push((p.index, p.lexical));
+        } else if !outside.contains(&p.index) {
+            outside.push(p.index);
         }
     }
+    let total = pool.len() + outside.len();
     if stream_clean.is_empty() || pool.is_empty() || params.max_steps == 0 {
         return Trajectory::default();
     }
@@ -185,7 +197,7 @@ pub fn synthesize(
     } else {
         1.0
     };
-    let need = ((u * pool.len() as f64).ceil() as usize).clamp(1, pool.len());
+    let need = ((u * total as f64).ceil() as usize).clamp(1, total);
     let all_lexical = pool.iter().all(|&(_, lex)| lex);
 
     let mut selected = vec![false; sh_len];
