@@ -146,8 +146,9 @@ pub fn question_hops(q: &Question, max_hops: u32) -> u32 {
 /// A KB in memory, indexed by node for k-hop neighbourhoods.
 ///
 /// A node is named by a triple's `subject` / `object` key and also by its
-/// `subject_name` / `object_name` when the triple has one; lookups ignore ASCII case
-/// (MetaQA questions and KB lines do not always agree on case).
+/// `subject_name` / `object_name` when the triple has one; lookups ignore case (MetaQA
+/// questions and KB lines do not always agree on case), unless a node's key is the name
+/// exactly as given: then only the nodes so keyed are taken.
 #[derive(Debug, Default)]
 pub struct KbIndex {
     triples: Vec<Triple>,
@@ -264,8 +265,12 @@ impl KbIndex {
         let mut visited: HashSet<&str> = HashSet::new();
         let mut frontier: Vec<&str> = Vec::new();
         for e in entities {
-            if let Some(keys) = self.names.get(&e.trim().to_lowercase()) {
-                for k in keys {
+            let e = e.trim();
+            if let Some(keys) = self.names.get(&e.to_lowercase()) {
+                // A node named exactly as given wins over those that differ in case (MetaQA's
+                // movie `Ninja` over its tag `ninja`).
+                let exact = keys.iter().any(|k| k == e);
+                for k in keys.iter().filter(|k| !exact || *k == e) {
                     if visited.insert(k.as_str()) {
                         frontier.push(k.as_str());
                     }
@@ -326,6 +331,24 @@ mod tests {
             object_name: Some(o.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_exact_name_wins_over_one_that_differs_in_case() {
+        let kb = KbIndex::new(vec![
+            t("Ninja Assassin", "has_tags", "ninja"),
+            t("Ninja", "directed_by", "Dir N"),
+        ]);
+        let objects = |e: &str| -> Vec<String> {
+            kb.neighbourhood(&[e.to_string()], 1, 10)
+                .into_iter()
+                .map(|t| t.object)
+                .collect()
+        };
+        assert_eq!(objects("Ninja"), ["Dir N"]);
+        assert_eq!(objects("ninja"), ["ninja"]);
+        // No node keyed exactly so: every case counts, as before.
+        assert_eq!(objects("NINJA"), ["ninja", "Dir N"]);
     }
 
     #[test]
