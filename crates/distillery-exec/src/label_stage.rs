@@ -79,7 +79,6 @@ use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{
     Document, LabelRecord, QuarantineRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
 };
-use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 use distillery_label::report::ReportBuilder;
@@ -396,21 +395,21 @@ async fn read_rows<T: serde::de::DeserializeOwned + Send + 'static>(
     parallelism: usize,
     mut each: impl FnMut(T),
 ) -> Result<u64, ExecError> {
-    let keep = |rows: Vec<T>| rows;
-    read_parts(out, table, parts, parallelism, keep, |rows| {
-        rows.into_iter().for_each(&mut each)
+    let keep = |batches: Vec<Vec<T>>| batches;
+    read_parts(out, table, parts, parallelism, keep, |batches| {
+        batches.into_iter().flatten().for_each(&mut each)
     })
     .await
 }
 
-/// [`read_rows`] a part at a time: each part's rows go through `then` on the part's blocking
-/// thread, and what it makes reaches `each`, in part order.
+/// [`read_rows`] a part at a time: each part's rows (a `Vec` a decoded batch) go through
+/// `then` on the part's blocking thread, and what it makes reaches `each`, in part order.
 async fn read_parts<T, U>(
     out: &Location,
     table: TableKind,
     parts: &[(String, &WrittenPart)],
     parallelism: usize,
-    then: impl Fn(Vec<T>) -> U + Clone + Send + 'static,
+    then: impl Fn(Vec<Vec<T>>) -> U + Clone + Send + 'static,
     mut each: impl FnMut(U),
 ) -> Result<u64, ExecError>
 where
@@ -428,7 +427,7 @@ where
                 let decoded = tokio::task::spawn_blocking(move || from_batch::<T>(table, &batch))
                     .await
                     .map_err(task_err)??;
-                rows.extend(decoded);
+                rows.push(decoded);
             }
             tokio::task::spawn_blocking(move || then(rows))
                 .await
@@ -454,7 +453,8 @@ async fn load_kb(
 ) -> Result<(KbIndex, u64), ExecError> {
     let kb_parts = parts_of(parts, TableKind::Triples, input);
     let mut read: Vec<(Vec<Triple>, Vec<KgIds>)> = Vec::with_capacity(kb_parts.len());
-    let with_ids = |rows: Vec<Triple>| {
+    let with_ids = |batches: Vec<Vec<Triple>>| {
+        let rows: Vec<Triple> = batches.into_iter().flatten().collect();
         let ids = kg_ids(&rows);
         (rows, ids)
     };
@@ -1230,22 +1230,6 @@ async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, Exe
 /// missing): an evaluation file may hold them.
 const CONTEXT_ONLY_REASONS: &[&str] = &["missing_context"];
 
-fn evaluation_ctx<'a>(
-    location: &str,
-    options: &'a FormatOptions,
-    opener: &'a dyn Opener,
-) -> InputCtx<'a> {
-    InputCtx {
-        source: file_name(location),
-        location: location.to_string(),
-        file_index: 0,
-        split: None,
-        options,
-        opener,
-        bytes_read: Arc::new(AtomicU64::new(0)),
-    }
-}
-
 /// The questions of one evaluation file (see [`load_decontamination`]).
 fn evaluation_questions(
     given: Option<Format>,
@@ -1256,7 +1240,7 @@ fn evaluation_questions(
         Some(f) => f,
         None => {
             let options = FormatOptions::default_for(Format::HotpotQa);
-            distillery_ingest::qa::detect_format(&evaluation_ctx(location, &options, opener))?
+            distillery_ingest::qa::detect_format(&InputCtx::opened_by(location, &options, opener))?
                 .ok_or_else(|| {
                     ExecError::Inputs(format!(
                         "decontaminate: {location}: its first record (read within the first \
@@ -1272,7 +1256,7 @@ fn evaluation_questions(
     let mut sink = VecSink::default();
     read_input(
         format,
-        &evaluation_ctx(location, &options, opener),
+        &InputCtx::opened_by(location, &options, opener),
         &mut sink,
     )?;
     // Records of the file itself: a side file's (a HybridQA table) cost no question.

@@ -186,13 +186,23 @@ pub struct InputCtx<'a> {
 impl<'a> InputCtx<'a> {
     /// A context for a local file with default options (tests and one-off reads).
     pub fn local(location: &str, options: &'a FormatOptions) -> InputCtx<'a> {
+        InputCtx::opened_by(location, options, &LocalFs)
+    }
+
+    /// A context for one file read on its own (no input around it: file index 0, split
+    /// guessed from the name) through `opener`.
+    pub fn opened_by(
+        location: &str,
+        options: &'a FormatOptions,
+        opener: &'a dyn Opener,
+    ) -> InputCtx<'a> {
         InputCtx {
             location: location.to_string(),
             source: file_name(location),
             file_index: 0,
             split: None,
             options,
-            opener: &LocalFs,
+            opener,
             bytes_read: Arc::new(AtomicU64::new(0)),
         }
     }

@@ -234,10 +234,7 @@ impl KbIndex {
     /// The result is in KB order (the order given to [`KbIndex::new`]), deterministic, without
     /// duplicates. Unknown entities are ignored; no known entity gives an empty result.
     pub fn neighbourhood(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<Triple> {
-        self.reach(entities, hops, max_edges)
-            .into_iter()
-            .map(|i| self.triples[i].clone())
-            .collect()
+        self.neighbourhood_with_ids(entities, hops, max_edges).0
     }
 
     /// [`KbIndex::neighbourhood`] with the edges' segment ids (empty when the index has
