@@ -322,6 +322,45 @@ fn reruns_write_identical_files_and_shards_are_deterministic() {
 }
 
 #[test]
+fn an_output_in_use_or_not_a_directory_is_refused_with_the_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    // A job on another host holds the output: refused, naming it, nothing written.
+    let lock = out.join("_lock.json");
+    std::fs::write(
+        &lock,
+        r#"{"job": "20261123T000000-abcdef12", "pipeline": "nightly", "host": "elsewhere", "pid": 1, "since": "2026-11-23T00:00:00Z"}"#,
+    )
+    .unwrap();
+    let set = format!("output={}", out.display());
+    let r = run(&["run", "pipelines/quickstart.toml", "--set", &set]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(
+        err.contains("in use by job 20261123T000000-abcdef12 (pipeline `nightly`, host elsewhere"),
+        "{err}"
+    );
+    assert!(!err.contains("Unavailable"), "{err}");
+    assert!(!out.join("_manifest.json").exists());
+    assert!(lock.exists(), "another job's lock is left alone");
+    // Once it is gone, the run goes and gives the lock back when it ends.
+    std::fs::remove_file(&lock).unwrap();
+    ok(&["run", "pipelines/quickstart.toml", "--set", &set]);
+    assert!(out.join("_manifest.json").exists());
+    assert!(!lock.exists());
+    // An output that is a file is the user's error, not an unavailable coordinator.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let set = format!("output={}", file.display());
+    let r = run(&["run", "pipelines/quickstart.toml", "--set", &set]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("a-file: not a directory"), "{err}");
+    assert!(!err.contains("Unavailable"), "{err}");
+}
+
+#[test]
 fn validate_reports_every_problem_and_plan_lists_outputs() {
     let tmp = tempfile::tempdir().unwrap();
     let bad = tmp.path().join("bad.toml");
@@ -333,11 +372,16 @@ fn validate_reports_every_problem_and_plan_lists_outputs() {
     let out = run(&["validate", bad.to_str().unwrap()]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("4 problems"), "{err}");
+    assert!(err.contains("5 problems"), "{err}");
     assert!(err.contains(":3:1: extra"), "{err}");
     assert!(err.contains(":6:1: run.shards"), "{err}");
     assert!(err.contains(":10:1: inputs[0].format"), "{err}");
     assert!(err.contains("`zzz` names no input"), "{err}");
+    // The missing file too, in the same report as the option errors.
+    assert!(
+        err.contains(":11:1: inputs[0].paths: nope.xml: no such file"),
+        "{err}"
+    );
 
     // Missing input files are reported by validate too, all at once.
     let missing = tmp.path().join("missing.toml");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use distillery_cluster::auth::Token;
-use distillery_cluster::client::{connect, rpc_err};
+use distillery_cluster::client::{connect, rpc_err, submit_err};
 use distillery_cluster::coordinator::{CoordinatorConfig, CoordinatorService};
 use distillery_cluster::local::{TlsFiles, outcome_of, run_embedded, serve, wait_job};
 use distillery_cluster::worker::{
@@ -189,7 +189,7 @@ pub async fn submit(conn: &Conn, file: &PathBuf, set: &[String], wait: bool) -> 
             overrides: set.to_vec(),
         })
         .await
-        .map_err(|s| rpc_err(&conn.coordinator, s))?
+        .map_err(|s| submit_err(&conn.coordinator, s))?
         .into_inner()
         .job_id;
     outln!("{job}");

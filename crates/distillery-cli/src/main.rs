@@ -373,7 +373,12 @@ fn main() -> ExitCode {
 fn load(file: &PathBuf, set: &[String]) -> Result<std::result::Result<Pipeline, String>> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
-    Ok(Pipeline::parse(&file.display().to_string(), &text, set).map_err(|e| e.to_string()))
+    // Missing input files are reported with the file's other problems.
+    let check = |paths: &[String]| distillery_exec::store::resolve_each(paths).1;
+    Ok(
+        Pipeline::parse_checking_paths(&file.display().to_string(), &text, set, &check)
+            .map_err(|e| e.to_string()),
+    )
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode> {

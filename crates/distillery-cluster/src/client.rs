@@ -48,6 +48,15 @@ pub fn connect(
     ))
 }
 
+/// A refused job submission as an error: an invalid job (bad pipeline, output in use) as its
+/// own message, anything else naming the coordinator.
+pub fn submit_err(addr: &str, s: Status) -> ClusterError {
+    match s.code() {
+        tonic::Code::InvalidArgument => ClusterError::Invalid(s.message().to_string()),
+        _ => rpc_err(addr, s),
+    }
+}
+
 /// A status as an error naming the coordinator.
 pub fn rpc_err(addr: &str, s: Status) -> ClusterError {
     ClusterError::Rpc {

@@ -6,7 +6,7 @@
 //! unfinished job from the state store ([`crate::state`]) and carries on; workers re-register
 //! when their next pull is refused as coming from an older generation.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use distillery_core::spec::Pipeline;
 use distillery_core::{ErrorKind as Kind, HasKind};
 use distillery_exec::ExecError;
+use distillery_exec::lock::OutputLock;
 use distillery_exec::parts::WrittenPart;
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::{
@@ -176,6 +177,10 @@ pub struct CoordinatorService {
     /// What failed or cancelled jobs still do in the background (their final record, their
     /// staging removed): an embedded run waits for it before its process exits.
     after_jobs: TaskTracker,
+    /// Held while an output lock is taken or given back: the lock of a job that ended is
+    /// taken over by the next job, which must not race that job's own release (a read, then
+    /// a delete) into deleting the new holder's lock.
+    output_locks: Arc<tokio::sync::Mutex<()>>,
 }
 
 fn now_ms() -> i64 {
@@ -258,6 +263,7 @@ impl CoordinatorService {
             counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
             after_jobs: TaskTracker::new(),
+            output_locks: Arc::default(),
         };
         for (rec, fin) in svc.state.jobs().await? {
             match fin {
@@ -443,21 +449,63 @@ impl CoordinatorService {
             .map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let job_id = distillery_exec::run::new_run_id(&p.hash);
-        let out = open_location(&p.output, true)?;
-        let running: Vec<String> = self.lock().jobs.keys().cloned().collect();
-        distillery_exec::publish::cleanup_stale_staging(&out, &job_id, &running).await?;
-        let rec = JobRecord {
-            job_id: job_id.clone(),
-            pipeline_file: file.to_string(),
-            pipeline_text: text.to_string(),
-            overrides: overrides.to_vec(),
-            submitted_at_ms: now_ms(),
-            task_ids: plan.tasks.iter().map(|t| t.id.clone()).collect(),
+        // The output is the user's to fix (a file, a bad URL, another job's): an invalid job,
+        // not an unavailable coordinator.
+        let invalid = |e: distillery_exec::ExecError| match e.kind() {
+            Kind::Fatal => ClusterError::Invalid(e.to_string()),
+            Kind::Retryable => ClusterError::Exec(e),
         };
-        self.state.put_job(&rec).await?;
-        info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");
-        self.load_job(rec, Vec::new(), Some((p, plan)))?;
+        let out = open_location(&p.output, true).map_err(invalid)?;
+        // Jobs of this coordinator that ended (their lock may not be given back yet).
+        let (running, ended): (Vec<String>, BTreeSet<String>) = {
+            let inner = self.lock();
+            (
+                inner.jobs.keys().cloned().collect(),
+                inner
+                    .jobs
+                    .iter()
+                    .filter(|(_, j)| j.state != pb::JobState::Running)
+                    .map(|(id, _)| id.clone())
+                    .chain(inner.finals.keys().cloned())
+                    .collect(),
+            )
+        };
+        let lock = OutputLock::new(&job_id, &p.name);
+        {
+            let _serial = self.output_locks.lock().await;
+            distillery_exec::lock::acquire(&out, &lock, |j| ended.contains(j))
+                .await
+                .map_err(invalid)?;
+        }
+        let submitted = async {
+            distillery_exec::publish::cleanup_stale_staging(&out, &job_id, &running).await?;
+            let rec = JobRecord {
+                job_id: job_id.clone(),
+                pipeline_file: file.to_string(),
+                pipeline_text: text.to_string(),
+                overrides: overrides.to_vec(),
+                submitted_at_ms: now_ms(),
+                task_ids: plan.tasks.iter().map(|t| t.id.clone()).collect(),
+            };
+            self.state.put_job(&rec).await?;
+            info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");
+            self.load_job(rec, Vec::new(), Some((p, plan)))
+        };
+        if let Err(e) = submitted.await {
+            // Not started: the output is free again.
+            self.give_back_lock(&out, &job_id).await;
+            return Err(e);
+        }
         Ok(job_id)
+    }
+
+    /// Gives a job's output lock back; a failure is logged (the output is complete or
+    /// withdrawn either way, and this coordinator takes the locks of its ended jobs over).
+    async fn give_back_lock(&self, out: &Location, job_id: &str) {
+        let _serial = self.output_locks.lock().await;
+        if let Err(e) = distillery_exec::lock::release(out, job_id).await {
+            warn!(job = %job_id, error = %e, "cannot give back the output lock");
+        }
     }
 
     /// Fails (or cancels) a job: running attempts are abandoned, its staging removed, and
@@ -514,6 +562,7 @@ impl CoordinatorService {
             if let Err(e) = removed {
                 warn!(job = %id, error = %e, "cannot remove the job's staging");
             }
+            svc.give_back_lock(&out, &id).await;
         });
         drop(guard);
     }
@@ -557,6 +606,9 @@ impl CoordinatorService {
                 };
                 match publish_job(&p, &plan, &job_id, &out, &committed, started).await {
                     Ok(outcome) => {
+                        // Before the job reads as succeeded: whoever waits for it may write
+                        // into the output next.
+                        svc.give_back_lock(&out, &job_id).await;
                         let fin = {
                             let mut inner = svc.lock();
                             let Some(job) = inner.jobs.get_mut(&job_id) else {
@@ -1862,6 +1914,58 @@ mod tests {
             st.error
         );
         assert_eq!(st.error.matches("lease expired").count(), 2, "{}", st.error);
+    }
+
+    #[tokio::test]
+    async fn one_job_writes_an_output_at_a_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+        let text = pipeline(tmp.path(), 0);
+        let first = svc.submit("t.toml", &text, &[]).await.unwrap();
+        let lock = tmp
+            .path()
+            .join("out")
+            .join(distillery_exec::lock::LOCK_FILE);
+        assert!(lock.exists());
+        // A second job into the same output is refused as invalid, naming the holder.
+        match svc.submit("t.toml", &text, &[]).await {
+            Err(ClusterError::Invalid(m)) => {
+                assert!(m.contains(&format!("in use by job {first}")), "{m}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+        assert_eq!(svc.lock().jobs.len(), 1, "the refused job was not recorded");
+        // Once the first job ended the output is free, even before its lock is given back.
+        svc.end_job(
+            &first,
+            pb::JobState::Cancelled,
+            pb::ErrorKind::Fatal,
+            "stop".into(),
+        );
+        let second = svc.submit("t.toml", &text, &[]).await.unwrap();
+        let held: distillery_exec::lock::OutputLock =
+            serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap();
+        assert_eq!(held.job, second);
+        // Ending it gives the lock back.
+        svc.end_job(
+            &second,
+            pb::JobState::Cancelled,
+            pb::ErrorKind::Fatal,
+            "stop".into(),
+        );
+        svc.after_jobs_done().await;
+        assert!(!lock.exists());
+    }
+
+    #[tokio::test]
+    async fn an_output_that_is_a_file_is_an_invalid_job() {
+        let tmp = tempfile::tempdir().unwrap();
+        let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+        std::fs::write(tmp.path().join("out"), b"a file").unwrap();
+        match svc.submit("t.toml", &pipeline(tmp.path(), 0), &[]).await {
+            Err(ClusterError::Invalid(m)) => assert!(m.contains("out: not a directory"), "{m}"),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use tonic::transport::{Identity, Server, ServerTlsConfig};
 use tracing::{info, warn};
 
 use crate::auth::Token;
-use crate::client::{Client, connect, rpc_err};
+use crate::client::{Client, connect, rpc_err, submit_err};
 use crate::coordinator::{CoordinatorConfig, CoordinatorService};
 use crate::pb::coordinator_server::CoordinatorServer;
 use crate::worker::{Faults, WorkerConfig, WorkerMetrics, run_worker};
@@ -204,10 +204,7 @@ async fn run_embedded_in(
                 Err(e) => Err(e),
             }
         }
-        Err(s) if s.code() == tonic::Code::InvalidArgument => {
-            Err(ClusterError::Invalid(s.message().to_string()))
-        }
-        Err(s) => Err(rpc_err(&addr, s)),
+        Err(s) => Err(submit_err(&addr, s)),
     };
     let _ = worker_stop_tx.send(true);
     let _ = worker.await;

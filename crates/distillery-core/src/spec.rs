@@ -1277,6 +1277,19 @@ fn key(k: &str) -> PathSeg {
 impl Pipeline {
     /// Parses and checks a pipeline file's text with overrides applied, reporting every problem.
     pub fn parse(file: &str, text: &str, overrides: &[String]) -> Result<Pipeline, SpecErrors> {
+        Self::parse_checking_paths(file, text, overrides, &|_| Vec::new())
+    }
+
+    /// [`Self::parse`], with every input's `paths` also given to `check_paths` (even where
+    /// the rest of the input has errors): each problem it returns (`"a.json: no such file"`)
+    /// is reported at `inputs[i].paths` with the other errors, so `validate` says everything
+    /// at once.
+    pub fn parse_checking_paths(
+        file: &str,
+        text: &str,
+        overrides: &[String],
+        check_paths: &dyn Fn(&[String]) -> Vec<String>,
+    ) -> Result<Pipeline, SpecErrors> {
         let fail = |errors: Vec<SpecError>| SpecErrors {
             file: file.to_string(),
             errors,
@@ -1311,6 +1324,23 @@ impl Pipeline {
             overridden,
         };
         let p = Self::check(&mut c, &root);
+        if let Some(toml::Value::Array(inputs)) = root.get("inputs") {
+            for (i, v) in inputs.iter().enumerate() {
+                let Some(toml::Value::Array(paths)) = v.get("paths") else {
+                    continue;
+                };
+                let paths: Vec<String> = paths
+                    .iter()
+                    .filter_map(|p| p.as_str().map(str::to_string))
+                    .collect();
+                for problem in check_paths(&paths) {
+                    c.push(
+                        vec![key("inputs"), PathSeg::Index(i), key("paths")],
+                        problem,
+                    );
+                }
+            }
+        }
         match p {
             Some(mut p) if c.errors.is_empty() => {
                 let canonical = serde_json::to_string(&PipelineHashView(&p)).unwrap_or_default();

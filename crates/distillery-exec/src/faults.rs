@@ -2,6 +2,8 @@
 //! `DISTILLERY_FAULT_STORE_WRITES=N` in the environment, the first `N` writes (puts and
 //! multipart uploads) of this process through any opened location fail with a transient
 //! error, as a flaky S3 would. Without it, locations use their store directly.
+//! [`without_conditional_put`] makes a store answer create-only puts as an S3-compatible
+//! server without conditional writes does (for tests of [`crate::lock`]'s fallback).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -11,7 +13,7 @@ use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
 };
 
 /// Environment variable: how many writes fail.
@@ -32,15 +34,27 @@ fn budget() -> Option<&'static AtomicU64> {
 /// Wraps a store in the fault layer when the environment asks for one.
 pub fn wrap(store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
     match budget() {
-        Some(_) => Arc::new(FaultyStore { inner: store }),
+        Some(_) => Arc::new(FaultyStore {
+            inner: store,
+            no_conditional_put: false,
+        }),
         None => store,
     }
 }
 
-/// A store whose first writes fail.
+/// `store`, but a put with `PutMode::Create` fails as not implemented.
+pub fn without_conditional_put(store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
+    Arc::new(FaultyStore {
+        inner: store,
+        no_conditional_put: true,
+    })
+}
+
+/// A store whose first writes fail (and, if asked, that has no create-only put).
 #[derive(Debug)]
 pub struct FaultyStore {
     inner: Arc<dyn ObjectStore>,
+    no_conditional_put: bool,
 }
 
 impl std::fmt::Display for FaultyStore {
@@ -73,6 +87,12 @@ impl ObjectStore for FaultyStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         inject(location)?;
+        if self.no_conditional_put && opts.mode == PutMode::Create {
+            return Err(object_store::Error::NotImplemented {
+                operation: "put with PutMode::Create".to_string(),
+                implementer: self.to_string(),
+            });
+        }
         self.inner.put_opts(location, payload, opts).await
     }
 

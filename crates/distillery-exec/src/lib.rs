@@ -48,6 +48,7 @@ pub mod faults;
 pub mod hseq_stage;
 pub mod label_route;
 pub mod label_stage;
+pub mod lock;
 pub mod parts;
 pub mod plan;
 pub mod planner_stage;

@@ -68,16 +68,28 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     let out = open_location(&p.output, true)?;
     let job = new_run_id(&p.hash);
     info!(pipeline = %p.name, output = %p.output, job = %job, "run started");
-    // Staging dirs of runs that died more than a day ago are garbage now (a concurrent run's
-    // staging is younger and left alone).
-    cleanup_stale_staging(&out, &job, &[]).await?;
-    let outcome = crate::task::run_sequential(p, &job, &out, parallelism(p), mode).await;
-    match &outcome {
-        Err(ExecError::BadRatio(_)) => {
-            crate::publish::remove_staging_but_quarantine(&out, &job).await?
+    // One job writes an output at a time (see [`crate::lock`]).
+    crate::lock::acquire(&out, &crate::lock::OutputLock::new(&job, &p.name), |_| {
+        false
+    })
+    .await?;
+    let outcome = async {
+        // Staging dirs of runs that died more than a day ago are garbage now (a concurrent
+        // run's staging is younger and left alone).
+        cleanup_stale_staging(&out, &job, &[]).await?;
+        let outcome = crate::task::run_sequential(p, &job, &out, parallelism(p), mode).await;
+        match &outcome {
+            Err(ExecError::BadRatio(_)) => {
+                crate::publish::remove_staging_but_quarantine(&out, &job).await?
+            }
+            Err(_) => crate::publish::remove_staging(&out, &job).await?,
+            Ok(_) => {}
         }
-        Err(_) => crate::publish::remove_staging(&out, &job).await?,
-        Ok(_) => {}
+        outcome
+    }
+    .await;
+    if let Err(e) = crate::lock::release(&out, &job).await {
+        warn!(job = %job, error = %e, "cannot give back the output lock");
     }
     outcome
 }

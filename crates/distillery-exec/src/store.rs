@@ -150,7 +150,9 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         None => None,
     };
     if let Some(p) = local {
-        if create {
+        if create && p.exists() && !p.is_dir() {
+            return Err(bad("not a directory".to_string()));
+        } else if create {
             std::fs::create_dir_all(&p)
                 .map_err(|e| bad(format!("cannot create directory: {e}")))?;
         } else if !p.is_dir() {
@@ -220,6 +222,20 @@ fn absolute(p: &FsPath) -> io::Result<PathBuf> {
 /// (sorted, so file order is stable); URLs are taken as given. Every missing file or empty
 /// glob is reported, all at once.
 pub fn resolve_paths(input: &str, paths: &[String]) -> Result<Vec<String>, ExecError> {
+    let (out, missing) = resolve_each(paths);
+    if missing.is_empty() {
+        Ok(out)
+    } else {
+        Err(ExecError::Inputs(format!(
+            "input `{input}`:\n  {}",
+            missing.join("\n  ")
+        )))
+    }
+}
+
+/// [`resolve_paths`] as the files found and one problem per path that finds none
+/// (`"no/such.json: no such file"`).
+pub fn resolve_each(paths: &[String]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
     let mut missing = Vec::new();
     for p in paths {
@@ -251,14 +267,7 @@ pub fn resolve_paths(input: &str, paths: &[String]) -> Result<Vec<String>, ExecE
             missing.push(format!("{p}: no such file"));
         }
     }
-    if missing.is_empty() {
-        Ok(out)
-    } else {
-        Err(ExecError::Inputs(format!(
-            "input `{input}`:\n  {}",
-            missing.join("\n  ")
-        )))
-    }
+    (out, missing)
 }
 
 /// An [`distillery_ingest::Opener`] over object_store URLs, for readers running on blocking

@@ -1,0 +1,280 @@
+//! Output locks: one job writes an output at a time.
+//!
+//! Two jobs publishing into one output would interleave: each deletes the files of earlier
+//! runs that its own manifest does not list, so one could delete the other's parts after that
+//! one committed a manifest naming them. A job therefore takes `_lock.json` in its output
+//! before it plans anything there, and gives it back when it ends (published, failed or
+//! cancelled). The lock is created with object_store's `PutMode::Create`, atomic on local
+//! disk, GCS, Azure and S3 with conditional puts; a store without them (older S3-compatible
+//! servers) gets a check-then-write lock and a warning.
+//!
+//! A lock whose job is gone is taken over instead of refused: one left by a process of this
+//! host that no longer runs (a `distillery run` stopped with Ctrl-C), or by a job the caller
+//! knows has ended (a coordinator's own finished jobs). Anything else is refused with an error
+//! that names the holder, and says to delete the file if that job is gone.
+
+use std::time::SystemTime;
+
+use object_store::{ObjectStoreExt, PutMode, PutOptions};
+use serde::{Deserialize, Serialize};
+use tracing::warn;
+
+use crate::error::ExecError;
+use crate::store::Location;
+
+/// The lock's name in an output.
+pub const LOCK_FILE: &str = "_lock.json";
+
+/// What a lock says about its holder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputLock {
+    /// The job (run id) writing the output.
+    pub job: String,
+    /// Its pipeline's name.
+    pub pipeline: String,
+    /// The host and process that took the lock.
+    pub host: String,
+    pub pid: u32,
+    /// When it was taken (RFC 3339, UTC).
+    pub since: String,
+}
+
+impl OutputLock {
+    /// A lock for `job` held by this process.
+    pub fn new(job: &str, pipeline: &str) -> OutputLock {
+        OutputLock {
+            job: job.to_string(),
+            pipeline: pipeline.to_string(),
+            host: host_name(),
+            pid: std::process::id(),
+            since: crate::run::rfc3339(SystemTime::now()),
+        }
+    }
+
+    /// Whether this lock was taken by a process of this host that no longer runs (known only
+    /// where `/proc` shows processes; elsewhere a holder is taken to be alive).
+    fn holder_is_gone(&self) -> bool {
+        self.host == host_name()
+            && self.pid != std::process::id()
+            && std::path::Path::new("/proc/self").exists()
+            && !std::path::Path::new(&format!("/proc/{}", self.pid)).exists()
+    }
+}
+
+/// This host's name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Takes the output's lock for `lock.job`. Succeeds when the lock is free, already this job's
+/// (a coordinator resuming it), or held by a job that is gone: a dead process of this host, or
+/// one for which `ended` says true. Otherwise fails naming the holder.
+///
+/// [`release`] reads the lock, then deletes it: a caller that takes over the locks of its own
+/// ended jobs must not run that job's release at the same time (the coordinator serializes
+/// the two).
+pub async fn acquire(
+    out: &Location,
+    lock: &OutputLock,
+    ended: impl Fn(&str) -> bool,
+) -> Result<(), ExecError> {
+    let body = serde_json::to_vec_pretty(lock).expect("lock serializes");
+    // Two tries: the second after a gone holder's lock was removed.
+    for _ in 0..2 {
+        let put = out
+            .store
+            .put_opts(
+                &out.path(LOCK_FILE),
+                body.clone().into(),
+                PutOptions::from(PutMode::Create),
+            )
+            .await;
+        let conditional = match put {
+            Ok(_) => return Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => true,
+            Err(object_store::Error::NotImplemented { .. }) => false,
+            Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+        };
+        let Some(held) = holder(out).await? else {
+            if conditional {
+                // Released between the put and the read: try again.
+                continue;
+            }
+            warn!(output = %out.display, "this store has no conditional put: the output lock is checked, then written");
+            out.write(LOCK_FILE, body.clone()).await?;
+            return Ok(());
+        };
+        if held.job == lock.job {
+            return Ok(());
+        }
+        if held.holder_is_gone() || ended(&held.job) {
+            warn!(output = %out.display, job = %held.job, host = %held.host, pid = held.pid, "taking over the lock of a job that is gone");
+            out.delete(LOCK_FILE).await?;
+            continue;
+        }
+        return Err(locked(out, &held));
+    }
+    match holder(out).await? {
+        Some(held) => Err(locked(out, &held)),
+        None => Err(ExecError::output(
+            out.show(LOCK_FILE),
+            "the output lock changed hands while it was being taken: try again",
+        )),
+    }
+}
+
+/// Gives the lock back if `job` holds it (a lock another job took over is left alone).
+pub async fn release(out: &Location, job: &str) -> Result<(), ExecError> {
+    match holder(out).await {
+        Ok(Some(held)) if held.job == job => out.delete(LOCK_FILE).await,
+        Ok(_) => Ok(()),
+        // An unreadable lock is not this job's to remove.
+        Err(ExecError::Output { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The output's lock, `None` when there is none.
+pub async fn holder(out: &Location) -> Result<Option<OutputLock>, ExecError> {
+    let bytes = match out.store.get(&out.path(LOCK_FILE)).await {
+        Ok(r) => r
+            .bytes()
+            .await
+            .map_err(|e| ExecError::store(out.show(LOCK_FILE), e))?,
+        Err(object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+        ExecError::output(
+            out.show(LOCK_FILE),
+            format!("not a Distillery output lock ({e}); delete it if no job writes here"),
+        )
+    })
+}
+
+fn locked(out: &Location, held: &OutputLock) -> ExecError {
+    ExecError::output(
+        &out.display,
+        format!(
+            "in use by job {} (pipeline `{}`, host {}, pid {}, since {}): two jobs publishing \
+             into one output would delete each other's files. Wait for it to end, write \
+             elsewhere, or delete {} if that job is gone",
+            held.job,
+            held.pipeline,
+            held.host,
+            held.pid,
+            held.since,
+            out.show(LOCK_FILE)
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::open_location;
+
+    fn local() -> (tempfile::TempDir, Location) {
+        let dir = tempfile::tempdir().unwrap();
+        let out = open_location(&dir.path().display().to_string(), true).unwrap();
+        (dir, out)
+    }
+
+    #[tokio::test]
+    async fn one_job_at_a_time() {
+        let (_d, out) = local();
+        let a = OutputLock::new("job-a", "p");
+        acquire(&out, &a, |_| false).await.unwrap();
+        assert_eq!(holder(&out).await.unwrap(), Some(a.clone()));
+        // The same job again (a coordinator resuming it) keeps it.
+        acquire(&out, &a, |_| false).await.unwrap();
+        // Another job is refused, with the holder named.
+        let b = OutputLock::new("job-b", "q");
+        let e = acquire(&out, &b, |_| false).await.unwrap_err().to_string();
+        assert!(e.contains("in use by job job-a"), "{e}");
+        assert!(
+            e.contains("pipeline `p`") && e.contains("_lock.json"),
+            "{e}"
+        );
+        // Releasing as someone else leaves it; the holder's release frees it.
+        release(&out, "job-b").await.unwrap();
+        assert!(holder(&out).await.unwrap().is_some());
+        release(&out, "job-a").await.unwrap();
+        assert_eq!(holder(&out).await.unwrap(), None);
+        acquire(&out, &b, |_| false).await.unwrap();
+        assert_eq!(holder(&out).await.unwrap().unwrap().job, "job-b");
+    }
+
+    #[tokio::test]
+    async fn a_gone_holder_is_taken_over() {
+        let (_d, out) = local();
+        // A job its caller knows has ended.
+        acquire(&out, &OutputLock::new("old", "p"), |_| false)
+            .await
+            .unwrap();
+        let b = OutputLock::new("new", "p");
+        acquire(&out, &b, |j| j == "old").await.unwrap();
+        assert_eq!(holder(&out).await.unwrap().unwrap().job, "new");
+        // A process of this host that no longer runs (pids stay below 2^22 on Linux).
+        if std::path::Path::new("/proc/self").exists() {
+            let dead = OutputLock {
+                pid: 4_194_303 + 7,
+                ..OutputLock::new("killed", "p")
+            };
+            out.write(LOCK_FILE, serde_json::to_vec(&dead).unwrap())
+                .await
+                .unwrap();
+            acquire(&out, &b, |_| false).await.unwrap();
+            assert_eq!(holder(&out).await.unwrap().unwrap().job, "new");
+        }
+        // A holder on another host is not judged: refused.
+        let remote = OutputLock {
+            host: "elsewhere".to_string(),
+            pid: 1,
+            ..OutputLock::new("remote", "p")
+        };
+        out.write(LOCK_FILE, serde_json::to_vec(&remote).unwrap())
+            .await
+            .unwrap();
+        let e = acquire(&out, &b, |_| false).await.unwrap_err().to_string();
+        assert!(e.contains("host elsewhere"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_store_without_conditional_puts_gets_a_checked_lock() {
+        let (_d, mut out) = local();
+        out.store = crate::faults::without_conditional_put(out.store.clone());
+        let a = OutputLock::new("a", "p");
+        acquire(&out, &a, |_| false).await.unwrap();
+        assert_eq!(holder(&out).await.unwrap(), Some(a));
+        let e = acquire(&out, &OutputLock::new("b", "p"), |_| false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in use by job a"), "{e}");
+        release(&out, "a").await.unwrap();
+        acquire(&out, &OutputLock::new("b", "p"), |_| false)
+            .await
+            .unwrap();
+        assert_eq!(holder(&out).await.unwrap().unwrap().job, "b");
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_lock_is_refused_and_left() {
+        let (_d, out) = local();
+        out.write(LOCK_FILE, b"garbage".to_vec()).await.unwrap();
+        let e = acquire(&out, &OutputLock::new("j", "p"), |_| true)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a Distillery output lock"), "{e}");
+        release(&out, "j").await.unwrap();
+        assert!(out.exists(LOCK_FILE).await.unwrap());
+    }
+}
