@@ -342,6 +342,42 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
         ) > 0
     );
 
+    // A TAT-QA arithmetic answer is in no segment; a sufficient trajectory has picked the
+    // numbers its derivation computes it from (before operands were matched: 282 of 509).
+    let picked = sql_json(
+        &out_dir,
+        "SELECT l.question_id, q.meta, g.content FROM \
+         (SELECT question_id, unnest(selected) AS sid FROM labels WHERE method = 'answer-aware' \
+          AND sufficient AND dataset = 'tatqa' AND question_type = 'arithmetic') l \
+         JOIN segments g ON g.id = l.sid JOIN questions q ON q.id = l.question_id",
+    );
+    let numbers = |s: &str| -> HashSet<String> {
+        s.split(|c: char| !(c.is_ascii_digit() || c == ',' || c == '.'))
+            .map(|w| w.trim_matches([',', '.']).replace(',', ""))
+            .filter(|w| w.len() > 1 && w.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+            .map(|w| match w.contains('.') {
+                true => w.trim_end_matches('0').trim_end_matches('.').to_string(),
+                false => w,
+            })
+            .collect()
+    };
+    let mut operand_shown: std::collections::BTreeMap<String, bool> = Default::default();
+    for r in &picked {
+        let meta: Value = serde_json::from_str(r["meta"].as_str().unwrap()).unwrap();
+        let ops = numbers(meta["derivation"].as_str().unwrap_or_default());
+        let hit = !ops.is_disjoint(&numbers(r["content"].as_str().unwrap()));
+        *operand_shown
+            .entry(r["question_id"].as_str().unwrap().to_string())
+            .or_default() |= hit;
+    }
+    let shown = operand_shown.values().filter(|s| **s).count();
+    assert!(operand_shown.len() >= 400, "{}", operand_shown.len());
+    assert!(
+        shown * 100 >= operand_shown.len() * 95,
+        "{shown} of {} sufficient arithmetic trajectories picked an operand",
+        operand_shown.len()
+    );
+
     // dataset -> method -> level -> precision/recall/f1, the same as the stage's report.
     let text = ok(&[
         "report",

@@ -20,6 +20,7 @@
 //! [`answer_variants`] lists what may be matched for a question: its normalised gold answers
 //! and aliases, and for answers with a `meta.scale` (TAT-QA: `thousand`, `million`, `billion`,
 //! `percent`) the scaled forms; yes/no answers (binary questions) give nothing to match.
+//! [`derivation_operands`] lists the numbers a TAT-QA arithmetic answer is computed from.
 
 use distillery_core::Question;
 use foldhash::HashSet;
@@ -391,6 +392,51 @@ fn scale_up(num: &str, k: usize) -> Option<String> {
     Some(tidy_number(&s).to_string())
 }
 
+/// The numbers an arithmetic question's answer is computed from: the operands of its
+/// `meta.derivation` (TAT-QA `answer_type` `arithmetic`, e.g. `(73,260-57,768)/57,768`),
+/// normalised ([`normalize_answer`]: `73,260` → `73260`, `4.00` → `4`), first occurrence
+/// first, without the constants of averages and percentages (a whole number up to 12, or 100
+/// or 1000, right after `/` or `*`: the `2` of `(166+178)/2`). Empty for any other question:
+/// its answer is matched as it is.
+pub fn derivation_operands(q: &Question) -> Vec<String> {
+    if q.question_type.as_deref() != Some("arithmetic") {
+        return Vec::new();
+    }
+    let derivation = serde_json::from_str::<serde_json::Value>(&q.meta)
+        .ok()
+        .and_then(|m| m.get("derivation")?.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let b = derivation.as_bytes();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit()
+            || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.'))
+        {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len()
+            && (b[i].is_ascii_digit()
+                || (matches!(b[i], b',' | b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit)))
+        {
+            i += 1;
+        }
+        let raw = &derivation[start..i];
+        let op = b[..start].iter().rev().find(|c| !c.is_ascii_whitespace());
+        let constant = matches!(op, Some(b'/' | b'*'))
+            && raw
+                .parse::<u32>()
+                .is_ok_and(|n| n <= 12 || n == 100 || n == 1000);
+        let n = normalize_answer(raw);
+        if !constant && !n.is_empty() && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
 /// The `scale` of a question's `meta` JSON (TAT-QA), lowercased; empty when absent.
 fn meta_scale(q: &Question) -> String {
     serde_json::from_str::<serde_json::Value>(&q.meta)
@@ -446,6 +492,33 @@ pub fn answer_variants(q: &Question) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn operands_of_arithmetic_derivations() {
+        let q = |t: &str, d: &str| Question {
+            question_type: Some(t.into()),
+            meta: serde_json::json!({ "derivation": d, "scale": "million" }).to_string(),
+            ..Default::default()
+        };
+        let ops = |t: &str, d: &str| derivation_operands(&q(t, d));
+        assert_eq!(
+            ops("arithmetic", "(73,260-57,768)/57,768"),
+            ["73260", "57768"]
+        );
+        assert_eq!(ops("arithmetic", "4.00 - 1.90 "), ["4", "1.9"]);
+        // Constants of averages and percentages are not operands; a divisor that is a value is.
+        assert_eq!(
+            ops("arithmetic", "[(166+178)/2] - [(57+44)/2]"),
+            ["166", "178", "57", "44"]
+        );
+        assert_eq!(ops("arithmetic", "(2-1)/1*100"), ["2", "1"]);
+        assert_eq!(ops("arithmetic", "2,664/909 "), ["2664", "909"]);
+        assert_eq!(ops("arithmetic", "-9,819 - 6,639 "), ["9819", "6639"]);
+        // Only arithmetic questions have operands.
+        assert!(ops("span", "1 + 2").is_empty());
+        assert!(ops("arithmetic", "").is_empty());
+        assert!(derivation_operands(&Question::default()).is_empty());
+    }
 
     #[test]
     fn squad_style() {

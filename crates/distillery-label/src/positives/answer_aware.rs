@@ -14,7 +14,10 @@
 //! 2. **Scores**: a small Okapi BM25 (k1 = 1.2, b = 0.75) of the question's content words
 //!    (normalised tokens minus a stop list) over the question's units, and a second one over
 //!    the source titles. A unit *holds the answer* when it contains a normalised answer
-//!    variant ([`crate::normalize::answer_variants`]) as whole words.
+//!    variant ([`crate::normalize::answer_variants`]) as whole words, or, for an arithmetic
+//!    question (TAT-QA), one of the numbers its derivation computes the answer from
+//!    ([`crate::normalize::derivation_operands`]): such an answer is in no segment, its
+//!    operands are.
 //! 3. **Source score**: best unit BM25 / best over all sources + title BM25 / best title
 //!    BM25 + 1 if the question names the title (0.5 if only its head) + 1 if a unit of the
 //!    source holds the answer.
@@ -27,17 +30,20 @@
 //!    slot goes to the best source that holds it. A comparison question naming two titles
 //!    gets both by the title bonus.
 //! 5. **Positives**, per chosen source in chain order, units in text order: units holding the
-//!    answer (`exact` 1.0 when the unit is the answer, else `substring` 0.9), units mentioning
+//!    answer (`exact` 1.0 when the unit is the answer, else `substring` 0.9, `operand` 0.85
+//!    when it holds a derivation operand but not the answer), units mentioning
 //!    another chosen source's title (`bridge`, 0.8), the lead sentence (`lead`, 0.6: it names
 //!    and defines the entity the other sentences refer to); a source with none of these
 //!    (tables, subgraphs) gets its best BM25 unit (`bm25`, lexical, 0.5 × its share of the
 //!    best BM25).
 //!
-//! `low_confidence` is set when fewer than `min_positives` positives hold the answer (always
-//! for yes/no questions). `candidates` is the number of units.
+//! `low_confidence` is set when fewer than `min_positives` positives hold the answer or an
+//! operand (always for yes/no questions). `candidates` is the number of units.
 
 use super::{Method, Positive, Positives, Prepared, is_gap, is_root};
-use crate::normalize::{Phrase, answer_variants, contains_phrase, normalize_answer, tokens};
+use crate::normalize::{
+    Phrase, answer_variants, contains_phrase, derivation_operands, normalize_answer, tokens,
+};
 use distillery_core::spec::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level;
@@ -455,13 +461,18 @@ impl Method for AnswerAware {
         );
         let variants = answer_variants(q);
         let phrases: Vec<Phrase<'_>> = variants.iter().map(|v| Phrase::new(v)).collect();
-        // 2 = the unit is an answer, 1 = it contains one, 0 = neither.
+        let operands = derivation_operands(q);
+        let operands: Vec<Phrase<'_>> = operands.iter().map(|v| Phrase::new(v)).collect();
+        // 3 = the unit is an answer, 2 = it contains one, 1 = it holds an operand of the
+        // answer's derivation, 0 = none of these.
         let answer: Vec<u8> = units
             .iter()
             .map(|u| {
                 if variants.iter().any(|v| v == u.norm) {
-                    2
+                    3
                 } else if phrases.iter().any(|p| p.in_text(u.norm)) {
+                    2
+                } else if operands.iter().any(|p| p.in_text(u.norm)) {
                     1
                 } else {
                     0
@@ -549,8 +560,9 @@ impl Method for AnswerAware {
                 let unit = &units[u];
                 let bridge = chosen.iter().any(|&o| o != c && names[o][u]);
                 let (reason, score) = match answer[u] {
-                    2 => ("exact", 1.0),
-                    1 => ("substring", 0.9),
+                    3 => ("exact", 1.0),
+                    2 => ("substring", 0.9),
+                    1 => ("operand", 0.85),
                     _ if bridge => ("bridge", 0.8),
                     _ if unit.lead => ("lead", 0.6),
                     _ => continue,

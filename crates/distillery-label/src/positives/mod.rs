@@ -53,11 +53,12 @@ pub struct Positives {
 }
 
 impl Positives {
-    /// Positives that came from answer matching (`exact` or `substring`).
+    /// Positives that came from answer matching (`exact` or `substring`, or `operand`: a
+    /// number the answer's derivation uses).
     pub fn answer_matched(&self) -> usize {
         self.items
             .iter()
-            .filter(|p| p.reason == "exact" || p.reason == "substring")
+            .filter(|p| matches!(p.reason.as_str(), "exact" | "substring" | "operand"))
             .count()
     }
 }

@@ -195,6 +195,58 @@ fn jaccard_fallback_sets_low_confidence() {
     assert_eq!(p.items[0].reason, "substring");
 }
 
+/// A TAT-QA arithmetic answer is in no segment: `answer-aware` picks the table rows that hold
+/// its derivation's operands (not the constant of an average), and is confident about them.
+#[test]
+fn answer_aware_picks_the_operands_of_an_arithmetic_answer() {
+    let table = Table {
+        id: "t1".into(),
+        title: "Revenue".into(),
+        header: vec!["item".into(), "2019".into(), "2018".into()],
+        rows: vec![
+            vec!["Revenue".into(), "73,260".into(), "57,768".into()],
+            vec!["Costs".into(), "2".into(), "2".into()],
+            vec!["Staff".into(), "1,204".into(), "1,180".into()],
+        ],
+        ..Default::default()
+    };
+    let sh = encode_table(&table, &HseqOptions::default());
+    let mut q = question("What was the change in revenue?", &["15492"]);
+    q.question_type = Some("arithmetic".into());
+    q.meta = r#"{"derivation":"(73,260-57,768)/2","scale":"thousand"}"#.into();
+    let ctx = QuestionContext {
+        question: &q,
+        documents: &[],
+        tables: &[&table],
+        triples: &[],
+        kg_ids: &[],
+    };
+    let p = by_name("answer-aware", &opts())
+        .unwrap()
+        .label(&q, &sh, &ctx);
+    let picked: Vec<(&str, &str)> = p
+        .items
+        .iter()
+        .map(|x| (sh[x.index].content.as_str(), x.reason.as_str()))
+        .collect();
+    assert_eq!(picked.len(), 1, "{picked:?}");
+    assert!(picked[0].0.contains("73,260"), "{picked:?}");
+    assert_eq!(picked[0].1, "operand");
+    assert!(!p.low_confidence);
+    // Without a derivation (any other answer type) the row is only a lexical pick.
+    let mut span = q.clone();
+    span.question_type = Some("span".into());
+    let ctx = QuestionContext {
+        question: &span,
+        ..ctx
+    };
+    let p = by_name("answer-aware", &opts())
+        .unwrap()
+        .label(&span, &sh, &ctx);
+    assert!(p.items.iter().all(|x| x.reason != "operand"));
+    assert!(p.low_confidence);
+}
+
 #[test]
 fn roots_are_never_positives() {
     // The document title is the answer: the root's content matches exactly, yet it is no
