@@ -377,6 +377,31 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
         "{shown} of {} sufficient arithmetic trajectories picked an operand",
         operand_shown.len()
     );
+    // Picked as operands, and not every segment with a common number: a median of one
+    // operand positive a question, at most one per operand (an average of 7 ages: 7).
+    let labels = sql_json(
+        &out_dir,
+        "SELECT positives FROM labels WHERE method = 'answer-aware' AND dataset = 'tatqa' \
+         AND question_type = 'arithmetic'",
+    );
+    let mut per_question: Vec<usize> = labels
+        .iter()
+        .map(|r| {
+            r["positives"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|p| p["reason"] == "operand")
+                .count()
+        })
+        .collect();
+    per_question.sort_unstable();
+    assert!(per_question.len() >= 400, "{}", per_question.len());
+    assert!(
+        (1..=2).contains(&per_question[per_question.len() / 2]),
+        "{per_question:?}"
+    );
+    assert!(*per_question.last().unwrap() <= 8, "{per_question:?}");
 
     // dataset -> method -> level -> precision/recall/f1, the same as the stage's report.
     let text = ok(&[

@@ -276,10 +276,19 @@ impl CoordinatorService {
                     let (text, file) = (rec.pipeline_text.clone(), rec.pipeline_file.clone());
                     let overrides = rec.overrides.clone();
                     match svc.load_job(rec, commits, None) {
-                        Ok(()) => info!(job = %id, "job resumed from the state store"),
+                        Ok(()) => {
+                            info!(job = %id, "job resumed from the state store");
+                            svc.retake_lock(&id).await;
+                        }
                         Err(e) => {
                             warn!(job = %id, error = %e, "job cannot be resumed");
                             let p = Pipeline::parse(&file, &text, &overrides).ok();
+                            if let Some(out) = p
+                                .as_ref()
+                                .and_then(|p| open_location(&p.output, false).ok())
+                            {
+                                svc.give_back_lock(&out, &id).await;
+                            }
                             let fin = FinalRecord {
                                 job_id: id.clone(),
                                 pipeline: p.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
@@ -310,6 +319,30 @@ impl CoordinatorService {
             svc.spawn_publish(id);
         }
         Ok(svc)
+    }
+
+    /// Takes a resumed job's output lock again, in this process's name (the lock names the
+    /// process that submitted it, gone now); a lock another job took meanwhile fails the job.
+    async fn retake_lock(&self, job_id: &str) {
+        let Some((out, name)) = self
+            .lock()
+            .jobs
+            .get(job_id)
+            .filter(|j| j.state == pb::JobState::Running)
+            .map(|j| (j.out.clone(), j.p.name.clone()))
+        else {
+            // Failed while loading (its bad-record gate): its lock is being given back.
+            return;
+        };
+        let ended: BTreeSet<String> = self.lock().finals.keys().cloned().collect();
+        let taken = {
+            let _serial = self.output_locks.lock().await;
+            let lock = OutputLock::new(job_id, &name);
+            distillery_exec::lock::acquire(&out, &lock, |j| ended.contains(j)).await
+        };
+        if let Err(e) = taken {
+            self.fail_job(job_id, error_kind(&e), format!("cannot be resumed: {e}"));
+        }
     }
 
     pub fn generation(&self) -> u64 {
@@ -489,7 +522,23 @@ impl CoordinatorService {
             };
             self.state.put_job(&rec).await?;
             info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");
-            self.load_job(rec, Vec::new(), Some((p, plan)))
+            let (name, output) = (p.name.clone(), p.output.clone());
+            let loaded = self.load_job(rec, Vec::new(), Some((p, plan)));
+            if let Err(e) = &loaded {
+                // Recorded: a restart must not resume a job that never started.
+                self.record_final(FinalRecord {
+                    job_id: job_id.clone(),
+                    pipeline: name,
+                    output,
+                    state: "failed".into(),
+                    error_kind: "fatal".into(),
+                    error: format!("cannot be started: {e}"),
+                    summary_json: String::new(),
+                    tasks_total: 0,
+                })
+                .await;
+            }
+            loaded
         };
         if let Err(e) = submitted.await {
             // Not started: the output is free again.
@@ -1955,6 +2004,61 @@ mod tests {
         );
         svc.after_jobs_done().await;
         assert!(!lock.exists());
+    }
+
+    #[tokio::test]
+    async fn a_restarted_coordinator_takes_the_locks_of_resumed_jobs_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+        let job = svc
+            .submit("t.toml", &pipeline(tmp.path(), 0), &[])
+            .await
+            .unwrap();
+        let lock = tmp
+            .path()
+            .join("out")
+            .join(distillery_exec::lock::LOCK_FILE);
+        let read = || -> distillery_exec::lock::OutputLock {
+            serde_json::from_slice(&std::fs::read(&lock).unwrap()).unwrap()
+        };
+        // As if the coordinator had run in another pod: its process is gone with it.
+        let mut before = read();
+        before.host = "old-pod".into();
+        std::fs::write(&lock, serde_json::to_vec(&before).unwrap()).unwrap();
+        let svc2 = service(tmp.path(), CoordinatorConfig::default()).await;
+        let now = read();
+        assert_eq!(now.job, job);
+        assert_ne!(
+            now.host, "old-pod",
+            "the resumed job holds it in this process's name"
+        );
+        assert_eq!(
+            svc2.lock().jobs[&job].state,
+            pb::JobState::Running,
+            "resumed"
+        );
+        // Another job took the output while no coordinator ran: the resumed job fails.
+        let mut other = read();
+        other.job = "someone-else".into();
+        other.host = "elsewhere".into();
+        std::fs::write(&lock, serde_json::to_vec(&other).unwrap()).unwrap();
+        let svc3 = service(tmp.path(), CoordinatorConfig::default()).await;
+        let st = {
+            let inner = svc3.lock();
+            svc3.status_of(&inner, &job).unwrap()
+        };
+        assert_eq!(st.state, pb::JobState::Failed as i32);
+        assert!(
+            st.error.contains("in use by job someone-else"),
+            "{}",
+            st.error
+        );
+        svc3.after_jobs_done().await;
+        assert_eq!(
+            read().job,
+            "someone-else",
+            "another job's lock is left alone"
+        );
     }
 
     #[tokio::test]

@@ -4,18 +4,25 @@
 //! runs that its own manifest does not list, so one could delete the other's parts after that
 //! one committed a manifest naming them. A job therefore takes `_lock.json` in its output
 //! before it plans anything there, and gives it back when it ends (published, failed or
-//! cancelled). The lock is created with object_store's `PutMode::Create`, atomic on local
-//! disk, GCS, Azure and S3 with conditional puts; a store without them (older S3-compatible
-//! servers) gets a check-then-write lock and a warning.
+//! cancelled); a coordinator that restarts takes the locks of the jobs it resumes again, in
+//! its own name.
+//!
+//! The lock is read first, then created with object_store's `PutMode::Create`: atomic on local
+//! disk, GCS, Azure and S3 (object_store sends `If-None-Match`, its default for S3). An
+//! S3-compatible server that ignores that header, or a store without create-only puts
+//! (`AWS_CONDITIONAL_PUT=disabled`: a warning), still gets the check before the write.
 //!
 //! A lock whose job is gone is taken over instead of refused: one left by a process of this
 //! host that no longer runs (a `distillery run` stopped with Ctrl-C), or by a job the caller
-//! knows has ended (a coordinator's own finished jobs). Anything else is refused with an error
-//! that names the holder, and says to delete the file if that job is gone.
+//! knows has ended (a coordinator's own finished jobs). Taking over is atomic where the store
+//! has it (`PutMode::Update` on the version read; on local disk, renaming the stale lock
+//! aside, which only one process can do), so two processes cannot both take one stale lock.
+//! Anything else is refused with an error that names the holder, and says to delete the file
+//! if that job is gone.
 
 use std::time::SystemTime;
 
-use object_store::{ObjectStoreExt, PutMode, PutOptions};
+use object_store::{ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 use serde::{Deserialize, Serialize};
 use tracing::warn;
 
@@ -72,9 +79,10 @@ fn host_name() -> String {
         .unwrap_or_else(|| "unknown".to_string())
 }
 
-/// Takes the output's lock for `lock.job`. Succeeds when the lock is free, already this job's
-/// (a coordinator resuming it), or held by a job that is gone: a dead process of this host, or
-/// one for which `ended` says true. Otherwise fails naming the holder.
+/// Takes the output's lock for `lock.job`. Succeeds when the lock is free, held by this job
+/// (a coordinator resuming it: the lock is then written again in this process's name), or
+/// held by a job that is gone: a dead process of this host, or one for which `ended` says
+/// true. Otherwise fails naming the holder.
 ///
 /// [`release`] reads the lock, then deletes it: a caller that takes over the locks of its own
 /// ended jobs must not run that job's release at the same time (the coordinator serializes
@@ -85,8 +93,24 @@ pub async fn acquire(
     ended: impl Fn(&str) -> bool,
 ) -> Result<(), ExecError> {
     let body = serde_json::to_vec_pretty(lock).expect("lock serializes");
-    // Two tries: the second after a gone holder's lock was removed.
-    for _ in 0..2 {
+    // A few rounds: each ends taken, refused, or with the lock changed under us.
+    for _ in 0..4 {
+        if let Some((held, version)) = holder_versioned(out).await? {
+            let ours = held.job == lock.job;
+            if ours && held.host == lock.host && held.pid == lock.pid {
+                return Ok(());
+            }
+            if !ours && !held.holder_is_gone() && !ended(&held.job) {
+                return Err(locked(out, &held));
+            }
+            if !ours {
+                warn!(output = %out.display, job = %held.job, host = %held.host, pid = held.pid, "taking over the lock of a job that is gone");
+            }
+            if replace(out, version, &body).await? {
+                return Ok(());
+            }
+            continue;
+        }
         let put = out
             .store
             .put_opts(
@@ -95,38 +119,63 @@ pub async fn acquire(
                 PutOptions::from(PutMode::Create),
             )
             .await;
-        let conditional = match put {
+        match put {
             Ok(_) => return Ok(()),
-            Err(object_store::Error::AlreadyExists { .. }) => true,
-            Err(object_store::Error::NotImplemented { .. }) => false,
-            Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
-        };
-        let Some(held) = holder(out).await? else {
-            if conditional {
-                // Released between the put and the read: try again.
-                continue;
+            // Taken between the read and the put: read it again.
+            Err(object_store::Error::AlreadyExists { .. }) => continue,
+            Err(object_store::Error::NotImplemented { .. }) => {
+                warn!(output = %out.display, "this store has no create-only put: the output lock is checked, then written");
+                out.write(LOCK_FILE, body.clone()).await?;
+                return Ok(());
             }
-            warn!(output = %out.display, "this store has no conditional put: the output lock is checked, then written");
-            out.write(LOCK_FILE, body.clone()).await?;
-            return Ok(());
-        };
-        if held.job == lock.job {
-            return Ok(());
+            Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
         }
-        if held.holder_is_gone() || ended(&held.job) {
-            warn!(output = %out.display, job = %held.job, host = %held.host, pid = held.pid, "taking over the lock of a job that is gone");
-            out.delete(LOCK_FILE).await?;
-            continue;
-        }
-        return Err(locked(out, &held));
     }
     match holder(out).await? {
         Some(held) => Err(locked(out, &held)),
         None => Err(ExecError::output(
             out.show(LOCK_FILE),
-            "the output lock changed hands while it was being taken: try again",
+            "the output lock kept changing hands while it was being taken: try again",
         )),
     }
+}
+
+/// Replaces the lock read at `version` with `body`; false when it changed meanwhile (or was
+/// only moved aside: the caller then creates it). Atomic with `PutMode::Update`; where the
+/// store has no such put (local disk), the stale lock is renamed aside, which one process
+/// only can do, and the caller creates the lock anew.
+async fn replace(out: &Location, version: UpdateVersion, body: &[u8]) -> Result<bool, ExecError> {
+    let path = out.path(LOCK_FILE);
+    let put = out
+        .store
+        .put_opts(
+            &path,
+            body.to_vec().into(),
+            PutOptions::from(PutMode::Update(version)),
+        )
+        .await;
+    match put {
+        Ok(_) => return Ok(true),
+        Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
+            return Ok(false);
+        }
+        Err(object_store::Error::NotImplemented { .. }) => {}
+        Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+    }
+    let aside = format!(
+        "{LOCK_FILE}.{}-{}.stale",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    match out.store.rename(&path, &out.path(&aside)).await {
+        Ok(()) => out.delete(&aside).await?,
+        Err(object_store::Error::NotFound { .. }) => {}
+        Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+    }
+    Ok(false)
 }
 
 /// Gives the lock back if `job` holds it (a lock another job took over is left alone).
@@ -142,20 +191,33 @@ pub async fn release(out: &Location, job: &str) -> Result<(), ExecError> {
 
 /// The output's lock, `None` when there is none.
 pub async fn holder(out: &Location) -> Result<Option<OutputLock>, ExecError> {
-    let bytes = match out.store.get(&out.path(LOCK_FILE)).await {
-        Ok(r) => r
-            .bytes()
-            .await
-            .map_err(|e| ExecError::store(out.show(LOCK_FILE), e))?,
+    Ok(holder_versioned(out).await?.map(|(l, _)| l))
+}
+
+/// The output's lock and the version it was read at.
+async fn holder_versioned(
+    out: &Location,
+) -> Result<Option<(OutputLock, UpdateVersion)>, ExecError> {
+    let got = match out.store.get(&out.path(LOCK_FILE)).await {
+        Ok(r) => r,
         Err(object_store::Error::NotFound { .. }) => return Ok(None),
         Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
     };
-    serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+    let version = UpdateVersion {
+        e_tag: got.meta.e_tag.clone(),
+        version: got.meta.version.clone(),
+    };
+    let bytes = got
+        .bytes()
+        .await
+        .map_err(|e| ExecError::store(out.show(LOCK_FILE), e))?;
+    let lock = serde_json::from_slice(&bytes).map_err(|e| {
         ExecError::output(
             out.show(LOCK_FILE),
             format!("not a Distillery output lock ({e}); delete it if no job writes here"),
         )
-    })
+    })?;
+    Ok(Some((lock, version)))
 }
 
 fn locked(out: &Location, held: &OutputLock) -> ExecError {
@@ -244,6 +306,64 @@ mod tests {
             .unwrap();
         let e = acquire(&out, &b, |_| false).await.unwrap_err().to_string();
         assert!(e.contains("host elsewhere"), "{e}");
+    }
+
+    /// Locations on local disk (take-over by renaming aside) and in memory (by a versioned
+    /// put), each empty.
+    fn both() -> Vec<(Option<tempfile::TempDir>, Location)> {
+        let (d, l) = local();
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let m = open_location(&format!("memory://lock-test-{n}"), true).unwrap();
+        vec![(Some(d), l), (None, m)]
+    }
+
+    #[tokio::test]
+    async fn a_resumed_job_takes_its_lock_again_in_its_own_name() {
+        for (_d, out) in both() {
+            let before = OutputLock {
+                pid: 1,
+                host: "old-pod".into(),
+                ..OutputLock::new("job", "p")
+            };
+            out.write(LOCK_FILE, serde_json::to_vec(&before).unwrap())
+                .await
+                .unwrap();
+            let now = OutputLock::new("job", "p");
+            acquire(&out, &now, |_| false).await.unwrap();
+            assert_eq!(holder(&out).await.unwrap(), Some(now), "{out:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn one_of_two_takes_a_stale_lock_over() {
+        for (_d, out) in both() {
+            let stale = OutputLock {
+                pid: 1,
+                host: "gone".into(),
+                ..OutputLock::new("old", "p")
+            };
+            out.write(LOCK_FILE, serde_json::to_vec(&stale).unwrap())
+                .await
+                .unwrap();
+            let (a, b) = (OutputLock::new("a", "p"), OutputLock::new("b", "p"));
+            let (ra, rb) = tokio::join!(
+                acquire(&out, &a, |j| j == "old"),
+                acquire(&out, &b, |j| j == "old")
+            );
+            assert!(ra.is_ok() != rb.is_ok(), "{out:?}: {ra:?} {rb:?}");
+            let winner = if ra.is_ok() { "a" } else { "b" };
+            assert_eq!(holder(&out).await.unwrap().unwrap().job, winner);
+            // Nothing is left beside it.
+            let files: Vec<String> = out
+                .list("")
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|f| f.0)
+                .collect();
+            assert_eq!(files, [LOCK_FILE], "{out:?}");
+        }
     }
 
     #[tokio::test]

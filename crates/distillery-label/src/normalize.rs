@@ -395,9 +395,11 @@ fn scale_up(num: &str, k: usize) -> Option<String> {
 /// The numbers an arithmetic question's answer is computed from: the operands of its
 /// `meta.derivation` (TAT-QA `answer_type` `arithmetic`, e.g. `(73,260-57,768)/57,768`),
 /// normalised ([`normalize_answer`]: `73,260` → `73260`, `4.00` → `4`), first occurrence
-/// first, without the constants of averages and percentages (a whole number up to 12, or 100
-/// or 1000, right after `/` or `*`: the `2` of `(166+178)/2`). Empty for any other question:
-/// its answer is matched as it is.
+/// first. Left out: the constants of averages and percentages (a whole number up to 12, or 100
+/// or 1000, after `/` or `*` or before `*`: the `2` of `(166+178)/2`, the `100` of
+/// `100*(a-b)/b`), and one-digit operands when there are longer ones (a lone `4` is in too
+/// many segments to say which one the derivation read). Empty for any other question: its
+/// answer is matched as it is.
 pub fn derivation_operands(q: &Question) -> Vec<String> {
     if q.question_type.as_deref() != Some("arithmetic") {
         return Vec::new();
@@ -410,9 +412,7 @@ pub fn derivation_operands(q: &Question) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < b.len() {
-        if !b[i].is_ascii_digit()
-            || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'.'))
-        {
+        if !b[i].is_ascii_digit() || (i > 0 && b[i - 1].is_ascii_alphanumeric()) {
             i += 1;
             continue;
         }
@@ -423,16 +423,23 @@ pub fn derivation_operands(q: &Question) -> Vec<String> {
         {
             i += 1;
         }
-        let raw = &derivation[start..i];
-        let op = b[..start].iter().rev().find(|c| !c.is_ascii_whitespace());
-        let constant = matches!(op, Some(b'/' | b'*'))
-            && raw
-                .parse::<u32>()
-                .is_ok_and(|n| n <= 12 || n == 100 || n == 1000);
-        let n = normalize_answer(raw);
+        // `.25` is written `0.25` in text.
+        let n = match start > 0 && b[start - 1] == b'.' {
+            true => normalize_answer(&format!("0.{}", &derivation[start..i])),
+            false => normalize_answer(&derivation[start..i]),
+        };
+        let skip = |c: &u8| c.is_ascii_whitespace() || matches!(c, b'(' | b')' | b'[' | b']');
+        let before = b[..start].iter().rev().find(|c| !skip(c));
+        let after = b[i..].iter().find(|c| !skip(c));
+        let constant = (matches!(before, Some(b'/' | b'*')) || after == Some(&b'*'))
+            && n.parse::<u32>()
+                .is_ok_and(|v| v <= 12 || v == 100 || v == 1000);
         if !constant && !n.is_empty() && !out.contains(&n) {
             out.push(n);
         }
+    }
+    if out.iter().any(|n| n.len() > 1) {
+        out.retain(|n| n.len() > 1);
     }
     out
 }
@@ -505,13 +512,19 @@ mod tests {
             ops("arithmetic", "(73,260-57,768)/57,768"),
             ["73260", "57768"]
         );
-        assert_eq!(ops("arithmetic", "4.00 - 1.90 "), ["4", "1.9"]);
+        // A one-digit operand is left out beside longer ones, kept when all are one digit.
+        assert_eq!(ops("arithmetic", "4.00 - 1.90 "), ["1.9"]);
+        assert_eq!(ops("arithmetic", "4 - 3"), ["4", "3"]);
         // Constants of averages and percentages are not operands; a divisor that is a value is.
         assert_eq!(
             ops("arithmetic", "[(166+178)/2] - [(57+44)/2]"),
             ["166", "178", "57", "44"]
         );
         assert_eq!(ops("arithmetic", "(2-1)/1*100"), ["2", "1"]);
+        assert_eq!(ops("arithmetic", "100*(35-30)/ (30)"), ["35", "30"]);
+        assert_eq!(ops("arithmetic", "(35-30)/30*1,000"), ["35", "30"]);
+        assert_eq!(ops("arithmetic", "(3.5+4.5)/2.0"), ["3.5", "4.5"]);
+        assert_eq!(ops("arithmetic", ".25 * 480"), ["0.25", "480"]);
         assert_eq!(ops("arithmetic", "2,664/909 "), ["2664", "909"]);
         assert_eq!(ops("arithmetic", "-9,819 - 6,639 "), ["9819", "6639"]);
         // Only arithmetic questions have operands.

@@ -16,8 +16,8 @@
 //!    the source titles. A unit *holds the answer* when it contains a normalised answer
 //!    variant ([`crate::normalize::answer_variants`]) as whole words, or, for an arithmetic
 //!    question (TAT-QA), one of the numbers its derivation computes the answer from
-//!    ([`crate::normalize::derivation_operands`]): such an answer is in no segment, its
-//!    operands are.
+//!    ([`crate::normalize::derivation_operands`]) found in at most 3 units: such an answer
+//!    is in no segment, its operands are.
 //! 3. **Source score**: best unit BM25 / best over all sources + title BM25 / best title
 //!    BM25 + 1 if the question names the title (0.5 if only its head) + 1 if a unit of the
 //!    source holds the answer.
@@ -51,6 +51,9 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 /// The method's name.
 pub const NAME: &str = "answer-aware";
+
+/// An operand of an arithmetic derivation found in more units than this is not matched.
+const MAX_OPERAND_UNITS: usize = 3;
 
 /// Function words and question words left out of BM25 queries and title checks (sorted).
 const STOP: &[&str] = &[
@@ -462,17 +465,32 @@ impl Method for AnswerAware {
         let variants = answer_variants(q);
         let phrases: Vec<Phrase<'_>> = variants.iter().map(|v| Phrase::new(v)).collect();
         let operands = derivation_operands(q);
-        let operands: Vec<Phrase<'_>> = operands.iter().map(|v| Phrase::new(v)).collect();
+        // Per unit, whether it holds an operand of the answer's derivation; an operand found
+        // in more than MAX_OPERAND_UNITS units (a year or day that every row's header key
+        // repeats) says nothing about which one the derivation read.
+        let mut operand = vec![false; units.len()];
+        for o in &operands {
+            let phrase = Phrase::new(o);
+            let hits: Vec<usize> = (0..units.len())
+                .filter(|&u| phrase.in_text(units[u].norm))
+                .collect();
+            if hits.len() <= MAX_OPERAND_UNITS {
+                for u in hits {
+                    operand[u] = true;
+                }
+            }
+        }
         // 3 = the unit is an answer, 2 = it contains one, 1 = it holds an operand of the
         // answer's derivation, 0 = none of these.
         let answer: Vec<u8> = units
             .iter()
-            .map(|u| {
+            .enumerate()
+            .map(|(i, u)| {
                 if variants.iter().any(|v| v == u.norm) {
                     3
                 } else if phrases.iter().any(|p| p.in_text(u.norm)) {
                     2
-                } else if operands.iter().any(|p| p.in_text(u.norm)) {
+                } else if operand[i] {
                     1
                 } else {
                     0
