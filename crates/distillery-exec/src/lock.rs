@@ -285,27 +285,26 @@ mod tests {
         assert_eq!(holder(&out).await.unwrap().unwrap().job, "new");
         // A process of this host that no longer runs (pids stay below 2^22 on Linux).
         if std::path::Path::new("/proc/self").exists() {
-            let dead = OutputLock {
-                pid: 4_194_303 + 7,
-                ..OutputLock::new("killed", "p")
-            };
-            out.write(LOCK_FILE, serde_json::to_vec(&dead).unwrap())
-                .await
-                .unwrap();
+            plant(&out, "killed", &host_name(), 4_194_303 + 7).await;
             acquire(&out, &b, |_| false).await.unwrap();
             assert_eq!(holder(&out).await.unwrap().unwrap().job, "new");
         }
         // A holder on another host is not judged: refused.
-        let remote = OutputLock {
-            host: "elsewhere".to_string(),
-            pid: 1,
-            ..OutputLock::new("remote", "p")
-        };
-        out.write(LOCK_FILE, serde_json::to_vec(&remote).unwrap())
-            .await
-            .unwrap();
+        plant(&out, "remote", "elsewhere", 1).await;
         let e = acquire(&out, &b, |_| false).await.unwrap_err().to_string();
         assert!(e.contains("host elsewhere"), "{e}");
+    }
+
+    /// Writes a lock of `job` held by `pid` on `host`, as another process would have.
+    async fn plant(out: &Location, job: &str, host: &str, pid: u32) {
+        let lock = OutputLock {
+            host: host.to_string(),
+            pid,
+            ..OutputLock::new(job, "p")
+        };
+        out.write(LOCK_FILE, serde_json::to_vec(&lock).unwrap())
+            .await
+            .unwrap();
     }
 
     /// Locations on local disk (take-over by renaming aside) and in memory (by a versioned
@@ -321,14 +320,7 @@ mod tests {
     #[tokio::test]
     async fn a_resumed_job_takes_its_lock_again_in_its_own_name() {
         for (_d, out) in both() {
-            let before = OutputLock {
-                pid: 1,
-                host: "old-pod".into(),
-                ..OutputLock::new("job", "p")
-            };
-            out.write(LOCK_FILE, serde_json::to_vec(&before).unwrap())
-                .await
-                .unwrap();
+            plant(&out, "job", "old-pod", 1).await;
             let now = OutputLock::new("job", "p");
             acquire(&out, &now, |_| false).await.unwrap();
             assert_eq!(holder(&out).await.unwrap(), Some(now), "{out:?}");
@@ -338,14 +330,7 @@ mod tests {
     #[tokio::test]
     async fn one_of_two_takes_a_stale_lock_over() {
         for (_d, out) in both() {
-            let stale = OutputLock {
-                pid: 1,
-                host: "gone".into(),
-                ..OutputLock::new("old", "p")
-            };
-            out.write(LOCK_FILE, serde_json::to_vec(&stale).unwrap())
-                .await
-                .unwrap();
+            plant(&out, "old", "gone", 1).await;
             let (a, b) = (OutputLock::new("a", "p"), OutputLock::new("b", "p"));
             let (ra, rb) = tokio::join!(
                 acquire(&out, &a, |j| j == "old"),

@@ -69,10 +69,8 @@ pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome
     let job = new_run_id(&p.hash);
     info!(pipeline = %p.name, output = %p.output, job = %job, "run started");
     // One job writes an output at a time (see [`crate::lock`]).
-    crate::lock::acquire(&out, &crate::lock::OutputLock::new(&job, &p.name), |_| {
-        false
-    })
-    .await?;
+    let lock = crate::lock::OutputLock::new(&job, &p.name);
+    crate::lock::acquire(&out, &lock, |_| false).await?;
     let outcome = async {
         // Staging dirs of runs that died more than a day ago are garbage now (a concurrent
         // run's staging is younger and left alone).
