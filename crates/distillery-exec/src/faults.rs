@@ -12,8 +12,9 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    CopyMode, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
 };
 
 /// Environment variable: how many writes fail.
@@ -42,7 +43,8 @@ pub fn wrap(store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
     }
 }
 
-/// `store`, but a put with `PutMode::Create` fails as not implemented.
+/// `store`, but conditional writes (a put with `PutMode::Create` or `PutMode::Update`, a
+/// copy with `CopyMode::Create`) fail as not implemented.
 pub fn without_conditional_put(store: Arc<dyn ObjectStore>) -> Arc<dyn ObjectStore> {
     Arc::new(FaultyStore {
         inner: store,
@@ -87,9 +89,9 @@ impl ObjectStore for FaultyStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         inject(location)?;
-        if self.no_conditional_put && opts.mode == PutMode::Create {
+        if self.no_conditional_put && opts.mode != PutMode::Overwrite {
             return Err(object_store::Error::NotImplemented {
-                operation: "put with PutMode::Create".to_string(),
+                operation: format!("put with {:?}", opts.mode),
                 implementer: self.to_string(),
             });
         }
@@ -125,6 +127,12 @@ impl ObjectStore for FaultyStore {
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        if self.no_conditional_put && options.mode == CopyMode::Create {
+            return Err(object_store::Error::NotImplemented {
+                operation: "copy with CopyMode::Create".to_string(),
+                implementer: self.to_string(),
+            });
+        }
         self.inner.copy_opts(from, to, options).await
     }
 

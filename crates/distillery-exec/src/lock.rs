@@ -14,9 +14,10 @@
 //!
 //! A lock whose job is gone is taken over instead of refused: one left by a process of this
 //! host that no longer runs (a `distillery run` stopped with Ctrl-C), or by a job the caller
-//! knows has ended (a coordinator's own finished jobs). Taking over is atomic where the store
-//! has it (`PutMode::Update` on the version read; on local disk, renaming the stale lock
-//! aside, which only one process can do), so two processes cannot both take one stale lock.
+//! knows has ended (a coordinator's own finished jobs). Taking over is atomic: a versioned
+//! put (`PutMode::Update` on the version read) where the store has one; on local disk, the
+//! take-over goes through a create-only hard link, which one process only can hold (see
+//! `replace`), so two processes cannot both take one stale lock.
 //! Anything else is refused with an error that names the holder, and says to delete the file
 //! if that job is gone.
 
@@ -31,6 +32,10 @@ use crate::store::Location;
 
 /// The lock's name in an output.
 pub const LOCK_FILE: &str = "_lock.json";
+
+/// Held (a hard link to the lock) by the one process taking a stale lock over on a store
+/// without versioned puts (local disk).
+pub const TAKEOVER_FILE: &str = "_lock.json.takeover";
 
 /// What a lock says about its holder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,7 +99,15 @@ pub async fn acquire(
 ) -> Result<(), ExecError> {
     let body = serde_json::to_vec_pretty(lock).expect("lock serializes");
     // A few rounds: each ends taken, refused, or with the lock changed under us.
-    for _ in 0..4 {
+    let mut busy = false;
+    for round in 0..12u32 {
+        if busy {
+            // Another process is taking a stale lock over: give it time to finish (about
+            // three seconds in all).
+            let ms = (25u64 << round.min(4)).min(400);
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+        busy = false;
         if let Some((held, version)) = holder_versioned(out).await? {
             let ours = held.job == lock.job;
             if ours && held.host == lock.host && held.pid == lock.pid {
@@ -106,8 +119,10 @@ pub async fn acquire(
             if !ours {
                 warn!(output = %out.display, job = %held.job, host = %held.host, pid = held.pid, "taking over the lock of a job that is gone");
             }
-            if replace(out, version, &body).await? {
-                return Ok(());
+            match replace(out, version, &held, &body).await? {
+                Replaced::Yes => return Ok(()),
+                Replaced::Again => {}
+                Replaced::Busy => busy = true,
             }
             continue;
         }
@@ -131,6 +146,16 @@ pub async fn acquire(
             Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
         }
     }
+    if busy {
+        return Err(ExecError::output(
+            out.show(TAKEOVER_FILE),
+            format!(
+                "another process has been taking this output's stale lock over for a while; if \
+                 none is (one stopped half-way), delete {} and try again",
+                out.show(TAKEOVER_FILE)
+            ),
+        ));
+    }
     match holder(out).await? {
         Some(held) => Err(locked(out, &held)),
         None => Err(ExecError::output(
@@ -140,42 +165,91 @@ pub async fn acquire(
     }
 }
 
-/// Replaces the lock read at `version` with `body`; false when it changed meanwhile (or was
-/// only moved aside: the caller then creates it). Atomic with `PutMode::Update`; where the
-/// store has no such put (local disk), the stale lock is renamed aside, which one process
-/// only can do, and the caller creates the lock anew.
-async fn replace(out: &Location, version: UpdateVersion, body: &[u8]) -> Result<bool, ExecError> {
+/// What became of an attempt to replace a stale lock.
+enum Replaced {
+    /// The lock is now ours.
+    Yes,
+    /// The stale lock is gone (changed by someone else, or removed by us): read it again.
+    Again,
+    /// Another process is taking the stale lock over: wait, then read it again.
+    Busy,
+}
+
+/// Replaces the lock read at `version` with `body`.
+///
+/// With `PutMode::Update` (object stores with versions or ETags) this is one atomic put.
+/// Local disk has no such put, and renaming the lock aside is not enough: a process that read
+/// the stale lock late would rename the winner's fresh lock away. So take-overs are serialized
+/// through [`TAKEOVER_FILE`], a hard link to the lock made with a create-only copy: only one
+/// process holds it, and it holds the lock file as it was when linked. If that is still the
+/// version read (same ETag: inode, mtime, size), nobody else can have replaced the lock, and
+/// the claimant deletes it and lets the caller create its own; else the lock changed and is
+/// read again. A store with neither gets a checked delete, with a warning.
+async fn replace(
+    out: &Location,
+    version: UpdateVersion,
+    held: &OutputLock,
+    body: &[u8],
+) -> Result<Replaced, ExecError> {
     let path = out.path(LOCK_FILE);
+    let err = |e| ExecError::store(out.show(LOCK_FILE), e);
     let put = out
         .store
         .put_opts(
             &path,
             body.to_vec().into(),
-            PutOptions::from(PutMode::Update(version)),
+            PutOptions::from(PutMode::Update(version.clone())),
         )
         .await;
     match put {
-        Ok(_) => return Ok(true),
+        Ok(_) => return Ok(Replaced::Yes),
         Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
-            return Ok(false);
+            return Ok(Replaced::Again);
         }
         Err(object_store::Error::NotImplemented { .. }) => {}
-        Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+        Err(e) => return Err(err(e)),
     }
-    let aside = format!(
-        "{LOCK_FILE}.{}-{}.stale",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0)
-    );
-    match out.store.rename(&path, &out.path(&aside)).await {
-        Ok(()) => out.delete(&aside).await?,
-        Err(object_store::Error::NotFound { .. }) => {}
-        Err(e) => return Err(ExecError::store(out.show(LOCK_FILE), e)),
+    let claim = out.path(TAKEOVER_FILE);
+    match out.store.copy_if_not_exists(&path, &claim).await {
+        Ok(()) => {}
+        Err(object_store::Error::NotFound { .. }) => return Ok(Replaced::Again),
+        Err(object_store::Error::AlreadyExists { .. }) => return Ok(Replaced::Busy),
+        Err(object_store::Error::NotImplemented { .. }) => {
+            warn!(output = %out.display, "this store has no conditional writes: a stale output lock is checked, then deleted");
+            if holder(out).await?.as_ref() == Some(held) {
+                out.delete(LOCK_FILE).await?;
+            }
+            return Ok(Replaced::Again);
+        }
+        Err(e) => return Err(err(e)),
     }
-    Ok(false)
+    // The claim is ours: compare what it links to with what was read (the ETag, and the
+    // holder too, in case a fresh lock reused the stale one's inode within a microsecond).
+    let same = async {
+        let got = out.store.get(&claim).await?;
+        let e_tag = got.meta.e_tag.clone();
+        let bytes = got.bytes().await?;
+        let linked = serde_json::from_slice::<OutputLock>(&bytes).ok();
+        Ok::<_, object_store::Error>(
+            e_tag.is_some() && e_tag == version.e_tag && linked.as_ref() == Some(held),
+        )
+    }
+    .await;
+    let same = match same {
+        Ok(same) => same,
+        Err(e) => {
+            out.delete(TAKEOVER_FILE).await?;
+            return Err(err(e));
+        }
+    };
+    let removed = if same {
+        out.delete(LOCK_FILE).await
+    } else {
+        Ok(())
+    };
+    out.delete(TAKEOVER_FILE).await?;
+    removed?;
+    Ok(Replaced::Again)
 }
 
 /// Gives the lock back if `job` holds it (a lock another job took over is left alone).
@@ -307,7 +381,7 @@ mod tests {
             .unwrap();
     }
 
-    /// Locations on local disk (take-over by renaming aside) and in memory (by a versioned
+    /// Locations on local disk (take-over through a hard-linked claim) and in memory (by a versioned
     /// put), each empty.
     fn both() -> Vec<(Option<tempfile::TempDir>, Location)> {
         let (d, l) = local();
@@ -327,28 +401,58 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn one_of_two_takes_a_stale_lock_over() {
-        for (_d, out) in both() {
-            plant(&out, "old", "gone", 1).await;
-            let (a, b) = (OutputLock::new("a", "p"), OutputLock::new("b", "p"));
-            let (ra, rb) = tokio::join!(
-                acquire(&out, &a, |j| j == "old"),
-                acquire(&out, &b, |j| j == "old")
-            );
-            assert!(ra.is_ok() != rb.is_ok(), "{out:?}: {ra:?} {rb:?}");
-            let winner = if ra.is_ok() { "a" } else { "b" };
-            assert_eq!(holder(&out).await.unwrap().unwrap().job, winner);
-            // Nothing is left beside it.
-            let files: Vec<String> = out
-                .list("")
-                .await
-                .unwrap()
-                .into_iter()
-                .map(|f| f.0)
-                .collect();
-            assert_eq!(files, [LOCK_FILE], "{out:?}");
+    /// Three processes race for one stale lock, many times over, on threads of their own:
+    /// exactly one wins each time, and nothing but the lock is left.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+    async fn one_of_three_takes_a_stale_lock_over() {
+        for round in 0..40 {
+            for (_d, out) in both() {
+                plant(&out, "old", "gone", 1).await;
+                let race = |job: &'static str| {
+                    let out = out.clone();
+                    tokio::spawn(async move {
+                        acquire(&out, &OutputLock::new(job, "p"), |j| j == "old")
+                            .await
+                            .map(|()| job)
+                    })
+                };
+                let tasks = [race("a"), race("b"), race("c")];
+                let mut won = Vec::new();
+                for t in tasks {
+                    match t.await.unwrap() {
+                        Ok(job) => won.push(job),
+                        Err(e) => assert!(e.to_string().contains("in use by job"), "{e}"),
+                    }
+                }
+                assert_eq!(won.len(), 1, "round {round}, {out:?}: {won:?} won");
+                assert_eq!(holder(&out).await.unwrap().unwrap().job, won[0]);
+                let files: Vec<String> = out
+                    .list("")
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|f| f.0)
+                    .collect();
+                assert_eq!(files, [LOCK_FILE], "{out:?}");
+            }
         }
+    }
+
+    #[tokio::test]
+    async fn a_take_over_left_half_way_is_named() {
+        let (_d, out) = local();
+        plant(&out, "old", "gone", 1).await;
+        out.write(TAKEOVER_FILE, b"{}".to_vec()).await.unwrap();
+        let e = acquire(&out, &OutputLock::new("a", "p"), |j| j == "old")
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("delete") && e.contains(TAKEOVER_FILE), "{e}");
+        out.delete(TAKEOVER_FILE).await.unwrap();
+        acquire(&out, &OutputLock::new("a", "p"), |j| j == "old")
+            .await
+            .unwrap();
+        assert_eq!(holder(&out).await.unwrap().unwrap().job, "a");
     }
 
     #[tokio::test]
@@ -368,6 +472,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(holder(&out).await.unwrap().unwrap().job, "b");
+        // A stale lock is taken over by a checked delete.
+        acquire(&out, &OutputLock::new("c", "p"), |j| j == "b")
+            .await
+            .unwrap();
+        assert_eq!(holder(&out).await.unwrap().unwrap().job, "c");
     }
 
     #[tokio::test]
