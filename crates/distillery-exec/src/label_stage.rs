@@ -15,7 +15,9 @@
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
 //!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**), and every question
 //!    with topic entities gets the k-hop neighbourhood of them (`hops` from the question's
-//!    level `"2-hop"`, capped by `max_hops`; at most [`KB_MAX_EDGES`] edges);
+//!    level `"2-hop"`, capped by `max_hops`; at most [`KB_MAX_EDGES`] edges; the first hop
+//!    from the side of its edges the question type puts the entity on,
+//!    [`distillery_label::sh::start_side`]);
 //! 3. the input's `questions` parts are streamed in part order (file tag, then shard) and
 //!    labelled in chunks of [`CHUNK`] questions on blocking threads, `parallelism` chunks
 //!    labelling at once (a fair semaphore: chunks start in order) and up to
@@ -82,7 +84,7 @@ use distillery_core::{
 use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 use distillery_label::report::ReportBuilder;
-use distillery_label::sh::{KbIndex, KgIds, kg_ids, question_hops};
+use distillery_label::sh::{KbIndex, KgIds, kg_ids};
 use distillery_label::{Labeller, Phases, QuestionContext};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
@@ -801,11 +803,9 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             r.missing_context += 1;
         }
         let (triples, kg_ids) = match &env.kb {
-            Some(kb) if !q.topic_entities.is_empty() => kb.neighbourhood_with_ids(
-                &q.topic_entities,
-                question_hops(q, env.max_hops),
-                KB_MAX_EDGES,
-            ),
+            Some(kb) if !q.topic_entities.is_empty() => {
+                kb.for_question_with_ids(q, env.max_hops, KB_MAX_EDGES)
+            }
             _ => (Vec::new(), Vec::new()),
         };
         read += lap.lap();

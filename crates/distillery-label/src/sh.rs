@@ -13,7 +13,10 @@
 //! [`KbIndex`] answers MetaQA-style k-hop neighbourhood queries over a KB held in memory:
 //! [`KbIndex::neighbourhood`] runs a breadth-first search from the topic entities over both
 //! edge directions and returns the edges it reached (nearest hops first when the cap bites),
-//! in the KB's own order so subject runs stay together for the KG encoder.
+//! in the KB's own order so subject runs stay together for the KG encoder. Where the question
+//! type tells on which side of its edges the topic entity stands ([`start_side`]: MetaQA), the
+//! first hop takes only the edges with it on that side, so a film and a genre of the same name
+//! are not mixed.
 //! [`question_hops`] reads the hop count from the question's `level` (`"2-hop"`), capped by
 //! the `max_hops` option.
 
@@ -143,6 +146,43 @@ pub fn question_hops(q: &Question, max_hops: u32) -> u32 {
         .map_or(max_hops, |h| h.min(max_hops))
 }
 
+/// Which edges of a start node the first hop of a neighbourhood takes (later hops take both
+/// directions).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StartSide {
+    /// Every edge touching the start node.
+    #[default]
+    Both,
+    /// The edges whose subject the start node is.
+    Subject,
+    /// The edges whose object the start node is.
+    Object,
+}
+
+/// The side of its KB edges a question's topic entity stands on, where the question says.
+///
+/// MetaQA's question types name the path from the topic entity's kind (`movie_to_director`,
+/// `actor_to_movie_to_year`, `tag_to_movie`), and every edge of its KB has a film as its
+/// subject. So a `movie_…` question's topic entity is a subject, and any other kind's an
+/// object. Its KB names entities by string: the film `Romance` and the genre `Romance` are
+/// one node, and the side keeps the one the question asks about (a genre's thousands of
+/// `has_genre` edges would otherwise crowd a film's own edges out of the capped
+/// neighbourhood). [`StartSide::Both`] for other datasets and for questions without a type.
+pub fn start_side(q: &Question) -> StartSide {
+    if q.dataset != "metaqa" {
+        return StartSide::Both;
+    }
+    match q
+        .question_type
+        .as_deref()
+        .and_then(|t| t.trim().split_once("_to_"))
+    {
+        Some(("movie", _)) => StartSide::Subject,
+        Some((kind, _)) if !kind.is_empty() => StartSide::Object,
+        _ => StartSide::Both,
+    }
+}
+
 /// A KB in memory, indexed by node for k-hop neighbourhoods.
 ///
 /// A node is named by a triple's `subject` / `object` key and also by its
@@ -234,18 +274,21 @@ impl KbIndex {
     /// The result is in KB order (the order given to [`KbIndex::new`]), deterministic, without
     /// duplicates. Unknown entities are ignored; no known entity gives an empty result.
     pub fn neighbourhood(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<Triple> {
-        self.neighbourhood_with_ids(entities, hops, max_edges).0
+        self.neighbourhood_with_ids(entities, StartSide::Both, hops, max_edges)
+            .0
     }
 
-    /// [`KbIndex::neighbourhood`] with the edges' segment ids (empty when the index has
-    /// none: built by [`KbIndex::new`]).
+    /// [`KbIndex::neighbourhood`] whose first hop takes the start nodes' edges on `side`
+    /// only, with the edges' segment ids (empty when the index has none: built by
+    /// [`KbIndex::new`]).
     pub fn neighbourhood_with_ids(
         &self,
         entities: &[String],
+        side: StartSide,
         hops: u32,
         max_edges: usize,
     ) -> (Vec<Triple>, Vec<KgIds>) {
-        let reached = self.reach(entities, hops, max_edges);
+        let reached = self.reach(entities, side, hops, max_edges);
         let ids = match self.ids.is_empty() {
             true => Vec::new(),
             false => reached.iter().map(|&i| self.ids[i]).collect(),
@@ -258,7 +301,13 @@ impl KbIndex {
     }
 
     /// The indexes of the edges [`KbIndex::neighbourhood`] returns, ascending.
-    fn reach(&self, entities: &[String], hops: u32, max_edges: usize) -> Vec<usize> {
+    fn reach(
+        &self,
+        entities: &[String],
+        side: StartSide,
+        hops: u32,
+        max_edges: usize,
+    ) -> Vec<usize> {
         let mut visited: HashSet<&str> = HashSet::new();
         let mut frontier: Vec<&str> = Vec::new();
         for e in entities {
@@ -276,7 +325,7 @@ impl KbIndex {
         }
         let mut taken: Vec<usize> = Vec::new();
         let mut taken_set: HashSet<usize> = HashSet::new();
-        'hops: for _ in 0..hops {
+        'hops: for hop in 0..hops {
             let mut next: Vec<&str> = Vec::new();
             for node in &frontier {
                 let Some(ix) = self.edges.get(*node) else {
@@ -286,12 +335,21 @@ impl KbIndex {
                     if taken_set.contains(&i) {
                         continue;
                     }
+                    let t = &self.triples[i];
+                    let on_side = match side {
+                        _ if hop > 0 => true,
+                        StartSide::Both => true,
+                        StartSide::Subject => t.subject == *node,
+                        StartSide::Object => t.object == *node,
+                    };
+                    if !on_side {
+                        continue;
+                    }
                     if taken.len() >= max_edges {
                         break 'hops;
                     }
                     taken_set.insert(i);
                     taken.push(i);
-                    let t = &self.triples[i];
                     for other in [t.subject.as_str(), t.object.as_str()] {
                         if visited.insert(other) {
                             next.push(other);
@@ -308,9 +366,25 @@ impl KbIndex {
         taken
     }
 
-    /// The neighbourhood of a question: its topic entities, [`question_hops`] hops.
+    /// The neighbourhood of a question with the edges' segment ids: its topic entities,
+    /// [`question_hops`] hops, the first one from the [`start_side`] of the question.
+    pub fn for_question_with_ids(
+        &self,
+        q: &Question,
+        max_hops: u32,
+        max_edges: usize,
+    ) -> (Vec<Triple>, Vec<KgIds>) {
+        self.neighbourhood_with_ids(
+            &q.topic_entities,
+            start_side(q),
+            question_hops(q, max_hops),
+            max_edges,
+        )
+    }
+
+    /// [`KbIndex::for_question_with_ids`] without the ids.
     pub fn for_question(&self, q: &Question, max_hops: u32, max_edges: usize) -> Vec<Triple> {
-        self.neighbourhood(&q.topic_entities, question_hops(q, max_hops), max_edges)
+        self.for_question_with_ids(q, max_hops, max_edges).0
     }
 }
 
@@ -377,7 +451,8 @@ mod tests {
         );
         // Two hops from Actor Y reach both of Film A's runs: adjacent among the question's
         // edges, they keep their two roots.
-        let (edges, ids) = kb.neighbourhood_with_ids(&["Actor Y".to_string()], 2, 100);
+        let (edges, ids) =
+            kb.neighbourhood_with_ids(&["Actor Y".to_string()], StartSide::Both, 2, 100);
         assert_eq!((edges.len(), ids.len()), (5, 5));
         let q = Question::default();
         let sh = |kg_ids: &[KgIds]| {
@@ -415,7 +490,7 @@ mod tests {
         let plain = KbIndex::new(edges.clone());
         assert!(
             plain
-                .neighbourhood_with_ids(&["Actor Y".to_string()], 1, 100)
+                .neighbourhood_with_ids(&["Actor Y".to_string()], StartSide::Both, 1, 100)
                 .1
                 .is_empty()
         );
@@ -459,6 +534,54 @@ mod tests {
         assert_eq!(capped[2].subject, "Film B");
         assert!(kb.neighbourhood(&["Nope".to_string()], 3, 10).is_empty());
         assert!(kb.contains("dir x"));
+    }
+
+    #[test]
+    fn a_metaqa_question_type_picks_the_side_of_the_first_hop() {
+        // The film `Romance` and the genre `Romance`: one node, two entities.
+        let kb = KbIndex::new(vec![
+            t("A Cruel Romance", "has_genre", "Romance"),
+            t("Romance", "directed_by", "Catherine Breillat"),
+            t("Love Happens", "has_genre", "Romance"),
+            t("Love Happens", "directed_by", "Brandon Camp"),
+            t("Romance", "release_year", "1999"),
+        ]);
+        let q = |qtype: Option<&str>, level: &str| Question {
+            dataset: "metaqa".into(),
+            topic_entities: vec!["Romance".into()],
+            question_type: qtype.map(str::to_string),
+            level: Some(level.into()),
+            ..Default::default()
+        };
+        let objects = |q: &Question| -> Vec<String> {
+            kb.for_question(q, 3, 100)
+                .into_iter()
+                .map(|t| format!("{} {}", t.subject, t.object))
+                .collect()
+        };
+        assert_eq!(
+            objects(&q(Some("movie_to_director"), "1-hop")),
+            ["Romance Catherine Breillat", "Romance 1999"]
+        );
+        assert_eq!(
+            objects(&q(Some("genre_to_movie"), "1-hop")),
+            ["A Cruel Romance Romance", "Love Happens Romance"]
+        );
+        // Later hops go both ways: the genre's films, then their other edges.
+        assert_eq!(
+            objects(&q(Some("genre_to_movie_to_director"), "2-hop")),
+            [
+                "A Cruel Romance Romance",
+                "Love Happens Romance",
+                "Love Happens Brandon Camp"
+            ]
+        );
+        // No type, or another dataset: both sides, as before.
+        assert_eq!(objects(&q(None, "1-hop")).len(), 4);
+        let mut other = q(Some("movie_to_director"), "1-hop");
+        other.dataset = "cwq".into();
+        assert_eq!(start_side(&other), StartSide::Both);
+        assert_eq!(objects(&other).len(), 4);
     }
 
     #[test]

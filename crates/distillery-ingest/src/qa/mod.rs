@@ -10,6 +10,8 @@ pub mod simpleqa;
 pub mod tatqa;
 pub mod twowiki;
 
+pub use common::URI_ID_HEX;
+
 use std::io::Read;
 
 use distillery_core::spec::Format;

@@ -1,8 +1,8 @@
 //! TAT-QA reader (JSON array of contexts `{table {uid, table [[cells]]}, paragraphs [{uid,
 //! order, text}], questions [...]}`).
 //!
-//! Each context gives one [`distillery_core::Table`] (header = the first row, rows = the rest,
-//! padded to one width; uri `tatqa:<table uid>`, title = the uid) and one document per paragraph
+//! Each context gives one [`distillery_core::Table`] (uri `tatqa:<table uid>`, title = the uid,
+//! rows padded to one width) and one document per paragraph
 //! (title and uri from the paragraph uid, sentences by [`crate::text::sentence_spans`]); both are
 //! written once per file. Each question `{uid, question, answer, derivation, answer_type,
 //! answer_from, rel_paragraphs, req_comparison, scale}` becomes one question whose context is
@@ -16,8 +16,17 @@
 //! context). The dataset names no table cells; for span answers taken from the table
 //! (`answer_from` `table`/`table-text`, `answer_type` `span`/`multi-span`) each cell whose text
 //! equals an answer span (trimmed) is given as a `table_cell` evidence with its `row` (-1 for the
-//! header row, as in [`distillery_core::CellLink`]) and `col`; arithmetic and count answers get
+//! header rows, as in [`distillery_core::CellLink`], with the matching cell as its text) and
+//! `col`; arithmetic and count answers get
 //! none, since their cells cannot be read off the data.
+//!
+//! Header: TAT-QA tables (from financial reports) often spread their column names over
+//! several rows: a caption row (`Years Ended September 30,`), the years, a unit row
+//! (`(in millions)`, `€m`), each with an empty first cell. Those leading rows are merged into
+//! one header (see `header_rows` and `merge_header`), so each body row's segment names its
+//! columns `Years Ended September 30, 2019` rather than `2019` being a row of its own; every
+//! label is kept in the merged names. The header is the first row alone when the second row
+//! has a first cell or an amount in it.
 //!
 //! A bad context (wrong table or paragraph layout) is quarantined whole; a bad question alone is
 //! quarantined and the other questions of its context are kept.
@@ -89,7 +98,7 @@ fn context(qa: &mut Qa<'_, '_>, r: Raw, raw: &RawItem) -> Result<(), ItemError> 
         .map(|p| p.order.as_ref().and_then(scalar_string))
         .collect();
     let doc_ids: Vec<String> = docs.iter().map(|d| d.id.clone()).collect();
-    qa.emit_once(Record::Table(table.clone()))?;
+    qa.emit_once(Record::Table(table.table.clone()))?;
     for d in docs {
         qa.emit_once(Record::Document(d))?;
     }
@@ -109,7 +118,7 @@ fn context(qa: &mut Qa<'_, '_>, r: Raw, raw: &RawItem) -> Result<(), ItemError> 
     Ok(())
 }
 
-fn table(qa: &Qa<'_, '_>, t: RawTable) -> Result<Table, ItemError> {
+fn table(qa: &Qa<'_, '_>, t: RawTable) -> Result<TatTable, ItemError> {
     let mut cells: Vec<Vec<String>> = Vec::with_capacity(t.table.len());
     for (r, row) in t.table.iter().enumerate() {
         let mut out = Vec::with_capacity(row.len());
@@ -130,25 +139,121 @@ fn table(qa: &Qa<'_, '_>, t: RawTable) -> Result<Table, ItemError> {
     for row in &mut cells {
         row.resize(width, String::new());
     }
-    let mut rows = cells.into_iter();
-    let header = rows.next().unwrap_or_default();
+    let n = header_rows(&cells);
+    let header = merge_header(&cells[..n]);
+    let header_cells = cells[..n].to_vec();
     let uid = t.uid.0;
-    Ok(Table {
+    let table = Table {
         id: stable_id(&[DATASET, "table", &uid]),
         dataset: DATASET.to_string(),
         source: qa.ctx.source.clone(),
         uri: format!("{DATASET}:{uid}"),
         title: uid,
         header,
-        rows: rows.collect(),
+        rows: cells.split_off(n),
         ..Default::default()
+    };
+    Ok(TatTable {
+        table,
+        header_cells,
     })
+}
+
+/// A context's table and the rows its header was merged from.
+struct TatTable {
+    table: Table,
+    header_cells: Vec<Vec<String>>,
+}
+
+/// How many leading rows form the header: the first row, then each row after it whose cells
+/// past the first are all labels and not all empty. A label has a letter in it (`Fiscal`,
+/// `2019 €m`), starts with a year (`2019`, `2018 (4)`, `2 0 1 8`) or is a unit symbol (`%`,
+/// `$’000`); an amount (`1,452.4`, `(7,227)`, `4.00%`, `—`) is not. The row's first cell must
+/// be empty, unless the header so far names no columns (at most one caption past the first
+/// column, as in `['($ in millions)', '', '']` or `['', 'Fiscal Year Ended', '']`) and the row
+/// names two or more (`['At December 31:', '2019', '2018']`). A row whose one label ends in
+/// `:` (`Consolidated Statements of Operations Data:`) is a section of the body.
+fn header_rows(cells: &[Vec<String>]) -> usize {
+    let Some(first) = cells.first() else {
+        return 0;
+    };
+    let year = |s: &str| {
+        let s = s.trim_end_matches(',');
+        s.len() == 4
+            && s.bytes().all(|b| b.is_ascii_digit())
+            && (1900..=2100).contains(&s.parse::<u32>().unwrap_or(0))
+    };
+    let label = |c: &str| {
+        let compact: String = c.chars().filter(|c| !c.is_whitespace()).collect();
+        let symbols = compact.trim_matches(|c| "$€£¥%'’‘()".contains(c));
+        c.chars().any(char::is_alphabetic)
+            || year(&compact)
+            || c.split_whitespace().next().is_some_and(year)
+            || symbols.is_empty()
+            || symbols == "000"
+    };
+    let named = |row: &Vec<String>| row.iter().skip(1).filter(|c| !c.trim().is_empty()).count();
+    let mut spread = named(first);
+    let mut n = 1;
+    for row in &cells[1..] {
+        let labels = named(row);
+        let first_empty = row.first().is_none_or(|c| c.trim().is_empty());
+        let all_labels = row.iter().skip(1).all(|c| c.trim().is_empty() || label(c));
+        // A lone label ending in ':' heads the rows below it (a section), not the columns.
+        let section = labels == 1 && row.iter().any(|c| c.trim_end().ends_with(':'));
+        if labels == 0 || !all_labels || section || (!first_empty && (spread > 1 || labels < 2)) {
+            break;
+        }
+        spread = spread.max(labels);
+        n += 1;
+    }
+    n
+}
+
+/// One header from the header rows, column by column: each column's name is the non-empty
+/// cells above it, top to bottom, joined with a space (a part equal to the one before it is
+/// written once). A row with a single label past the first column (`Years Ended September
+/// 30,`, `(in millions)`) names every column but the first; in a row above the last one, a
+/// label also names the empty columns to its right, up to the next label (`Domestic`,
+/// ``, `International`, `` spans two columns each). One header row is the header as it is.
+fn merge_header(rows: &[Vec<String>]) -> Vec<String> {
+    let Some(last) = rows.len().checked_sub(1) else {
+        return Vec::new();
+    };
+    if last == 0 {
+        return rows[0].clone();
+    }
+    let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut names: Vec<Vec<&str>> = vec![Vec::new(); width];
+    for (r, row) in rows.iter().enumerate() {
+        let labels: Vec<usize> = (1..row.len())
+            .filter(|&c| !row[c].trim().is_empty())
+            .collect();
+        let mut filled: Vec<&str> = row.iter().map(|c| c.trim()).collect();
+        if let [only] = labels[..] {
+            for cell in filled.iter_mut().skip(1) {
+                *cell = row[only].trim();
+            }
+        } else if r < last {
+            for c in 2..filled.len() {
+                if filled[c].is_empty() && labels.first().is_some_and(|&f| f < c) {
+                    filled[c] = filled[c - 1];
+                }
+            }
+        }
+        for (c, cell) in filled.into_iter().enumerate() {
+            if !cell.is_empty() && names[c].last() != Some(&cell) {
+                names[c].push(cell);
+            }
+        }
+    }
+    names.into_iter().map(|n| n.join(" ")).collect()
 }
 
 fn question(
     qa: &Qa<'_, '_>,
     rq: RawQuestion,
-    table: &Table,
+    table: &TatTable,
     doc_ids: &[String],
     orders: &[Option<String>],
     i: usize,
@@ -187,29 +292,33 @@ fn question(
         .is_some_and(|a| !a.is_null())
         .then_some(true);
     q.answers = answers;
-    q.context_tables = vec![table.id.clone()];
+    q.context_tables = vec![table.table.id.clone()];
     q.context_documents = doc_ids.to_vec();
     q.meta = meta_string(&rq.extra);
     Ok(q)
 }
 
-/// `table_cell` evidence for every cell equal (trimmed) to an answer span.
-fn cell_evidence(table: &Table, answers: &[String]) -> Vec<Evidence> {
-    let mut out = Vec::new();
-    let rows = std::iter::once((-1, &table.header)).chain(
-        table
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(r, row)| (r as i32, row)),
-    );
+/// `table_cell` evidence for every cell equal (trimmed) to an answer span: body cells by their
+/// row, and cells of the rows the header was merged from as row -1 (text = that cell).
+fn cell_evidence(table: &TatTable, answers: &[String]) -> Vec<Evidence> {
+    let t = &table.table;
+    let rows = table
+        .header_cells
+        .iter()
+        .map(|row| (-1, row))
+        .chain(t.rows.iter().enumerate().map(|(r, row)| (r as i32, row)));
+    let mut out: Vec<Evidence> = Vec::new();
     for (r, row) in rows {
         for (c, cell) in row.iter().enumerate() {
-            let t = cell.trim();
-            if !t.is_empty() && answers.iter().any(|a| a.trim() == t) {
+            let text = cell.trim();
+            let seen = |e: &Evidence| e.row == Some(-1) && e.col == Some(c as i32);
+            if !text.is_empty()
+                && answers.iter().any(|a| a.trim() == text)
+                && !(r == -1 && out.iter().any(seen))
+            {
                 out.push(Evidence {
                     kind: "table_cell".to_string(),
-                    record_id: Some(table.id.clone()),
+                    record_id: Some(t.id.clone()),
                     row: Some(r),
                     col: Some(c as i32),
                     text: Some(cell.clone()),
@@ -273,5 +382,191 @@ mod tests {
         assert_eq!(bad[0].reason, "missing_field");
         assert_eq!(bad[1].reason, "bad_value");
         assert_ne!(bad[0].id, bad[1].id);
+    }
+
+    fn rows(rows: &[&[&str]]) -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|r| r.iter().map(|c| c.to_string()).collect())
+            .collect()
+    }
+
+    /// A table's leading rows, how many of them form the header, and the merged header.
+    type Case<'a> = (&'a [&'a [&'a str]], usize, &'a [&'a str]);
+
+    /// The header layouts of the shared sample's tables.
+    #[test]
+    fn header_rows_are_merged_column_by_column() {
+        let cases: &[Case] = &[
+            (
+                &[
+                    &["", "", "Years Ended September 30,", ""],
+                    &["", "2019", "2018", "2017"],
+                    &["Fixed Price", "$  1,452.4", "$  1,146.2", "$  1,036.9"],
+                ],
+                2,
+                &[
+                    "",
+                    "Years Ended September 30, 2019",
+                    "Years Ended September 30, 2018",
+                    "Years Ended September 30, 2017",
+                ],
+            ),
+            (
+                &[
+                    &["", "", "Fiscal", ""],
+                    &["", "2019", "2018", "2017"],
+                    &["", "", "(in millions)", ""],
+                    &["Transportation Solutions:", "", "", ""],
+                ],
+                3,
+                &[
+                    "",
+                    "Fiscal 2019 (in millions)",
+                    "Fiscal 2018 (in millions)",
+                    "Fiscal 2017 (in millions)",
+                ],
+            ),
+            (
+                &[
+                    &["", "Domestic", "", "International", ""],
+                    &["", "September 30,", "", "September 30,", ""],
+                    &["", "2019", "2018", "2019", "2018"],
+                    &["Discount rate", "4.00%", "3.75%", "1.90%", "2.80%"],
+                ],
+                3,
+                &[
+                    "",
+                    "Domestic September 30, 2019",
+                    "Domestic September 30, 2018",
+                    "International September 30, 2019",
+                    "International September 30, 2018",
+                ],
+            ),
+            (
+                &[
+                    &["Income statement expense", "", "", ""],
+                    &["", "2019 €m", "2018 €m", "2017 €m"],
+                    &["Defined contribution schemes", "166", "178", "192"],
+                ],
+                2,
+                &["Income statement expense", "2019 €m", "2018 €m", "2017 €m"],
+            ),
+            (
+                &[
+                    &["", "December 31", ""],
+                    &["", "2019", "2 0 1 8"],
+                    &["", "U.S. $ in thousands", ""],
+                    &["Operating loss carryforward", "73,260", "57,768"],
+                ],
+                3,
+                &[
+                    "",
+                    "December 31 2019 U.S. $ in thousands",
+                    "December 31 2 0 1 8 U.S. $ in thousands",
+                ],
+            ),
+            (
+                &[
+                    &["", "2019", "2018"],
+                    &["", "€m", "€m"],
+                    &["Cash generated", "14,182", "13,860"],
+                ],
+                2,
+                &["", "2019 €m", "2018 €m"],
+            ),
+            // A body row: a first cell, or an amount under an empty first cell.
+            (
+                &[&["As of", "2019", "2018"], &["Assets", "", ""]],
+                1,
+                &["As of", "2019", "2018"],
+            ),
+            (
+                &[&["", "2019", "2018"], &["", "1,234", "(7,227)"]],
+                1,
+                &["", "2019", "2018"],
+            ),
+            (&[&["", "Total", "5"]], 1, &["", "Total", "5"]),
+            // Unit symbols, footnoted years, and column names under a caption-only row.
+            (
+                &[
+                    &["", "30 June 2019", "30 June 2018", "Change"],
+                    &["", "$’000", "$’000", "%"],
+                    &["Revenue", "1,000", "900", "11.1"],
+                ],
+                2,
+                &["", "30 June 2019 $’000", "30 June 2018 $’000", "Change %"],
+            ),
+            (
+                &[
+                    &["($ in millions)", "", ""],
+                    &["At December 31:", "2019", "2018 (4)"],
+                    &["Assets", "", ""],
+                ],
+                2,
+                &["($ in millions) At December 31:", "2019", "2018 (4)"],
+            ),
+            (
+                &[
+                    &["", "Fiscal Year Ended", ""],
+                    &["(Dollars in Millions)", "April 27, 2019", "April 28, 2018"],
+                    &["Revenue", "$ 1", "$ 2"],
+                ],
+                2,
+                &[
+                    "(Dollars in Millions)",
+                    "Fiscal Year Ended April 27, 2019",
+                    "Fiscal Year Ended April 28, 2018",
+                ],
+            ),
+            // A first cell under a header that names its columns starts the body, and so does
+            // one naming a single column.
+            (
+                &[&["", "2019", "2018"], &["Name", "Smith", "Jones"]],
+                1,
+                &["", "2019", "2018"],
+            ),
+            (
+                &[&["Plans", "", ""], &["Plan A", "Defined", ""]],
+                1,
+                &["Plans", "", ""],
+            ),
+            (&[&["", "2019"], &["", "—"]], 1, &["", "2019"]),
+            (
+                &[&["", "2019", "2018"], &["", "Operations Data:", ""]],
+                1,
+                &["", "2019", "2018"],
+            ),
+        ];
+        for (table, n, header) in cases {
+            let cells = rows(table);
+            assert_eq!(header_rows(&cells), *n, "{table:?}");
+            assert_eq!(merge_header(&cells[..*n]), *header, "{table:?}");
+        }
+        assert_eq!(header_rows(&[]), 0);
+        assert!(merge_header(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_merged_header_keeps_its_cells_as_evidence() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("tatqa_dataset_dev.json");
+        std::fs::write(
+            &p,
+            r#"[{"table":{"uid":"t1","table":[["","","Fiscal"],["","2019","2018"],["Sales","5","4"]]},
+                 "paragraphs":[],
+                 "questions":[{"uid":"q1","question":"Which year had more sales?","answer":["2019"],"derivation":"","answer_type":"span","answer_from":"table","rel_paragraphs":[],"scale":""}]}]"#,
+        )
+        .unwrap();
+        let o = FormatOptions::default_for(Format::TatQa);
+        let ctx = InputCtx::local(p.to_str().unwrap(), &o);
+        let mut s = VecSink::default();
+        read(&ctx, &mut s).unwrap();
+        let t = s.tables()[0];
+        assert_eq!(t.header, vec!["", "Fiscal 2019", "Fiscal 2018"]);
+        assert_eq!(t.rows, vec![vec!["Sales", "5", "4"]]);
+        let e = &s.questions()[0].evidence;
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].row, e[0].col), (Some(-1), Some(1)));
+        assert_eq!(e[0].text.as_deref(), Some("2019"));
     }
 }

@@ -13,6 +13,7 @@ use distillery_core::{VecSink, char_slice};
 use serde_json::Value;
 
 use distillery_ingest::InputCtx;
+use distillery_ingest::qa::URI_ID_HEX;
 
 use crate::common::{bundled, read, read_with, shared};
 
@@ -20,6 +21,7 @@ use crate::common::{bundled, read, read_with, shared};
 /// question refers to is a record of the same read; returns nothing, panics with details.
 fn check(s: &VecSink) {
     let mut doc_ids = HashSet::new();
+    let mut doc_uris = HashSet::new();
     for d in s.documents() {
         assert!(
             doc_ids.insert(d.id.clone()),
@@ -44,7 +46,15 @@ fn check(s: &VecSink) {
             assert_eq!(sent.paragraph, 0);
             last = sent.end;
         }
-        assert_eq!(d.uri, format!("{}:{}", d.dataset, d.title));
+        assert_eq!(
+            d.uri,
+            format!("{}:{}#{}", d.dataset, d.title, &d.id[..URI_ID_HEX])
+        );
+        assert!(
+            doc_uris.insert(d.uri.clone()),
+            "two documents at one uri {}",
+            d.uri
+        );
     }
     let mut table_ids = HashSet::new();
     for t in s.tables() {
@@ -348,14 +358,51 @@ fn tatqa_shared_sample() {
     let q = s.questions();
     let answers: usize = q.iter().map(|q| q.answers.len()).sum();
     assert_eq!(answers, 1419);
+    // Header rows (a caption, the years) are merged into one header.
     let t = s.tables()[0];
-    assert_eq!(t.header, vec!["", "", "Years Ended September 30,", ""]);
-    assert_eq!(t.rows[0], vec!["", "2019", "2018", "2017"]);
+    assert_eq!(
+        t.header,
+        vec![
+            "",
+            "Years Ended September 30, 2019",
+            "Years Ended September 30, 2018",
+            "Years Ended September 30, 2017"
+        ]
+    );
+    assert_eq!(
+        t.rows[0],
+        vec!["Fixed Price", "$  1,452.4", "$  1,146.2", "$  1,036.9"]
+    );
+    let tables = s.tables();
+    assert_eq!(
+        tables[1].header,
+        vec![
+            "",
+            "Fiscal 2019 (in millions)",
+            "Fiscal 2018 (in millions)",
+            "Fiscal 2017 (in millions)"
+        ]
+    );
+    // Column names under a caption-only first row.
+    let caption = tables
+        .iter()
+        .find(|t| t.header[0] == "($ in millions) At December 31:")
+        .unwrap();
+    assert_eq!(caption.header[1..], ["2019", "2018"]);
+    // A section row stays in the body.
+    let section = tables
+        .iter()
+        .find(|t| t.header[0] == "(in millions, except per share amounts)")
+        .unwrap();
+    assert_eq!(
+        section.header[1],
+        "As of and for the Year Ended May 31, 2019"
+    );
     assert_eq!(q[1].answers, vec!["$1,496.5"]);
     assert!(
         q[1].evidence
             .iter()
-            .any(|e| e.kind == "table_cell" && e.row == Some(3) && e.col == Some(1))
+            .any(|e| e.kind == "table_cell" && e.row == Some(2) && e.col == Some(1))
     );
     let arith = q
         .iter()

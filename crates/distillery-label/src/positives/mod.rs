@@ -72,6 +72,12 @@ impl Positives {
 /// which is what normalising the paragraph itself gives — every rule of
 /// [`normalize_answer`] stops at whitespace — without normalising its text a second time.
 /// Any other paragraph is normalised directly.
+///
+/// A `table_row`'s normalised content is that of its cells alone, in column order: its
+/// content is a header→cell object, and the column names are the header's, the same in every
+/// row of the table, so matching them would make every row hold an answer that names a
+/// column (a TAT-QA `2019` under the merged header `Years Ended September 30, 2019` answers
+/// "In which year was ... higher?" in every row).
 #[derive(Debug)]
 pub struct Prepared<'a> {
     sh: &'a [Segment],
@@ -145,10 +151,33 @@ impl<'a> Prepared<'a> {
                     out.push_str(n);
                 }
                 out
+            } else if self.sh[i].level == level::TABLE_ROW {
+                normalize_answer(&row_cells(&self.sh[i].content))
             } else {
                 normalize_answer(&self.sh[i].content)
             }
         })
+    }
+}
+
+/// The cells of a `table_row`'s content (a JSON object header→cell) joined by spaces, in
+/// column order; the content as it is when it is no such object.
+fn row_cells(content: &str) -> std::borrow::Cow<'_, str> {
+    match serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(content) {
+        Ok(row) => {
+            let mut out = String::with_capacity(content.len());
+            for v in row.values() {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                match v {
+                    serde_json::Value::String(s) => out.push_str(s),
+                    other => out.push_str(&other.to_string()),
+                }
+            }
+            std::borrow::Cow::Owned(out)
+        }
+        Err(_) => std::borrow::Cow::Borrowed(content),
     }
 }
 

@@ -79,6 +79,17 @@ fn run(m: &dyn Method, q: &Question, docs: &[Document], sh: &[Segment]) -> Posit
     m.label(q, sh, &ctx)
 }
 
+/// The context of a question asked about tables alone.
+fn table_context<'a>(q: &'a Question, tables: &'a [&'a Table]) -> QuestionContext<'a> {
+    QuestionContext {
+        question: q,
+        documents: &[],
+        tables,
+        triples: &[],
+        kg_ids: &[],
+    }
+}
+
 fn opts() -> LabelOptions {
     LabelOptions::default()
 }
@@ -214,13 +225,8 @@ fn answer_aware_picks_the_operands_of_an_arithmetic_answer() {
     let mut q = question("What was the change in revenue?", &["15492"]);
     q.question_type = Some("arithmetic".into());
     q.meta = r#"{"derivation":"(73,260-57,768)/2","scale":"thousand"}"#.into();
-    let ctx = QuestionContext {
-        question: &q,
-        documents: &[],
-        tables: &[&table],
-        triples: &[],
-        kg_ids: &[],
-    };
+    let tables = [&table];
+    let ctx = table_context(&q, &tables);
     let p = by_name("answer-aware", &opts())
         .unwrap()
         .label(&q, &sh, &ctx);
@@ -245,6 +251,45 @@ fn answer_aware_picks_the_operands_of_an_arithmetic_answer() {
         .label(&span, &sh, &ctx);
     assert!(p.items.iter().all(|x| x.reason != "operand"));
     assert!(p.low_confidence);
+}
+
+#[test]
+fn a_column_name_is_no_answer_match_in_every_row() {
+    // A merged TAT-QA header: the years name the columns of every row.
+    let table = Table {
+        id: "t1".into(),
+        title: "Revenue".into(),
+        header: vec![
+            "".into(),
+            "Fiscal 2019 (in millions)".into(),
+            "Fiscal 2018 (in millions)".into(),
+        ],
+        rows: vec![
+            vec!["Revenue".into(), "73,260".into(), "57,768".into()],
+            vec!["Costs".into(), "1,204".into(), "1,180".into()],
+            vec!["Founded".into(), "2019".into(), "".into()],
+        ],
+        ..Default::default()
+    };
+    let sh = encode_table(&table, &HseqOptions::default());
+    assert!(sh[1].content.contains("Fiscal 2019"), "{}", sh[1].content);
+    let q = question("In which year was the revenue higher?", &["2019"]);
+    let tables = [&table];
+    let ctx = table_context(&q, &tables);
+    let prep = positives::Prepared::new(&sh);
+    assert_eq!(prep.norm(1), "revenue 73260 57768");
+    for name in ["hseq-paper", "answer-aware"] {
+        let p = by_name(name, &opts()).unwrap().label(&q, &sh, &ctx);
+        let matched: Vec<&str> = p
+            .items
+            .iter()
+            .filter(|x| matches!(x.reason.as_str(), "exact" | "substring"))
+            .map(|x| sh[x.index].content.as_str())
+            .collect();
+        // Only the row with `2019` in a cell holds the answer.
+        assert_eq!(matched.len(), 1, "{name}: {matched:?}");
+        assert!(matched[0].contains("Founded"), "{name}: {matched:?}");
+    }
 }
 
 #[test]
