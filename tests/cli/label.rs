@@ -1,8 +1,10 @@
 //! The label stage end to end: the SFT files of the quick start and of the shared samples,
 //! their listing in the manifest, `report labels`, the `label` command, decontamination,
-//! duplicate removal, byte-identical reruns, stale files, and the Python loadability check
+//! duplicate removal, byte-identical reruns, stale files, the Python loadability check
 //! (`tests/python/check_sft.py`: Hugging Face `datasets` loads the JSONL, a locally built
-//! tokenizer's chat template masks exactly the assistant turn).
+//! tokenizer's chat template masks exactly the assistant turn) and, where PyTorch is
+//! installed, a LoRA training run on the shared samples' file with TRL
+//! (`scripts/check-sft-training.py`).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -78,6 +80,45 @@ fn sft_check(file: &Path) {
         out.status.success(),
         "check_sft.py failed on {}",
         file.display()
+    );
+}
+
+/// Trains a LoRA adapter on the file with TRL (`scripts/check-sft-training.py`: TRL's
+/// `SFTTrainer`, `assistant_only_loss`, PEFT LoRA, a small random Llama made locally): the
+/// labelled tokens of a collated batch are exactly the targets, and the loss falls. It needs
+/// PyTorch, TRL and PEFT in the Python named by `DISTILLERY_TRAIN_PYTHON` (else `python3`);
+/// without them it is skipped with a message, in CI too (PyPI's PyTorch wheel brings
+/// gigabytes of CUDA libraries: CI installs none).
+fn sft_training_check(file: &Path) {
+    let python = std::env::var("DISTILLERY_TRAIN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let has = Command::new(&python)
+        .args(["-c", "import torch, trl, peft, datasets, transformers"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !has {
+        eprintln!(
+            "skipping the SFT training check: {python} has no torch, trl and peft \
+             (set DISTILLERY_TRAIN_PYTHON to a Python that has them)"
+        );
+        return;
+    }
+    let out = Command::new(&python)
+        .arg(repo().join("scripts/check-sft-training.py"))
+        .arg(file)
+        .args(["--steps", "12", "--samples", "64"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "check-sft-training.py failed on {}",
+        file.display()
+    );
+    assert!(
+        stdout.contains("trained with TRL SFTTrainer + LoRA"),
+        "{stdout}"
     );
 }
 
@@ -436,6 +477,7 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
     );
     eprintln!("{}", ok(&["report", "labels", out_dir.to_str().unwrap()]));
     sft_check(&out_dir.join("sft/train.jsonl"));
+    sft_training_check(&out_dir.join("sft/train.jsonl"));
 }
 
 #[test]
