@@ -86,16 +86,21 @@ fn sft_check(file: &Path) {
 /// Trains a LoRA adapter on the file with TRL (`scripts/check-sft-training.py`: TRL's
 /// `SFTTrainer`, `assistant_only_loss`, PEFT LoRA, a small random Llama made locally): the
 /// labelled tokens of a collated batch are exactly the targets, and the loss falls. It needs
-/// PyTorch, TRL and PEFT in the Python named by `DISTILLERY_TRAIN_PYTHON` (else `python3`);
-/// without them it is skipped with a message, in CI too (PyPI's PyTorch wheel brings
-/// gigabytes of CUDA libraries: CI installs none).
+/// PyTorch, TRL and PEFT in the Python named by `DISTILLERY_TRAIN_PYTHON` (it fails when that
+/// Python lacks them), else in `python3`; without them there it is skipped with a message, in
+/// CI too (PyPI's PyTorch wheel brings gigabytes of CUDA libraries: CI installs none).
 fn sft_training_check(file: &Path) {
-    let python = std::env::var("DISTILLERY_TRAIN_PYTHON").unwrap_or_else(|_| "python3".into());
+    let named = std::env::var("DISTILLERY_TRAIN_PYTHON").ok();
+    let python = named.clone().unwrap_or_else(|| "python3".into());
     let has = Command::new(&python)
         .args(["-c", "import torch, trl, peft, datasets, transformers"])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
+    assert!(
+        has || named.is_none(),
+        "DISTILLERY_TRAIN_PYTHON={python} cannot import torch, trl, peft, datasets and transformers"
+    );
     if !has {
         eprintln!(
             "skipping the SFT training check: {python} has no torch, trl and peft \
@@ -406,7 +411,18 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
     for r in &picked {
         let meta: Value = serde_json::from_str(r["meta"].as_str().unwrap()).unwrap();
         let ops = numbers(meta["derivation"].as_str().unwrap_or_default());
-        let hit = !ops.is_disjoint(&numbers(r["content"].as_str().unwrap()));
+        // A row's content is a header→cell object: its cells, not the column names
+        // (`Fiscal 2019`) every row of its table repeats.
+        let content = r["content"].as_str().unwrap();
+        let cells = match serde_json::from_str::<serde_json::Map<String, Value>>(content) {
+            Ok(row) => row
+                .values()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Err(_) => content.to_string(),
+        };
+        let hit = !ops.is_disjoint(&numbers(&cells));
         *operand_shown
             .entry(r["question_id"].as_str().unwrap().to_string())
             .or_default() |= hit;

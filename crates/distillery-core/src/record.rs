@@ -117,7 +117,8 @@ pub struct Document {
     pub dataset: String,
     /// The input file's name (its last path component), part of the provenance.
     pub source: String,
-    /// A URI naming the document, e.g. `enwiki:Title` or `hotpotqa:Title`.
+    /// A URI naming the document, e.g. `enwiki:Title`, or `hotpotqa:Title#<12 hex digits of
+    /// the id>` for a QA context paragraph (a title may name several).
     pub uri: String,
     pub title: String,
     pub page_id: Option<i64>,

@@ -177,7 +177,7 @@ pub fn start_side(q: &Question) -> StartSide {
         .as_deref()
         .and_then(|t| t.trim().split_once("_to_"))
     {
-        Some(("movie", _)) => StartSide::Subject,
+        Some((kind, _)) if kind.eq_ignore_ascii_case("movie") => StartSide::Subject,
         Some((kind, _)) if !kind.is_empty() => StartSide::Object,
         _ => StartSide::Both,
     }
@@ -188,7 +188,8 @@ pub fn start_side(q: &Question) -> StartSide {
 /// A node is named by a triple's `subject` / `object` key and also by its
 /// `subject_name` / `object_name` when the triple has one; lookups ignore case (MetaQA
 /// questions and KB lines do not always agree on case), unless a node's key is the name
-/// exactly as given: then only the nodes so keyed are taken.
+/// exactly as given: then only the nodes so keyed are taken. With a [`StartSide`], only the
+/// nodes with an edge on that side are looked at first.
 #[derive(Debug, Default)]
 pub struct KbIndex {
     triples: Vec<Triple>,
@@ -313,10 +314,13 @@ impl KbIndex {
         for e in entities {
             let e = e.trim();
             if let Some(keys) = self.names.get(&e.to_lowercase()) {
-                // A node named exactly as given wins over those that differ in case (MetaQA's
-                // movie `Ninja` over its tag `ninja`).
-                let exact = keys.iter().any(|k| k == e);
-                for k in keys.iter().filter(|k| !exact || *k == e) {
+                // The nodes with an edge on the start side (all of them for `Both`); among
+                // those, a node named exactly as given wins over those that differ in case
+                // (MetaQA's movie `Ninja` over its tag `ninja`).
+                let keys: Vec<&String> =
+                    keys.iter().filter(|k| self.has_edge_on(k, side)).collect();
+                let exact = keys.iter().any(|k| *k == e);
+                for k in keys.into_iter().filter(|k| !exact || *k == e) {
                     if visited.insert(k.as_str()) {
                         frontier.push(k.as_str());
                     }
@@ -364,6 +368,20 @@ impl KbIndex {
         }
         taken.sort_unstable();
         taken
+    }
+
+    /// Whether node `key` has an edge on `side` (any edge for [`StartSide::Both`]).
+    fn has_edge_on(&self, key: &str, side: StartSide) -> bool {
+        self.edges.get(key).is_some_and(|ix| {
+            ix.iter().any(|&i| {
+                let t = &self.triples[i];
+                match side {
+                    StartSide::Both => true,
+                    StartSide::Subject => t.subject == key,
+                    StartSide::Object => t.object == key,
+                }
+            })
+        })
     }
 
     /// The neighbourhood of a question with the edges' segment ids: its topic entities,
@@ -575,6 +593,25 @@ mod tests {
                 "Love Happens Romance",
                 "Love Happens Brandon Camp"
             ]
+        );
+        // The name as the question writes it is a film, but the question asks about the tag:
+        // the tag, which differs in case, is the node on that side.
+        let tags = KbIndex::new(vec![
+            t("Dreams", "directed_by", "Akira Kurosawa"),
+            t("Paprika", "has_tags", "dreams"),
+        ]);
+        let edges = |qtype: &str, entity: &str| -> Vec<String> {
+            let mut question = q(Some(qtype), "1-hop");
+            question.topic_entities = vec![entity.into()];
+            tags.for_question(&question, 3, 100)
+                .into_iter()
+                .map(|t| format!("{} {}", t.subject, t.object))
+                .collect()
+        };
+        assert_eq!(edges("tag_to_movie", "Dreams"), ["Paprika dreams"]);
+        assert_eq!(
+            edges("Movie_to_director", "dreams"),
+            ["Dreams Akira Kurosawa"]
         );
         // No type, or another dataset: both sides, as before.
         assert_eq!(objects(&q(None, "1-hop")).len(), 4);

@@ -25,8 +25,10 @@
 //! (`(in millions)`, `€m`), each with an empty first cell. Those leading rows are merged into
 //! one header (see `header_rows` and `merge_header`), so each body row's segment names its
 //! columns `Years Ended September 30, 2019` rather than `2019` being a row of its own; every
-//! label is kept in the merged names. The header is the first row alone when the second row
-//! has a first cell or an amount in it.
+//! label is kept in the merged names (a caption over all columns, a column name written over
+//! two lines in its own column). The header is the first row alone when the second row holds
+//! an amount, or names its row in the first cell under a first row that already names two or
+//! more columns; at most four rows are merged, and a table keeps at least one body row.
 //!
 //! A bad context (wrong table or paragraph layout) is quarantined whole; a bad question alone is
 //! quarantined and the other questions of its context are kept.
@@ -165,6 +167,18 @@ struct TatTable {
     header_cells: Vec<Vec<String>>,
 }
 
+/// Most leading rows taken as the header (the shared sample's deepest header has four: `16
+/// Weeks`, `12 Weeks Ended`, the dates, the years).
+const MAX_HEADER_ROWS: usize = 4;
+
+/// Whether `s` (a trailing `,` aside) is a year, 1900 to 2100.
+fn is_year(s: &str) -> bool {
+    let s = s.trim_end_matches(',');
+    s.len() == 4
+        && s.bytes().all(|b| b.is_ascii_digit())
+        && (1900..=2100).contains(&s.parse::<u32>().unwrap_or(0))
+}
+
 /// How many leading rows form the header: the first row, then each row after it whose cells
 /// past the first are all labels and not all empty. A label has a letter in it (`Fiscal`,
 /// `2019 €m`), starts with a year (`2019`, `2018 (4)`, `2 0 1 8`) or is a unit symbol (`%`,
@@ -172,17 +186,14 @@ struct TatTable {
 /// be empty, unless the header so far names no columns (at most one caption past the first
 /// column, as in `['($ in millions)', '', '']` or `['', 'Fiscal Year Ended', '']`) and the row
 /// names two or more (`['At December 31:', '2019', '2018']`). A row whose one label ends in
-/// `:` (`Consolidated Statements of Operations Data:`) is a section of the body.
+/// `:` (`Consolidated Statements of Operations Data:`) is a section of the body. At most
+/// [`MAX_HEADER_ROWS`] rows, and never every row of a table of two or more (a table of text
+/// under an empty first column keeps a body).
 fn header_rows(cells: &[Vec<String>]) -> usize {
     let Some(first) = cells.first() else {
         return 0;
     };
-    let year = |s: &str| {
-        let s = s.trim_end_matches(',');
-        s.len() == 4
-            && s.bytes().all(|b| b.is_ascii_digit())
-            && (1900..=2100).contains(&s.parse::<u32>().unwrap_or(0))
-    };
+    let year = is_year;
     let label = |c: &str| {
         let compact: String = c.chars().filter(|c| !c.is_whitespace()).collect();
         let symbols = compact.trim_matches(|c| "$€£¥%'’‘()".contains(c));
@@ -195,7 +206,8 @@ fn header_rows(cells: &[Vec<String>]) -> usize {
     let named = |row: &Vec<String>| row.iter().skip(1).filter(|c| !c.trim().is_empty()).count();
     let mut spread = named(first);
     let mut n = 1;
-    for row in &cells[1..] {
+    let most = MAX_HEADER_ROWS.min(cells.len().saturating_sub(1)).max(1);
+    for row in &cells[1..most] {
         let labels = named(row);
         let first_empty = row.first().is_none_or(|c| c.trim().is_empty());
         let all_labels = row.iter().skip(1).all(|c| c.trim().is_empty() || label(c));
@@ -212,10 +224,16 @@ fn header_rows(cells: &[Vec<String>]) -> usize {
 
 /// One header from the header rows, column by column: each column's name is the non-empty
 /// cells above it, top to bottom, joined with a space (a part equal to the one before it is
-/// written once). A row with a single label past the first column (`Years Ended September
-/// 30,`, `(in millions)`) names every column but the first; in a row above the last one, a
-/// label also names the empty columns to its right, up to the next label (`Domestic`,
-/// ``, `International`, `` spans two columns each). One header row is the header as it is.
+/// written once). A row with a single label past the first column is a caption naming every
+/// column but the first (`Years Ended September 30,` over the years, `(in millions)` under
+/// them), unless it ends with a joining word (`Balance at Beginning of`, `Land and`): that is
+/// the first line of one column's name, and names that column only. In the last header row,
+/// a single label without a letter (`%`) names its own column only. In a row above the last
+/// one with two or more labels, a label also names the empty columns to its right, up to the
+/// next label (`Domestic`, ``, `International`, `` span two columns each). One header row is
+/// the header as it is. The layout alone cannot tell every caption from a column name
+/// written over two lines: in 4 of the shared sample's 200 tables a one-column name is
+/// spread (`16 Weeks` over the 12-week columns too, `Percent Change` over the years).
 fn merge_header(rows: &[Vec<String>]) -> Vec<String> {
     let Some(last) = rows.len().checked_sub(1) else {
         return Vec::new();
@@ -231,8 +249,15 @@ fn merge_header(rows: &[Vec<String>]) -> Vec<String> {
             .collect();
         let mut filled: Vec<&str> = row.iter().map(|c| c.trim()).collect();
         if let [only] = labels[..] {
-            for cell in filled.iter_mut().skip(1) {
-                *cell = row[only].trim();
+            let text = row[only].trim();
+            let caption = match r < last {
+                true => !ends_with_joining_word(text),
+                false => text.chars().any(char::is_alphabetic),
+            };
+            if caption {
+                for cell in filled.iter_mut().skip(1) {
+                    *cell = text;
+                }
             }
         } else if r < last {
             for c in 2..filled.len() {
@@ -248,6 +273,18 @@ fn merge_header(rows: &[Vec<String>]) -> Vec<String> {
         }
     }
     names.into_iter().map(|n| n.join(" ")).collect()
+}
+
+/// Whether a header label ends with a word that joins it to the line below (`of`, `and`,
+/// `&`, ...): the first line of a column name written over two.
+fn ends_with_joining_word(label: &str) -> bool {
+    const JOINING: &[&str] = &[
+        "of", "and", "at", "in", "for", "to", "the", "by", "per", "from", "on", "or", "&", "-",
+    ];
+    label
+        .split_whitespace()
+        .next_back()
+        .is_some_and(|w| JOINING.iter().any(|j| w.eq_ignore_ascii_case(j)))
 }
 
 fn question(
@@ -531,6 +568,74 @@ mod tests {
                 &["Plans", "", ""],
             ),
             (&[&["", "2019"], &["", "—"]], 1, &["", "2019"]),
+            // Column names written over two lines name their own column only.
+            (
+                &[
+                    &["", "Balance at Beginning of", "", ""],
+                    &[
+                        "",
+                        "Period (1/1/19)",
+                        "Increase / (Decrease)",
+                        "Balance at End of Period",
+                    ],
+                    &["Accounts receivable", "$90,831", "$7,117", "$97,948"],
+                ],
+                2,
+                &[
+                    "",
+                    "Balance at Beginning of Period (1/1/19)",
+                    "Increase / (Decrease)",
+                    "Balance at End of Period",
+                ],
+            ),
+            (
+                &[
+                    &["", "", "", "", "16 Weeks"],
+                    &["", "", "12 Weeks Ended", "", "Ended"],
+                    &["", "September 29,", "July 7,", "April 14,", "January 20,"],
+                    &["", "2019", "2019", "2019", "2019"],
+                    &["Net sales", "$ 1", "$ 2", "$ 3", "$ 4"],
+                ],
+                4,
+                // Four header rows; `16 Weeks` cannot be told from a caption, and is spread.
+                &[
+                    "",
+                    "16 Weeks September 29, 2019",
+                    "16 Weeks 12 Weeks Ended July 7, 2019",
+                    "16 Weeks 12 Weeks Ended April 14, 2019",
+                    "16 Weeks Ended January 20, 2019",
+                ],
+            ),
+            (
+                &[
+                    &["", "", "Number of Restaurants"],
+                    &["", "", "Land and"],
+                    &["", "Ground", "Building"],
+                    &["Fiscal Year", "Leases", "Leases"],
+                ],
+                3,
+                &[
+                    "",
+                    "Number of Restaurants Ground",
+                    "Number of Restaurants Land and Building",
+                ],
+            ),
+            // A unit under one column only.
+            (
+                &[
+                    &["", "2019", "2018", "Change"],
+                    &["", "", "", "%"],
+                    &["Revenue", "1,000", "900", "11.1"],
+                ],
+                2,
+                &["", "2019", "2018", "Change %"],
+            ),
+            // A table of text under an empty first column keeps a body row.
+            (
+                &[&["", "Name", "Role"], &["", "Jane Doe", "CFO"]],
+                1,
+                &["", "Name", "Role"],
+            ),
             (
                 &[&["", "2019", "2018"], &["", "Operations Data:", ""]],
                 1,

@@ -466,8 +466,8 @@ impl Method for AnswerAware {
         let phrases: Vec<Phrase<'_>> = variants.iter().map(|v| Phrase::new(v)).collect();
         let operands = derivation_operands(q);
         // Per unit, whether it holds an operand of the answer's derivation; an operand found
-        // in more than MAX_OPERAND_UNITS units (a year or day that every row's header key
-        // repeats) says nothing about which one the derivation read.
+        // in more than MAX_OPERAND_UNITS units (a year or day that many sentences or cells
+        // repeat) says nothing about which one the derivation read.
         let mut operand = vec![false; units.len()];
         for o in &operands {
             let phrase = Phrase::new(o);
