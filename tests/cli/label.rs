@@ -312,7 +312,9 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
             "{task}: {c}"
         );
     }
-    for d in ["hotpotqa", "musique", "tatqa", "hybridqa", "metaqa"] {
+    for d in [
+        "hotpotqa", "musique", "2wiki", "tatqa", "hybridqa", "metaqa",
+    ] {
         assert!(
             count(
                 &out_dir,
@@ -472,6 +474,7 @@ fn labels_pipeline_labels_the_shared_samples_in_one_run() {
     for (d, levels) in [
         ("hotpotqa", &["sentence", "paragraph"][..]),
         ("musique", &["paragraph"][..]),
+        ("2wiki", &["sentence", "paragraph"][..]),
         ("tatqa", &["paragraph"][..]),
     ] {
         for m in ["hseq-paper", "answer-aware"] {
