@@ -159,6 +159,17 @@ pub enum StartSide {
     Object,
 }
 
+impl StartSide {
+    /// Whether `node` stands on this side of edge `t` (an edge touching it, for `Both`).
+    fn holds(self, t: &Triple, node: &str) -> bool {
+        match self {
+            StartSide::Both => true,
+            StartSide::Subject => t.subject == node,
+            StartSide::Object => t.object == node,
+        }
+    }
+}
+
 /// The side of its KB edges a question's topic entity stands on, where the question says.
 ///
 /// MetaQA's question types name the path from the topic entity's kind (`movie_to_director`,
@@ -340,13 +351,7 @@ impl KbIndex {
                         continue;
                     }
                     let t = &self.triples[i];
-                    let on_side = match side {
-                        _ if hop > 0 => true,
-                        StartSide::Both => true,
-                        StartSide::Subject => t.subject == *node,
-                        StartSide::Object => t.object == *node,
-                    };
-                    if !on_side {
+                    if hop == 0 && !side.holds(t, node) {
                         continue;
                     }
                     if taken.len() >= max_edges {
@@ -372,16 +377,9 @@ impl KbIndex {
 
     /// Whether node `key` has an edge on `side` (any edge for [`StartSide::Both`]).
     fn has_edge_on(&self, key: &str, side: StartSide) -> bool {
-        self.edges.get(key).is_some_and(|ix| {
-            ix.iter().any(|&i| {
-                let t = &self.triples[i];
-                match side {
-                    StartSide::Both => true,
-                    StartSide::Subject => t.subject == key,
-                    StartSide::Object => t.object == key,
-                }
-            })
-        })
+        self.edges
+            .get(key)
+            .is_some_and(|ix| ix.iter().any(|&i| side.holds(&self.triples[i], key)))
     }
 
     /// The neighbourhood of a question with the edges' segment ids: its topic entities,

@@ -193,13 +193,12 @@ fn header_rows(cells: &[Vec<String>]) -> usize {
     let Some(first) = cells.first() else {
         return 0;
     };
-    let year = is_year;
     let label = |c: &str| {
         let compact: String = c.chars().filter(|c| !c.is_whitespace()).collect();
         let symbols = compact.trim_matches(|c| "$€£¥%'’‘()".contains(c));
         c.chars().any(char::is_alphabetic)
-            || year(&compact)
-            || c.split_whitespace().next().is_some_and(year)
+            || is_year(&compact)
+            || c.split_whitespace().next().is_some_and(is_year)
             || symbols.is_empty()
             || symbols == "000"
     };
