@@ -79,6 +79,18 @@ fn run(m: &dyn Method, q: &Question, docs: &[Document], sh: &[Segment]) -> Posit
     m.label(q, sh, &ctx)
 }
 
+/// A table `t1` titled `Revenue` with the given header and rows.
+fn revenue_table(header: &[&str], rows: &[&[&str]]) -> Table {
+    let strings = |r: &[&str]| r.iter().map(|c| c.to_string()).collect::<Vec<_>>();
+    Table {
+        id: "t1".into(),
+        title: "Revenue".into(),
+        header: strings(header),
+        rows: rows.iter().map(|r| strings(r)).collect(),
+        ..Default::default()
+    }
+}
+
 /// The context of a question asked about tables alone.
 fn table_context<'a>(q: &'a Question, tables: &'a [&'a Table]) -> QuestionContext<'a> {
     QuestionContext {
@@ -210,17 +222,14 @@ fn jaccard_fallback_sets_low_confidence() {
 /// its derivation's operands (not the constant of an average), and is confident about them.
 #[test]
 fn answer_aware_picks_the_operands_of_an_arithmetic_answer() {
-    let table = Table {
-        id: "t1".into(),
-        title: "Revenue".into(),
-        header: vec!["item".into(), "2019".into(), "2018".into()],
-        rows: vec![
-            vec!["Revenue".into(), "73,260".into(), "57,768".into()],
-            vec!["Costs".into(), "2".into(), "2".into()],
-            vec!["Staff".into(), "1,204".into(), "1,180".into()],
+    let table = revenue_table(
+        &["item", "2019", "2018"],
+        &[
+            &["Revenue", "73,260", "57,768"],
+            &["Costs", "2", "2"],
+            &["Staff", "1,204", "1,180"],
         ],
-        ..Default::default()
-    };
+    );
     let sh = encode_table(&table, &HseqOptions::default());
     let mut q = question("What was the change in revenue?", &["15492"]);
     q.question_type = Some("arithmetic".into());
@@ -256,21 +265,14 @@ fn answer_aware_picks_the_operands_of_an_arithmetic_answer() {
 #[test]
 fn a_column_name_is_no_answer_match_in_every_row() {
     // A merged TAT-QA header: the years name the columns of every row.
-    let table = Table {
-        id: "t1".into(),
-        title: "Revenue".into(),
-        header: vec![
-            "".into(),
-            "Fiscal 2019 (in millions)".into(),
-            "Fiscal 2018 (in millions)".into(),
+    let table = revenue_table(
+        &["", "Fiscal 2019 (in millions)", "Fiscal 2018 (in millions)"],
+        &[
+            &["Revenue", "73,260", "57,768"],
+            &["Costs", "1,204", "1,180"],
+            &["Founded", "2019", ""],
         ],
-        rows: vec![
-            vec!["Revenue".into(), "73,260".into(), "57,768".into()],
-            vec!["Costs".into(), "1,204".into(), "1,180".into()],
-            vec!["Founded".into(), "2019".into(), "".into()],
-        ],
-        ..Default::default()
-    };
+    );
     let sh = encode_table(&table, &HseqOptions::default());
     assert!(sh[1].content.contains("Fiscal 2019"), "{}", sh[1].content);
     let q = question("In which year was the revenue higher?", &["2019"]);
