@@ -322,6 +322,36 @@ fn reruns_write_identical_files_and_shards_are_deterministic() {
 }
 
 #[test]
+fn logs_to_a_pipe_carry_no_colour_and_json_logs_are_one_object_a_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run_with = |extra: &[&str], out: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_distillery"))
+            .current_dir(repo())
+            .args(extra)
+            .args(["run", "pipelines/quickstart.toml", "--set"])
+            .arg(format!("output={}", tmp.path().join(out).display()))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stderr).unwrap()
+    };
+    let text = run_with(&[], "a");
+    assert!(text.contains("job published"), "{text}");
+    assert!(!text.contains('\u{1b}'), "colour codes in a pipe: {text:?}");
+    let json = run_with(&["--log-format", "json"], "b");
+    let lines: Vec<serde_json::Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(
+        lines
+            .iter()
+            .any(|v| v["fields"]["message"] == "job published" && v["level"] == "INFO"),
+        "{json}"
+    );
+}
+
+#[test]
 fn an_output_in_use_or_not_a_directory_is_refused_with_the_reason() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("out");

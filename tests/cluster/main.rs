@@ -421,9 +421,10 @@ fn run_and_submit_to_three_worker_processes_give_identical_outputs() {
     for w in ["w1", "w2", "w3"] {
         assert!(c.read_log(w).contains("task committed"), "{w} ran nothing");
     }
+    // 8 ingest tasks, 2 hseq shards, 2 label shards and the label merge.
     let m = c.metrics();
     assert!(
-        metric(&m, "distillery_coordinator_commits_total") == 11.0,
+        metric(&m, "distillery_coordinator_commits_total") == 13.0,
         "{m}"
     );
     assert!(
@@ -539,7 +540,10 @@ fn fault_4_object_store_writes_fail_for_a_while() {
 fn fault_5_a_task_that_always_fails_fails_the_job_cleanly() {
     let s = setup();
     let mut c = Cluster::new(&s.dir, &["--max-attempts", "3"]);
-    c.start_workers(&["w1", "w2"], &[("DISTILLERY_FAULTS", "fail:stage/label")]);
+    c.start_workers(
+        &["w1", "w2"],
+        &[("DISTILLERY_FAULTS", "fail:stage/label/merge")],
+    );
     let o = c.cli(&[
         "submit",
         s.pipeline.to_str().unwrap(),
@@ -551,11 +555,11 @@ fn fault_5_a_task_that_always_fails_fails_the_job_cleanly() {
     let err = String::from_utf8_lossy(&o.stderr);
     // The report names the task, its attempts and their errors.
     assert!(
-        err.contains("task stage/label failed after 3 attempt(s)"),
+        err.contains("task stage/label/merge failed after 3 attempt(s)"),
         "{err}"
     );
     assert_eq!(
-        err.matches("injected failure of stage/label").count(),
+        err.matches("injected failure of stage/label/merge").count(),
         3,
         "{err}"
     );
@@ -616,4 +620,168 @@ fn kubernetes_manifests_render_and_validate_offline() {
     ] {
         assert!(out.contains(kind), "{kind} not validated:\n{out}");
     }
+}
+
+/// The rows of a table of an output as JSON lines, sorted: the same rows whatever the parts.
+fn sorted_rows(out: &Path, table: &str) -> Vec<String> {
+    let o = bin()
+        .arg("inspect")
+        .arg(out)
+        .args([
+            "--sql",
+            &format!("SELECT * FROM {table}"),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "inspect {table}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut rows: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut l: Vec<String> = std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    l.sort();
+    l
+}
+
+#[test]
+fn labels_pipeline_in_four_shard_tasks_on_three_workers_equals_one_shard_run() {
+    let shared = repo().join("../shared/data/hotpotqa");
+    if !shared.exists() {
+        eprintln!("skipping: ../shared/data is absent");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = repo().join("pipelines/labels.toml");
+    let one = dir.join("one");
+    let o = bin()
+        .args(["run", "-q"])
+        .arg(&pipeline)
+        .args(["--set", "run.shards=1", "--set"])
+        .arg(format!("output={}", one.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let mut c = Cluster::new(dir, &[]);
+    c.start_workers(&["w1", "w2", "w3"], &[]);
+    let four = dir.join("four");
+    let o = c.cli(&[
+        "submit",
+        pipeline.to_str().unwrap(),
+        "--set",
+        "run.shards=4",
+        "--set",
+        &format!("output={}", four.display()),
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The label stage ran as 4 shard tasks and a merge, the shards on at least 2 workers.
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(four.join("_summary.json")).unwrap()).unwrap();
+    let label = summary["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "label")
+        .unwrap();
+    let tasks = label["tasks"].as_array().unwrap();
+    let ids: Vec<&str> = tasks.iter().map(|t| t["task"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "stage/label/shard-00000",
+            "stage/label/shard-00001",
+            "stage/label/shard-00002",
+            "stage/label/shard-00003",
+            "stage/label/merge"
+        ]
+    );
+    let workers: std::collections::BTreeSet<&str> = tasks[..4]
+        .iter()
+        .map(|t| t["worker"].as_str().unwrap())
+        .collect();
+    assert!(workers.len() >= 2, "shard tasks all ran on {workers:?}");
+    for t in tasks {
+        assert!(t["attempts"].as_u64().unwrap() >= 1, "{t}");
+        assert!(t["records_out"].as_u64().unwrap() > 0, "{t}");
+    }
+    // `status --format json` names the same tasks and workers.
+    let o = c.cli(&["status", "--format", "json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let status: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(status["state"], "succeeded", "{status}");
+    let listed = status["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "label")
+        .unwrap()["tasks"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(listed.len(), 5, "{status}");
+    for (l, t) in listed.iter().zip(tasks) {
+        assert_eq!(l["task"], t["task"]);
+        assert_eq!(l["worker"], t["worker"]);
+        assert_eq!(l["state"], "committed");
+        assert_eq!(l["records_out"], t["records_out"]);
+    }
+
+    // The same SFT lines, label records and report as the one-shard run.
+    for f in ["sft/train.jsonl", "sft/validation.jsonl"] {
+        let (a, b) = (sorted_lines(&one.join(f)), sorted_lines(&four.join(f)));
+        assert!(a.len() > 100, "{f}: {} lines", a.len());
+        assert!(a == b, "{f} differs between 1 and 4 shards");
+    }
+    for f in ["label_report.json", "sft/dataset_info.json"] {
+        assert_eq!(
+            std::fs::read(one.join(f)).unwrap(),
+            std::fs::read(four.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    for table in ["labels", "sft"] {
+        let (a, b) = (sorted_rows(&one, table), sorted_rows(&four, table));
+        assert!(!a.is_empty());
+        assert!(a == b, "table {table} differs between 1 and 4 shards");
+    }
+    // The duplicate the shared samples hold is removed once, whatever the shard count.
+    let counter = |out: &Path, name: &str| {
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("_summary.json")).unwrap()).unwrap();
+        s["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["stage"] == "label")
+            .unwrap()["counters"][name]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        counter(&one, "duplicates_removed"),
+        counter(&four, "duplicates_removed")
+    );
+    assert!(counter(&four, "duplicates_removed") >= 1);
 }

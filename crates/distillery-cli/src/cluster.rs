@@ -19,6 +19,7 @@ use distillery_cluster::worker::{
 };
 use distillery_cluster::{ClusterError, pb};
 use distillery_core::spec::Pipeline;
+use distillery_core::summary::{RunSummary, TaskRun};
 use distillery_exec::run::ProgressMode;
 use tokio::sync::watch;
 use tracing::info;
@@ -278,30 +279,117 @@ fn print_status(s: &pb::JobStatus) {
     }
 }
 
-pub async fn status(conn: &Conn, job: Option<String>) -> Result<ExitCode> {
+/// A job's status as JSON: its state, stages and each stage's tasks (of a finished job, from
+/// its published summary).
+fn status_json(s: &pb::JobStatus) -> serde_json::Value {
+    let published: Option<RunSummary> = (s.stages.is_empty() && !s.summary_json.is_empty())
+        .then(|| serde_json::from_str(&s.summary_json).ok())
+        .flatten();
+    if let Some(summary) = published {
+        let stages: Vec<serde_json::Value> = summary
+            .stages
+            .iter()
+            .map(|st| {
+                let tasks: Vec<serde_json::Value> =
+                    st.tasks.iter().map(|t| task_json(t, "committed")).collect();
+                serde_json::json!({
+                    "stage": st.stage,
+                    "tasks": tasks,
+                    "done": st.tasks.len(),
+                    "running": 0,
+                    "records": st.records_out,
+                    "bytes": st.bytes_out,
+                })
+            })
+            .collect();
+        return job_json(s, stages);
+    }
+    let stages: Vec<serde_json::Value> = s
+        .stages
+        .iter()
+        .map(|st| {
+            let tasks: Vec<serde_json::Value> = st
+                .task_list
+                .iter()
+                .map(|t| {
+                    let run = TaskRun {
+                        task: t.task.clone(),
+                        worker: t.worker.clone(),
+                        attempts: t.attempts,
+                        records_out: t.records_out,
+                        seconds: t.seconds,
+                    };
+                    task_json(&run, &t.state)
+                })
+                .collect();
+            serde_json::json!({
+                "stage": st.stage,
+                "tasks": tasks,
+                "done": st.done,
+                "running": st.running,
+                "records": st.records,
+                "bytes": st.bytes,
+            })
+        })
+        .collect();
+    job_json(s, stages)
+}
+
+fn task_json(t: &TaskRun, state: &str) -> serde_json::Value {
+    serde_json::json!({
+        "task": t.task,
+        "state": state,
+        "worker": t.worker,
+        "attempts": t.attempts,
+        "records_out": t.records_out,
+        "seconds": t.seconds,
+    })
+}
+
+fn job_json(s: &pb::JobStatus, stages: Vec<serde_json::Value>) -> serde_json::Value {
+    serde_json::json!({
+        "job": s.job_id,
+        "pipeline": s.pipeline,
+        "state": state_name(s.state),
+        "output": s.output,
+        "tasks_total": s.tasks_total,
+        "tasks_done": s.tasks_done,
+        "stages": stages,
+        "error": s.error,
+    })
+}
+
+pub async fn status(conn: &Conn, job: Option<String>, json: bool) -> Result<ExitCode> {
     let mut client = conn.client()?;
-    match job {
-        Some(id) => {
-            let s = client
+    let jobs = match job {
+        Some(id) => vec![
+            client
                 .get_job(pb::GetJobRequest { job_id: id })
                 .await
                 .map_err(|s| rpc_err(&conn.coordinator, s))?
-                .into_inner();
-            print_status(&s);
-        }
+                .into_inner(),
+        ],
         None => {
-            let all = client
+            client
                 .list_jobs(pb::ListJobsRequest {})
                 .await
                 .map_err(|s| rpc_err(&conn.coordinator, s))?
-                .into_inner();
-            if all.jobs.is_empty() {
-                outln!("no jobs");
-            }
-            for s in &all.jobs {
-                print_status(s);
-            }
+                .into_inner()
+                .jobs
         }
+    };
+    if json {
+        // One object a line, whatever the number of jobs.
+        for s in &jobs {
+            outln!("{}", status_json(s));
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if jobs.is_empty() {
+        outln!("no jobs");
+    }
+    for s in &jobs {
+        print_status(s);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -26,6 +26,7 @@ mod out;
 mod report;
 
 use crate::out::{out, outln};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,8 +49,19 @@ struct Cli {
     /// Debug logging (or set RUST_LOG).
     #[arg(short, long, global = true)]
     verbose: bool,
+    /// Log lines as text (coloured only on a terminal) or as one JSON object a line, for log
+    /// collectors.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -250,6 +262,10 @@ enum Command {
         job: Option<String>,
         #[command(flatten)]
         conn: cluster::Conn,
+        /// `json`: one object per job with its stages and each stage's tasks (task, state,
+        /// worker, attempts, records_out, seconds).
+        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+        format: ReportFormat,
     },
     /// Cancel a job.
     Cancel {
@@ -280,7 +296,7 @@ enum ReportCommand {
     },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ReportFormat {
     Table,
     Json,
@@ -344,13 +360,16 @@ fn main() -> ExitCode {
     } else {
         "info"
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level)),
-        )
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false)
-        .init();
+        .with_target(false);
+    match cli.log_format {
+        LogFormat::Json => logs.json().init(),
+        // Colour codes only where a person reads them: files and pipes get plain text.
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -511,7 +530,9 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             conn,
             wait,
         } => cluster::submit(&conn, &file, &set, wait).await,
-        Command::Status { job, conn } => cluster::status(&conn, job).await,
+        Command::Status { job, conn, format } => {
+            cluster::status(&conn, job, format == ReportFormat::Json).await
+        }
         Command::Cancel { job, conn } => cluster::cancel(&conn, job).await,
         Command::Ingest {
             format,

@@ -15,11 +15,10 @@ use distillery_core::spec::Pipeline;
 use distillery_core::{ErrorKind as Kind, HasKind};
 use distillery_exec::ExecError;
 use distillery_exec::lock::OutputLock;
-use distillery_exec::parts::WrittenPart;
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::{
     JobPlan, TaskDef, TaskKind, TaskOutput, attempt_dir, check_bad_ratio, inputs_below, plan_tasks,
-    publish_job,
+    publish_job, shard_outputs, task_inputs,
 };
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
@@ -959,6 +958,7 @@ impl CoordinatorService {
                 inner.next_attempt += 1;
                 let attempt_id = format!("g{}-a{}", self.generation, inner.next_attempt);
                 let inputs = task_inputs_json(job, t);
+                let shards_json = task_shards_json(job, t);
                 let task = &mut job.tasks[t];
                 let dir = attempt_dir(&job_id, &task.def.id, &attempt_id);
                 task.state = TState::Running;
@@ -986,6 +986,7 @@ impl CoordinatorService {
                     task_json: serde_json::to_string(&task.def).expect("task serializes"),
                     inputs_json: inputs.to_string(),
                     dir,
+                    shards_json,
                 });
             }
             for s in skipped.into_iter().rev() {
@@ -1290,17 +1291,36 @@ impl CoordinatorService {
                 }
                 let s = stages.last_mut().expect("pushed");
                 s.tasks += 1;
+                let mut task = pb::TaskProgress {
+                    task: t.def.id.clone(),
+                    state: format!("{:?}", t.state).to_lowercase(),
+                    worker: t
+                        .attempts
+                        .last()
+                        .map(|a| a.worker.clone())
+                        .unwrap_or_default(),
+                    attempts: t.attempts.len() as u32,
+                    ..Default::default()
+                };
                 match t.state {
                     TState::Committed => {
                         s.done += 1;
                         if let Some(o) = job.committed.get(&t.def.id) {
                             s.records += o.summary.records_out;
                             s.bytes += o.summary.bytes_out;
+                            task.records_out = o.summary.records_out;
+                            task.seconds = o.summary.seconds;
+                            // The committed attempt's own record (it outlives a restart).
+                            if !o.worker.is_empty() {
+                                task.worker = o.worker.clone();
+                                task.attempts = task.attempts.max(o.attempt);
+                            }
                         }
                     }
                     TState::Running => s.running += 1,
                     _ => {}
                 }
+                s.task_list.push(task);
                 if t.attempts
                     .iter()
                     .any(|a| a.outcome == "failed" || a.outcome == "expired")
@@ -1506,8 +1526,9 @@ fn advance(job: &mut JobRt) -> Result<Vec<usize>, ExecError> {
     Ok(ready)
 }
 
-/// What a task reads, as the JSON sent with it: the outputs of the levels below it (of its
-/// shard, for sharded stages), built and serialized once per level and shard.
+/// What a task reads, as the JSON sent with it: the outputs of the levels below it, cut to
+/// its shard as its stage's partitioning says ([`task_inputs`]), built and serialized once
+/// per level and shard.
 fn task_inputs_json(job: &mut JobRt, t: usize) -> Arc<str> {
     let level = job.tasks[t].def.level;
     let shard = match job.tasks[t].def.kind {
@@ -1522,38 +1543,23 @@ fn task_inputs_json(job: &mut JobRt, t: usize) -> Arc<str> {
     } else {
         inputs_below(level, &job.plan.tasks, &job.committed)
     };
-    if shard == u32::MAX {
-        let v: Arc<str> = serde_json::to_string(&all).expect("parts serialize").into();
-        job.inputs_json.insert((level, shard), v.clone());
-        return v;
+    let parts = task_inputs(&job.p, &job.tasks[t].def, &all);
+    let v: Arc<str> = serde_json::to_string(&parts)
+        .expect("parts serialize")
+        .into();
+    job.inputs_json.insert((level, shard), v.clone());
+    v
+}
+
+/// What a merge task reads besides its inputs: its stage's shard tasks' committed outputs
+/// (JSON); empty for other tasks.
+fn task_shards_json(job: &JobRt, t: usize) -> String {
+    let def = &job.tasks[t].def;
+    if !matches!(def.kind, TaskKind::Merge { .. }) {
+        return String::new();
     }
-    // Split the level's parts by shard once; every shard task of the level then finds its own.
-    let mut by: BTreeMap<u32, Vec<WrittenPart>> = BTreeMap::new();
-    for w in all {
-        if let Some((_, s, _)) = distillery_exec::parts::parse_part_name(&w.rel) {
-            by.entry(s).or_default().push(w);
-        }
-    }
-    let shards: Vec<u32> = job
-        .tasks
-        .iter()
-        .filter(|x| x.def.level == level)
-        .filter_map(|x| match x.def.kind {
-            TaskKind::Stage { shard: Some(n), .. } => Some(n),
-            _ => None,
-        })
-        .collect();
-    for n in shards {
-        let parts = by.remove(&n).unwrap_or_default();
-        let v: Arc<str> = serde_json::to_string(&parts)
-            .expect("parts serialize")
-            .into();
-        job.inputs_json.insert((level, n), v);
-    }
-    job.inputs_json
-        .get(&(level, shard))
-        .cloned()
-        .unwrap_or_else(|| "[]".into())
+    let shards = shard_outputs(&job.plan.tasks, def, &job.committed).unwrap_or_default();
+    serde_json::to_string(&shards).expect("outputs serialize")
 }
 
 /// Queues a ready task (a speculative copy goes first).

@@ -19,7 +19,9 @@ use distillery_exec::ExecError;
 use distillery_exec::parts::WrittenPart;
 use distillery_exec::run::ProgressMode;
 use distillery_exec::store::open_location;
-use distillery_exec::task::{JobPlan, TaskDef, TaskKind, TaskOutput, plan_tasks, run_task};
+use distillery_exec::task::{
+    JobPlan, ShardOutput, TaskDef, TaskKind, TaskOutput, plan_tasks, run_task,
+};
 use tokio::sync::{Notify, watch};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -523,6 +525,12 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
         .map_err(|e| ExecError::Task(format!("bad task definition: {e}")))?;
     let inputs: Vec<WrittenPart> = serde_json::from_str(&t.inputs_json)
         .map_err(|e| ExecError::Task(format!("bad task inputs: {e}")))?;
+    let shards: Vec<ShardOutput> = if t.shards_json.is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(&t.shards_json)
+            .map_err(|e| ExecError::Task(format!("bad shard outputs: {e}")))?
+    };
     if cfg
         .faults
         .fail
@@ -560,17 +568,20 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
         )));
     }
     let out = open_location(&p.output, true)?;
-    let output = run_task(
+    let mut output = run_task(
         p,
         &jp.plan,
         &def,
         &out,
         &t.dir,
         &inputs,
+        &shards,
         cfg.parallelism,
         cfg.mode,
     )
     .await?;
+    output.worker = cfg.worker_id.clone();
+    output.attempt = t.attempt;
     for (prefix, d) in &cfg.faults.delay {
         if def.id.starts_with(prefix.as_str()) {
             info!(delay_ms = d.as_millis() as u64, "injected delay");

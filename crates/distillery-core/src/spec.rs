@@ -919,7 +919,9 @@ fn default_bad_ratio() -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
-    /// Parquet shards per table (records are assigned by stable id hash).
+    /// Parquet shards per table (records are assigned by stable id hash), and the tasks a
+    /// stage that splits runs as (one per shard). An execution setting: the rows and files a
+    /// run makes are the same for any count, so it is not part of the pipeline's hash.
     #[serde(default = "default_shards")]
     pub shards: u32,
     /// Records per Arrow batch; with `shards` this bounds the memory of a run.
@@ -1608,10 +1610,12 @@ mod hash_view {
     use serde::ser::SerializeStruct;
 
     pub fn serialize<S: Serializer>(p: &&Pipeline, s: S) -> Result<S::Ok, S::Error> {
-        // `output` and `run.parallelism` are left out: where a run writes and how many
-        // threads it uses are not part of what it makes.
+        // `output`, `run.parallelism` and `run.shards` are left out: where a run writes, how
+        // many threads it uses and how many tasks it is spread over are not part of what it
+        // makes (every stage's outputs are the same for any shard count).
         let run = super::RunSpec {
             parallelism: 0,
+            shards: 1,
             ..p.run.clone()
         };
         // Nor is the label stage's memory budget: its outputs are the same bytes under any.
@@ -2253,9 +2257,14 @@ inputs = ["nope"]
         let moved = Pipeline::parse(
             "t.toml",
             GOOD,
-            &["output=/elsewhere".into(), "run.parallelism=3".into()],
+            &[
+                "output=/elsewhere".into(),
+                "run.parallelism=3".into(),
+                "run.shards=16".into(),
+            ],
         )
         .unwrap();
+        // Nor are the threads and the shards (tasks) it runs on.
         assert_eq!(base.hash, moved.hash);
     }
 

@@ -19,6 +19,21 @@ pub struct StageSummary {
     /// Stage-specific counters (per table written, per quarantine reason, round trips, LLM
     /// calls, cache hits, tokens, ...).
     pub counters: BTreeMap<String, u64>,
+    /// Where each task of the stage ran (the committed attempt), in plan order; filled in when
+    /// the job is published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<TaskRun>,
+}
+
+/// One task of a stage as it ran: the worker of its committed attempt, how many attempts it
+/// took, what that attempt wrote and how long it ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TaskRun {
+    pub task: String,
+    pub worker: String,
+    pub attempts: u32,
+    pub records_out: u64,
+    pub seconds: f64,
 }
 
 impl StageSummary {

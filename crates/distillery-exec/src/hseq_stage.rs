@@ -127,7 +127,7 @@ pub async fn run_stage(
     Ok(StageOutput {
         summary,
         parts: written,
-        files: Vec::new(),
+        ..Default::default()
     })
 }
 

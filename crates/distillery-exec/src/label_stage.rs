@@ -26,36 +26,40 @@
 //!    context id with no record is skipped and its question counted in
 //!    `questions_missing_context`. In flight: [`QUEUED_CHUNKS_PER_LANE`] × `parallelism` ×
 //!    [`CHUNK`] questions with their labels and samples; buffered for Parquet: up to
-//!    `run.batch_size` rows per table and shard (samples also flush at 8 MiB of message text
-//!    per shard), handed to one writer task per shard (it builds, encodes and compresses them,
-//!    so shards compress in parallel with each other and with the labelling). **Memory bound
-//!    for writing: per shard, the batch buffering, two queued and the one being encoded (at
-//!    most 4 × 8 MiB of message text), plus 256 MiB of row groups in progress over all
-//!    shards.**
+//!    `run.batch_size` rows per table (samples also flush at 8 MiB of message text), handed
+//!    to the writer task of the question part (it builds, encodes and compresses them while
+//!    the labelling goes on). **Memory bound for writing: the batch buffering, two queued and
+//!    the one being encoded (at most 4 × 8 MiB of message text), plus 256 MiB of row groups in
+//!    progress.**
 //!
-//! What a chunk produced is consumed in order, streaming (no list of all samples is held):
+//! The stage runs as one task per shard of the questions (`run.shards`; see
+//! [`crate::task::Partitioning::Questions`]): a task reads its shard's `questions` parts and
+//! every `documents`, `tables` and knowledge-base part, and writes its questions' rows into
+//! parts of the question part's tag and shard, so tasks never write the same part. What a
+//! chunk produced is consumed in order, streaming (no list of all samples is held):
 //!
-//! - one [`LabelRecord`] per question and method into the `labels` table (shard by id hash,
-//!   part tag = the question part's tag);
-//! - the samples: `split` by question id hash (`validation_share`); exact duplicates dropped (same
-//!   messages; a `HashSet<u128>` of 128-bit content hashes of the samples kept so far,
-//!   **about 32 bytes per kept sample**: 32 MiB for a million); samples touching an evaluation
-//!   question dropped ([`Decontaminator`]); the rest into the `sft` table (shard by id hash,
-//!   the question part's tag) and into `sft/train.jsonl` / `sft/validation.jsonl` (one JSON
-//!   object a line, see [`jsonl_line`]) written through object_store;
-//! - at the end `sft/dataset_info.json` (LLaMA-Factory sharegpt entries `distillery_train`,
-//!   `distillery_validation` for the non-empty splits, file names relative to `sft/`) and
-//!   `label_report.json` ([`distillery_label::report`] over every label record). The report is
-//!   counted as the stage goes: each chunk counts its label records against their questions
-//!   into a [`ReportBuilder`] on the labelling thread, and the consumer adds those counts up,
-//!   so **the report's memory is a set of counts per (dataset, method, question type)**, not
-//!   per question; each label record is scored against its own question.
+//! - one [`LabelRecord`] per question and method into the `labels` table;
+//! - the samples: `split` by question id hash (`validation_share`); samples touching an
+//!   evaluation question dropped ([`Decontaminator`]); the rest into the `sft` table and
+//!   into the task's `sft/train.jsonl` / `sft/validation.jsonl` (one JSON object a line, see
+//!   [`jsonl_line`]), each with a line in the task's ledger ([`crate::sft_merge`]);
+//! - at the end the task stages its JSONL files, its ledger and its report counts for the
+//!   stage's merge task ([`merge_stage`]), which removes exact duplicates (same messages)
+//!   across all tasks by a rule that does not depend on the task count, writes the stage's
+//!   `sft/train.jsonl` / `sft/validation.jsonl`, `sft/dataset_info.json` (LLaMA-Factory
+//!   sharegpt entries `distillery_train`, `distillery_validation` for the non-empty splits,
+//!   file names relative to `sft/`) and `label_report.json` ([`distillery_label::report`]
+//!   over every label record). The report is counted as the stage goes: each chunk counts
+//!   its label records against their questions into a [`ReportBuilder`] on the labelling
+//!   thread, and the consumer adds those counts up, so **the report's memory is a set of
+//!   counts per (dataset, method, question type)**, not per question; each label record is
+//!   scored against its own question.
 //!
 //! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,
 //! `sufficient.<method>`, `samples.<task>`, `samples.train`, `samples.validation`,
 //! `duplicates_removed`, `decontaminated`, `context_groups` (groups of questions labelled,
-//! over all inputs: one per input whose contexts fit the budget), `context_rows_spilled`
+//! over all inputs and shard tasks: one per input and task whose contexts fit the budget), `context_rows_spilled`
 //! (context rows copied into spill parts, once per citing group), `decontaminate.questions` (evaluation questions
 //! loaded), and `phase_us.<phase>`: the CPU time (microseconds, all threads) the stage spent in
 //! each [`Phase`] (`read`, `hseq`, `label`, `samples`, `write`), so a run says which phase its
@@ -97,10 +101,14 @@ use tracing::{info, warn};
 
 use crate::error::ExecError;
 use crate::label_route::{self, Groups, Routes};
-use crate::parts::{PART_BUFFER_BYTES, PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::parts::{
+    PART_BUFFER_BYTES, PartWriters, WrittenPart, parse_part_name, part_name, read_part,
+};
 use crate::plan::tag_input;
 use crate::run::StageOutput;
+use crate::sft_merge::{self, LedgerWriter};
 use crate::store::{Location, StoreOpener, resolve_paths};
+use crate::task::ShardOutput;
 
 /// Questions labelled by one blocking task.
 pub const CHUNK: usize = 8;
@@ -121,6 +129,8 @@ pub const TRAIN_JSONL: &str = "sft/train.jsonl";
 pub const VALIDATION_JSONL: &str = "sft/validation.jsonl";
 pub const DATASET_INFO: &str = "sft/dataset_info.json";
 pub const LABEL_REPORT: &str = "label_report.json";
+/// A shard task's report counts, staged for the merge task.
+const REPORT_COUNTS: &str = "_merge/label-report-counts.json";
 
 /// The phases of the stage whose CPU time the summary reports (`phase_us.<name>`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +244,7 @@ pub async fn run_stage(
     let labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
         .await
         .map_err(task_err)??;
-    let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size, p.run.shards);
+    let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size);
     outputs.summary.stage = stage.name.clone();
     // Every documented counter is in the summary, zero or not.
     for c in [
@@ -256,9 +266,10 @@ pub async fn run_stage(
     }
 
     let decon = load_decontamination(opts).await?;
+    // Every shard task loads the same files: the merge task counts them once.
     outputs
-        .summary
-        .add("decontaminate.questions", decon.len() as u64);
+        .ledger
+        .once("decontaminate.questions", decon.len() as u64);
 
     let kb = match &opts.kb {
         Some(name) => {
@@ -675,9 +686,9 @@ async fn label_groups(
     let mut group: Option<u32> = None;
     let mut position = 0u64;
     for (tag, part) in questions {
-        if outputs.tag() != Some(tag.as_str()) {
+        if outputs.part() != Some((tag.as_str(), part.shard)) {
             lanes.drain(outputs).await?;
-            outputs.start_tag(tag).await?;
+            outputs.start_tag(tag, part.shard).await?;
         }
         outputs.summary.bytes_in += part.bytes;
         let mut stream = Box::pin(read_part(out, &part.path()).await?);
@@ -1394,9 +1405,11 @@ impl ShardWriter {
     }
 }
 
-/// The part writers of the current question part tag, with per-shard buffers.
+/// The part writers of the current question part (tag and shard): its questions' label
+/// records and samples go to parts of the same tag and shard.
 struct TagWriters {
     tag: String,
+    shard: u32,
     out: Location,
     staging: String,
     /// Bytes each shard's parts may buffer (row groups in progress): [`PART_BUFFER_BYTES`]
@@ -1430,12 +1443,11 @@ struct Outputs {
     out: Location,
     staging: String,
     batch_size: usize,
-    shards: u32,
     summary: StageSummary,
     current: Option<TagWriters>,
     parts: Vec<WrittenPart>,
-    /// Content hashes of the samples kept so far.
-    seen: HashSet<u128>,
+    /// Every sample written, for the merge task's duplicate removal.
+    ledger: LedgerWriter,
     train: TextFile,
     validation: TextFile,
     /// The report's counts over every label record so far.
@@ -1443,33 +1455,34 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn new(out: Location, staging: &str, batch_size: usize, shards: u32) -> Outputs {
+    fn new(out: Location, staging: &str, batch_size: usize) -> Outputs {
         Outputs {
             train: TextFile::new(&out, staging, TRAIN_JSONL),
             validation: TextFile::new(&out, staging, VALIDATION_JSONL),
+            ledger: LedgerWriter::new(&out, staging),
             out,
             staging: staging.to_string(),
             batch_size: batch_size.max(1),
-            shards: shards.max(1),
             summary: StageSummary::new("label"),
             current: None,
             parts: Vec::new(),
-            seen: HashSet::new(),
             report: ReportBuilder::default(),
         }
     }
 
-    fn tag(&self) -> Option<&str> {
-        self.current.as_ref().map(|c| c.tag.as_str())
+    /// The tag and shard of the question part being labelled.
+    fn part(&self) -> Option<(&str, u32)> {
+        self.current.as_ref().map(|c| (c.tag.as_str(), c.shard))
     }
 
-    async fn start_tag(&mut self, tag: &str) -> Result<(), ExecError> {
+    async fn start_tag(&mut self, tag: &str, shard: u32) -> Result<(), ExecError> {
         self.finish_tag().await?;
         self.current = Some(TagWriters {
             tag: tag.to_string(),
+            shard,
             out: self.out.clone(),
             staging: self.staging.clone(),
-            budget: PART_BUFFER_BYTES / self.shards as usize,
+            budget: PART_BUFFER_BYTES,
             writers: BTreeMap::new(),
             labels: BTreeMap::new(),
             samples: BTreeMap::new(),
@@ -1518,7 +1531,7 @@ impl Outputs {
             );
             s.add(&format!("sufficient.{}", l.method), u64::from(l.sufficient));
             s.records_out += 1;
-            let shard = shard_of(&l.id, self.shards);
+            let shard = c.shard;
             let buf = c.labels.entry(shard).or_default();
             buf.push(l);
             if buf.len() >= self.batch_size {
@@ -1528,24 +1541,21 @@ impl Outputs {
         }
         self.report.merge(r.report);
         for p in r.samples {
-            if !self.seen.insert(p.hash) {
-                s.add("duplicates_removed", 1);
-                continue;
-            }
             if p.contaminated {
                 s.add("decontaminated", 1);
                 continue;
             }
+            // Duplicates are removed, and the kept samples counted, by the merge task.
             let sample = p.sample;
-            s.add(&format!("samples.{}", sample.task), 1);
-            s.add(&format!("samples.{}", sample.split), 1);
-            s.records_out += 1;
             if sample.split == "validation" {
                 self.validation.write(&p.line).await?;
             } else {
                 self.train.write(&p.line).await?;
             }
-            let shard = shard_of(&sample.id, self.shards);
+            let shard = c.shard;
+            self.ledger
+                .add(&sample, p.hash, &part_name(TableKind::Sft, shard, &c.tag))
+                .await?;
             let bytes = c.sample_bytes.entry(shard).or_default();
             *bytes += sample
                 .messages
@@ -1564,33 +1574,68 @@ impl Outputs {
         Ok(())
     }
 
-    /// Closes everything and writes `dataset_info.json` and `label_report.json`.
+    /// Closes everything and stages, for the merge task, the JSONL files, the ledger of
+    /// their samples and the report's counts.
     async fn finish(mut self) -> Result<StageOutput, ExecError> {
         self.finish_tag().await?;
-        let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
-        let splits: Vec<(&str, &str)> = files
-            .iter()
-            .zip(["train", "validation"])
-            .filter(|(f, _)| f.rows > 0)
-            .map(|(f, split)| (split, f.path.trim_start_matches("sft/")))
-            .collect();
-        let info = pretty(&dataset_info(&splits));
-        let n = splits.len() as u64;
-        files.push(put(&self.out, &self.staging, DATASET_INFO, info, n).await?);
-
-        let report = std::mem::take(&mut self.report).finish().to_json();
-        files.push(put(&self.out, &self.staging, LABEL_REPORT, pretty(&report), 1).await?);
-
+        let mut intermediate = vec![self.train.finish().await?, self.validation.finish().await?];
+        intermediate.extend(self.ledger.finish().await?);
+        let report = serde_json::to_vec(&self.report).expect("report counts serialize");
+        let n = report.len() as u64;
+        intermediate.push(put(&self.out, &self.staging, REPORT_COUNTS, report, n).await?);
         let mut summary = self.summary;
-        summary.bytes_out = self.parts.iter().map(|p| p.bytes).sum::<u64>()
-            + files.iter().map(|f| f.bytes).sum::<u64>();
+        summary.bytes_out = self.parts.iter().map(|p| p.bytes).sum::<u64>();
         self.parts.sort_by(|a, b| a.rel.cmp(&b.rel));
         Ok(StageOutput {
             summary,
             parts: self.parts,
-            files,
+            intermediate,
+            ..Default::default()
         })
     }
+}
+
+/// The merge task of a label stage: the shard tasks' SFT files joined
+/// ([`crate::sft_merge`]: duplicates removed across shards, `dataset_info.json`) and their
+/// report counts added up into `label_report.json`.
+pub async fn merge_stage(
+    _p: &Pipeline,
+    stage: &StageSpec,
+    out: &Location,
+    staging: &str,
+    shards: &[ShardOutput],
+) -> Result<StageOutput, ExecError> {
+    let started = Instant::now();
+    let mut summary = StageSummary::new(&stage.name);
+    let merged = sft_merge::merge_sft(out, staging, "sft", shards, &mut summary).await?;
+    let mut report = ReportBuilder::default();
+    for s in shards {
+        let rel = format!("{}/{REPORT_COUNTS}", s.output.dir);
+        let b = out.read(&rel).await?;
+        let r: ReportBuilder = serde_json::from_slice(&b)
+            .map_err(|e| ExecError::Task(format!("{}: {e}", out.show(&rel))))?;
+        report.merge(r);
+    }
+    let report = pretty(&report.finish().to_json());
+    let mut files = merged.files;
+    let f = put(out, staging, LABEL_REPORT, report, 1).await?;
+    summary.bytes_out += f.bytes;
+    files.push(f);
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        shards = shards.len(),
+        samples = summary.records_out,
+        duplicates = summary.counters.get("duplicates_removed").copied().unwrap_or(0),
+        "label shards merged"
+    );
+    Ok(StageOutput {
+        summary,
+        parts: merged.parts,
+        files,
+        adopted: merged.adopted,
+        ..Default::default()
+    })
 }
 
 /// Stages a small file whole.

@@ -1,9 +1,10 @@
 //! Execution of a pipeline: the task graph and the task bodies.
 //!
-//! [`task`] plans a run into tasks (one per input file, then per stage, per shard for `hseq`)
-//! and runs one task into its own attempt directory; `distillery-cluster` hands those tasks to
-//! workers, and [`task::run_sequential`] (behind [`run::run_pipeline`]) runs them in order in
-//! this process. A run goes:
+//! [`task`] plans a run into tasks (one per input file, then per stage as its
+//! [`task::Partitioning`] says: one task, one per shard, or one per shard of the questions
+//! and a merge task) and runs one task into its own attempt directory; `distillery-cluster`
+//! hands those tasks to workers (`distillery run` through an embedded coordinator and
+//! worker). A run goes:
 //! 1. [`plan`]: resolve every input's paths (globs, URLs) into files, all missing files
 //!    reported at once;
 //! 2. ingest: each file is read on a blocking thread by its `distillery-ingest` reader into a
@@ -56,6 +57,7 @@ pub mod publish;
 pub mod ras_stage;
 pub mod relevance_stage;
 pub mod run;
+mod sft_merge;
 mod sft_out;
 pub mod sink;
 pub mod store;
@@ -64,4 +66,4 @@ pub mod triples_stage;
 pub mod verify;
 
 pub use error::ExecError;
-pub use run::{ProgressMode, RunOutcome, StageOutput, run_pipeline};
+pub use run::{ProgressMode, RunOutcome, StageOutput};

@@ -171,16 +171,9 @@ impl PartWriters {
         format!("{}/{}", self.base, part_name(table, shard, &self.tag))
     }
 
-    /// Appends a batch to the (table, shard) part.
-    pub async fn write(
-        &mut self,
-        table: TableKind,
-        shard: u32,
-        batch: &RecordBatch,
-    ) -> Result<(), ExecError> {
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
+    /// Opens the (table, shard) part if it is not open: a part opened and given no rows is
+    /// written with none.
+    pub fn open_part(&mut self, table: TableKind, shard: u32) -> Result<(), ExecError> {
         let key = (table, shard);
         if !self.open.contains_key(&key) {
             let rel = self.rel(table, shard);
@@ -194,6 +187,21 @@ impl PartWriters {
             // Keep the total buffered across open parts bounded.
             self.row_group_bytes = (self.budget / self.open.len()).clamp(1 << 20, 32 << 20);
         }
+        Ok(())
+    }
+
+    /// Appends a batch to the (table, shard) part.
+    pub async fn write(
+        &mut self,
+        table: TableKind,
+        shard: u32,
+        batch: &RecordBatch,
+    ) -> Result<(), ExecError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.open_part(table, shard)?;
+        let key = (table, shard);
         let rel = self.rel(table, shard);
         let part = self.open.get_mut(&key).expect("opened above");
         part.writer

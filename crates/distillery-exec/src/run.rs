@@ -20,9 +20,8 @@ use tracing::{info, warn};
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart};
 use crate::plan::{Plan, PlannedFile, plan};
-use crate::publish::cleanup_stale_staging;
 use crate::sink::{BatchingSink, SinkCounts};
-use crate::store::{Location, StoreOpener, open_location};
+use crate::store::{Location, StoreOpener};
 
 /// How a run reports progress.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +49,26 @@ pub struct StageOutput {
     pub summary: StageSummary,
     pub parts: Vec<WrittenPart>,
     pub files: Vec<ManifestFile>,
+    /// Files staged for the stage's merge task, not published themselves.
+    pub intermediate: Vec<ManifestFile>,
+    /// Files of other tasks published as they are (see [`crate::task::AdoptedFile`]).
+    pub adopted: Vec<crate::task::AdoptedFile>,
+}
+
+impl StageOutput {
+    /// The task output of an attempt that staged this under `dir`.
+    pub fn into_task(self, dir: &str) -> crate::task::TaskOutput {
+        crate::task::TaskOutput {
+            parts: self.parts,
+            files: self.files,
+            dir: dir.to_string(),
+            summary: self.summary,
+            ingest: None,
+            intermediate: self.intermediate,
+            adopted: self.adopted,
+            ..Default::default()
+        }
+    }
 }
 
 /// What one input file produced.
@@ -60,36 +79,6 @@ pub(crate) struct FileResult {
     pub(crate) parts: Vec<WrittenPart>,
     pub(crate) bytes_in: u64,
     pub(crate) seconds: f64,
-}
-
-/// Runs a checked pipeline end to end in this process and publishes its output: the
-/// tasks of [`crate::task::plan_tasks`] one after another (see [`crate::task::run_sequential`]).
-pub async fn run_pipeline(p: &Pipeline, mode: ProgressMode) -> Result<RunOutcome, ExecError> {
-    let out = open_location(&p.output, true)?;
-    let job = new_run_id(&p.hash);
-    info!(pipeline = %p.name, output = %p.output, job = %job, "run started");
-    // One job writes an output at a time (see [`crate::lock`]).
-    let lock = crate::lock::OutputLock::new(&job, &p.name);
-    crate::lock::acquire(&out, &lock, |_| false).await?;
-    let outcome = async {
-        // Staging dirs of runs that died more than a day ago are garbage now (a concurrent
-        // run's staging is younger and left alone).
-        cleanup_stale_staging(&out, &job, &[]).await?;
-        let outcome = crate::task::run_sequential(p, &job, &out, parallelism(p), mode).await;
-        match &outcome {
-            Err(ExecError::BadRatio(_)) => {
-                crate::publish::remove_staging_but_quarantine(&out, &job).await?
-            }
-            Err(_) => crate::publish::remove_staging(&out, &job).await?,
-            Ok(_) => {}
-        }
-        outcome
-    }
-    .await;
-    if let Err(e) = crate::lock::release(&out, &job).await {
-        warn!(job = %job, error = %e, "cannot give back the output lock");
-    }
-    outcome
 }
 
 /// The cores of this machine (2 when they cannot be read).

@@ -92,6 +92,19 @@ impl Location {
             .map_err(|e| ExecError::store(self.show(rel), e))
     }
 
+    /// A buffered reader over an object, for text read line by line without holding it whole.
+    pub async fn reader(
+        &self,
+        rel: &str,
+    ) -> Result<impl tokio::io::AsyncBufRead + Unpin + Send + use<>, ExecError> {
+        let r = self
+            .store
+            .get(&self.path(rel))
+            .await
+            .map_err(|e| ExecError::store(self.show(rel), e))?;
+        Ok(StreamReader::new(r.into_stream().map_err(io::Error::other)))
+    }
+
     /// Writes a whole (small) object atomically.
     pub async fn write(&self, rel: &str, data: Vec<u8>) -> Result<(), ExecError> {
         self.store

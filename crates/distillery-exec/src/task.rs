@@ -1,16 +1,18 @@
 //! A run as a graph of tasks: the unit the coordinator hands to workers.
 //!
 //! [`plan_tasks`] turns a pipeline into tasks: one `ingest/<tag>` per input file (level 0),
-//! then per stage (level 1, 2, ...) either one `stage/<name>` task or, for stages that work
-//! shard by shard (`hseq`), one `stage/<name>/shard-NNNNN` per output shard. A level starts
+//! then per stage the tasks its [`Partitioning`] asks for: one `stage/<name>` task, or one
+//! `stage/<name>/shard-NNNNN` per shard (`run.shards`), followed for stages that cut their
+//! questions by shard by one `stage/<name>/merge` task on the level above. A level starts
 //! when every task of the levels below it committed, and its tasks read what those wrote
-//! ([`inputs_below`]): a barrier per stage rather than an edge per task pair, so a job of
-//! 100,000 tasks plans in linear time and space.
+//! ([`inputs_below`], cut to a task's shard by [`task_inputs`]): a barrier per level rather
+//! than an edge per task pair, so a job of 100,000 tasks plans in linear time and space.
 //!
 //! [`run_task`] runs one task, writing only under the directory it is given (the attempt's
-//! own directory), and returns a [`TaskOutput`]: the parts and files it wrote, its summary and
-//! its counts. Nothing is shared between attempts, so any number of attempts of one task may
-//! run at once; the one whose commit record is created first is the task's output.
+//! own directory), and returns a [`TaskOutput`]: the parts and files it wrote, the files it
+//! staged for its stage's merge task, its summary and its counts. Nothing is shared between
+//! attempts, so any number of attempts of one task may run at once; the one whose commit
+//! record is created first is the task's output.
 //!
 //! [`check_bad_ratio`] is the gate between ingest and the stages, and [`publish_job`] turns
 //! the committed outputs of every task into the output: the run summary and manifest built
@@ -18,15 +20,15 @@
 //! crash part-way: a file already moved is recognised by its size.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use distillery_core::TableKind;
 use distillery_core::spec::{Pipeline, StageKind, StageOptions};
-use distillery_core::summary::{ManifestFile, RunSummary, StageSummary};
+use distillery_core::summary::{ManifestFile, RunSummary, StageSummary, TaskRun};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
-use crate::parts::{WrittenPart, parse_part_name};
+use crate::parts::WrittenPart;
 use crate::plan::{Plan, plan, primary_table};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, StageOutput, ingest_file, rfc3339};
@@ -41,6 +43,35 @@ pub enum TaskKind {
     Ingest { file: usize },
     /// Run a stage (by its index in the pipeline's stages), all of it or one shard of it.
     Stage { stage: usize, shard: Option<u32> },
+    /// Join what the shard tasks of a stage staged for it (see [`Partitioning::Questions`]).
+    Merge { stage: usize },
+}
+
+/// How a stage's work is cut into tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partitioning {
+    /// One task reads every part written below it.
+    Whole,
+    /// One task per shard, reading only its shard's parts of every table.
+    Shards,
+    /// One task per shard of the questions: a task reads its shard's `questions` parts and
+    /// every other part whole (the contexts and knowledge bases its questions cite), and
+    /// writes its questions' rows into its own shard. A merge task then joins the files the
+    /// shard tasks staged for it, so the stage's outputs are the same for any shard count.
+    Questions,
+}
+
+/// How a stage kind is cut into tasks.
+pub fn partitioning(kind: StageKind) -> Partitioning {
+    match kind {
+        StageKind::Hseq => Partitioning::Shards,
+        StageKind::Label => Partitioning::Questions,
+        StageKind::Triples
+        | StageKind::Cirag
+        | StageKind::Planner
+        | StageKind::Relevance
+        | StageKind::Ras => Partitioning::Whole,
+    }
 }
 
 /// One task of a job.
@@ -96,6 +127,36 @@ pub struct TaskOutput {
     /// This task's share of its stage's summary (`ingest/<input>` for ingest tasks).
     pub summary: StageSummary,
     pub ingest: Option<IngestCounts>,
+    /// Files staged for the stage's merge task (paths relative to the attempt's directory),
+    /// never published themselves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub intermediate: Vec<ManifestFile>,
+    /// Files published unchanged from another task's directory (a merge task taking a shard
+    /// task's file as it is rather than copying it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adopted: Vec<AdoptedFile>,
+    /// The worker that ran this attempt, and the attempt's number (1 for the first), set by
+    /// the worker: the summary's `tasks` say where each task ran.
+    #[serde(default)]
+    pub worker: String,
+    #[serde(default)]
+    pub attempt: u32,
+}
+
+/// A file another task staged, published as it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AdoptedFile {
+    /// The directory of the task that staged it, relative to the output location.
+    pub dir: String,
+    pub file: ManifestFile,
+}
+
+/// What a merge task reads: the committed output of each shard task of its stage, in plan
+/// order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShardOutput {
+    pub task: String,
+    pub output: TaskOutput,
 }
 
 impl TaskOutput {
@@ -103,11 +164,6 @@ impl TaskOutput {
     pub fn records(&self) -> u64 {
         self.summary.records_out
     }
-}
-
-/// Whether a stage kind runs shard by shard (one task per output shard).
-fn sharded(kind: StageKind) -> bool {
-    kind == StageKind::Hseq
 }
 
 /// Plans a pipeline into tasks.
@@ -123,11 +179,15 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
             group: "ingest".to_string(),
         });
     }
+    let mut level = 0u32;
     for (i, s) in p.stages.iter().enumerate() {
-        let shards: Vec<Option<u32>> = if sharded(s.kind) {
-            (0..p.run.shards.max(1)).map(Some).collect()
-        } else {
-            vec![None]
+        level += 1;
+        let how = partitioning(s.kind);
+        let shards: Vec<Option<u32>> = match how {
+            Partitioning::Whole => vec![None],
+            Partitioning::Shards | Partitioning::Questions => {
+                (0..p.run.shards.max(1)).map(Some).collect()
+            }
         };
         for shard in shards {
             let id = match shard {
@@ -137,8 +197,18 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
             tasks.push(TaskDef {
                 id,
                 kind: TaskKind::Stage { stage: i, shard },
-                level: i as u32 + 1,
+                level,
                 gpus: s.gpus,
+                group: s.name.clone(),
+            });
+        }
+        if how == Partitioning::Questions {
+            level += 1;
+            tasks.push(TaskDef {
+                id: format!("stage/{}/merge", s.name),
+                kind: TaskKind::Merge { stage: i },
+                level,
+                gpus: 0,
                 group: s.name.clone(),
             });
         }
@@ -156,7 +226,8 @@ pub fn attempt_dir(job: &str, task: &str, attempt: &str) -> String {
 }
 
 /// Runs one task, writing only under `dir`. `inputs` are the parts committed by the lower
-/// levels (ignored by ingest tasks).
+/// levels (ignored by ingest tasks), `shards` what the shard tasks of its stage committed
+/// (read by merge tasks only).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_task(
     p: &Pipeline,
@@ -165,6 +236,7 @@ pub async fn run_task(
     out: &Location,
     dir: &str,
     inputs: &[WrittenPart],
+    shards: &[ShardOutput],
     parallelism: usize,
     mode: ProgressMode,
 ) -> Result<TaskOutput, ExecError> {
@@ -213,17 +285,15 @@ pub async fn run_task(
                 files: Vec::new(),
                 dir: dir.to_string(),
                 summary: s,
+                ..Default::default()
             })
         }
-        TaskKind::Stage { stage, shard } => {
+        TaskKind::Stage { stage, .. } => {
             let stage = p
                 .stages
                 .get(*stage)
                 .ok_or_else(|| ExecError::Task(format!("{}: no such stage", task.id)))?;
-            let selected: Vec<WrittenPart> = match shard {
-                Some(n) => shard_parts(inputs, *n),
-                None => inputs.to_vec(),
-            };
+            let selected = task_inputs(p, task, inputs);
             let parts = &selected;
             let output: StageOutput = match &stage.options {
                 StageOptions::Hseq(_) => {
@@ -248,40 +318,94 @@ pub async fn run_task(
                     crate::ras_stage::run_stage(p, stage, out, dir, parts).await?
                 }
             };
-            Ok(TaskOutput {
-                parts: output.parts,
-                files: output.files,
-                dir: dir.to_string(),
-                summary: output.summary,
-                ingest: None,
-            })
+            Ok(output.into_task(dir))
+        }
+        TaskKind::Merge { stage } => {
+            let stage = p
+                .stages
+                .get(*stage)
+                .ok_or_else(|| ExecError::Task(format!("{}: no such stage", task.id)))?;
+            let output = match &stage.options {
+                StageOptions::Label(_) => {
+                    crate::label_stage::merge_stage(p, stage, out, dir, shards).await?
+                }
+                _ => {
+                    return Err(ExecError::Task(format!(
+                        "{}: stage `{}` has no merge step",
+                        task.id, stage.name
+                    )));
+                }
+            };
+            Ok(output.into_task(dir))
         }
     }
 }
 
 /// The parts the tasks of `level` read: everything committed by the tasks of lower levels,
-/// in path order.
+/// in path order. A part a later task staged under the same path (a merge task rewriting a
+/// shard task's part) replaces the earlier one.
 pub fn inputs_below(
     level: u32,
     tasks: &[TaskDef],
     committed: &BTreeMap<String, TaskOutput>,
 ) -> Vec<WrittenPart> {
-    let mut parts: Vec<WrittenPart> = tasks
+    let mut parts: BTreeMap<String, WrittenPart> = BTreeMap::new();
+    for o in tasks
         .iter()
         .filter(|t| t.level < level)
         .filter_map(|t| committed.get(&t.id))
-        .flat_map(|o| o.parts.iter().cloned())
-        .collect();
-    parts.sort_by(|a, b| a.rel.cmp(&b.rel));
-    parts
+    {
+        for w in &o.parts {
+            parts.insert(w.rel.clone(), w.clone());
+        }
+    }
+    parts.into_values().collect()
 }
 
-/// The parts of one shard (a sharded stage task reads only its own shard's parts).
-pub fn shard_parts(parts: &[WrittenPart], shard: u32) -> Vec<WrittenPart> {
+/// The parts one task reads of those written below it, by its stage's [`Partitioning`]: all
+/// of them, its shard's, or its shard's questions and everything else.
+pub fn task_inputs(p: &Pipeline, task: &TaskDef, parts: &[WrittenPart]) -> Vec<WrittenPart> {
+    let TaskKind::Stage {
+        stage,
+        shard: Some(n),
+    } = task.kind
+    else {
+        return parts.to_vec();
+    };
+    let Some(spec) = p.stages.get(stage) else {
+        return parts.to_vec();
+    };
+    let how = partitioning(spec.kind);
     parts
         .iter()
-        .filter(|w| parse_part_name(&w.rel).is_some_and(|(_, s, _)| s == shard))
+        .filter(|w| match how {
+            Partitioning::Whole => true,
+            Partitioning::Shards => w.shard == n,
+            Partitioning::Questions => w.table != TableKind::Questions || w.shard == n,
+        })
         .cloned()
+        .collect()
+}
+
+/// What the merge task of a stage reads: the committed outputs of the stage's shard tasks, in
+/// plan order. `None` when one of them has not committed.
+pub fn shard_outputs(
+    tasks: &[TaskDef],
+    merge: &TaskDef,
+    committed: &BTreeMap<String, TaskOutput>,
+) -> Option<Vec<ShardOutput>> {
+    let TaskKind::Merge { stage } = merge.kind else {
+        return Some(Vec::new());
+    };
+    tasks
+        .iter()
+        .filter(|t| matches!(t.kind, TaskKind::Stage { stage: s, .. } if s == stage))
+        .map(|t| {
+            committed.get(&t.id).map(|o| ShardOutput {
+                task: t.id.clone(),
+                output: o.clone(),
+            })
+        })
         .collect()
 }
 
@@ -347,6 +471,13 @@ pub async fn publish_job(
     outputs: &BTreeMap<String, TaskOutput>,
     started: SystemTime,
 ) -> Result<RunOutcome, ExecError> {
+    let run_of = |t: &TaskDef, o: &TaskOutput| TaskRun {
+        task: t.id.clone(),
+        worker: o.worker.clone(),
+        attempts: o.attempt,
+        records_out: o.summary.records_out,
+        seconds: o.summary.seconds,
+    };
     let mut stages: Vec<StageSummary> = Vec::new();
     let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();
     let mut parts: Vec<WrittenPart> = Vec::new();
@@ -360,6 +491,7 @@ pub async fn publish_job(
             };
             if jp.plan.files[*file].input == input.name {
                 s.merge(&o.summary);
+                s.tasks.push(run_of(t, o));
                 if let Some(c) = &o.ingest {
                     for (r, n) in &c.quarantine_by_reason {
                         *by_reason.entry(r.clone()).or_default() += n;
@@ -378,23 +510,35 @@ pub async fn publish_job(
         {
             if let Some(o) = outputs.get(&t.id) {
                 s.merge(&o.summary);
+                s.tasks.push(run_of(t, o));
             }
         }
         stages.push(s);
     }
+    // A part or file a later task stages under the same path (a merge task rewriting a shard
+    // task's part) replaces the earlier one.
+    let mut by_path: BTreeMap<String, WrittenPart> = BTreeMap::new();
+    let mut file_by_path: BTreeMap<String, ManifestFile> = BTreeMap::new();
     for t in &jp.tasks {
         let Some(o) = outputs.get(&t.id) else {
             return Err(ExecError::Task(format!("{} has no committed output", t.id)));
         };
         for w in &o.parts {
             sources.insert(w.rel.clone(), (w.path(), w.bytes));
+            by_path.insert(w.rel.clone(), w.clone());
         }
         for f in &o.files {
             sources.insert(f.path.clone(), (format!("{}/{}", o.dir, f.path), f.bytes));
+            file_by_path.insert(f.path.clone(), f.clone());
         }
-        parts.extend(o.parts.iter().cloned());
-        files.extend(o.files.iter().cloned());
+        for a in &o.adopted {
+            let f = &a.file;
+            sources.insert(f.path.clone(), (format!("{}/{}", a.dir, f.path), f.bytes));
+            file_by_path.insert(f.path.clone(), f.clone());
+        }
     }
+    parts.extend(by_path.into_values());
+    files.extend(file_by_path.into_values());
     let manifest = build_manifest(
         &p.name,
         &p.hash,
@@ -423,58 +567,4 @@ pub async fn publish_job(
         manifest,
         output: p.output.clone(),
     })
-}
-
-/// Runs a whole job in this process, task after task in plan order (no coordinator): the
-/// library path for embedding Distillery without a cluster. `distillery run` goes through
-/// the coordinator instead (`distillery-cluster`), which runs these same functions on
-/// workers.
-pub async fn run_sequential(
-    p: &Pipeline,
-    job: &str,
-    out: &Location,
-    parallelism: usize,
-    mode: ProgressMode,
-) -> Result<RunOutcome, ExecError> {
-    let started = SystemTime::now();
-    let clock = Instant::now();
-    let jp = plan_tasks(p)?;
-    let mut committed: BTreeMap<String, TaskOutput> = BTreeMap::new();
-    let mut gate_passed = false;
-    let mut level_inputs: (u32, Vec<WrittenPart>) = (0, Vec::new());
-    for t in &jp.tasks {
-        if !t.is_ingest() && !gate_passed {
-            let ingest: Vec<&TaskOutput> =
-                committed.values().filter(|o| o.ingest.is_some()).collect();
-            check_bad_ratio(p, out, job, &ingest)?;
-            gate_passed = true;
-        }
-        let dir = attempt_dir(job, &t.id, "local");
-        if t.level != level_inputs.0 {
-            level_inputs = (t.level, inputs_below(t.level, &jp.tasks, &committed));
-        }
-        let o = run_task(
-            p,
-            &jp.plan,
-            t,
-            out,
-            &dir,
-            &level_inputs.1,
-            parallelism,
-            mode,
-        )
-        .await?;
-        committed.insert(t.id.clone(), o);
-    }
-    if !gate_passed {
-        let ingest: Vec<&TaskOutput> = committed.values().collect();
-        check_bad_ratio(p, out, job, &ingest)?;
-    }
-    let outcome = publish_job(p, &jp, job, out, &committed, started).await?;
-    tracing::info!(
-        job,
-        seconds = clock.elapsed().as_secs_f64(),
-        "job published"
-    );
-    Ok(outcome)
 }

@@ -201,6 +201,7 @@ impl Teacher {
             summary,
             parts,
             files,
+            ..Default::default()
         }
     }
 

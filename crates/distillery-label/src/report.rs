@@ -17,6 +17,7 @@
 //! among the record's positives by segment id) cover every gold paragraph.
 
 use distillery_core::{LabelRecord, Question};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -24,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 pub const LEVELS: [&str; 2] = ["sentence", "paragraph"];
 
 /// Micro precision, recall and F1 (percentages, 0..100) with their counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prf {
     pub precision: f64,
     pub recall: f64,
@@ -78,7 +79,7 @@ impl Prf {
 }
 
 /// The report of one method on one dataset.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MethodReport {
     pub questions: u64,
     /// `sentence`, `paragraph` → scores (a level is absent when no question has its gold).
@@ -97,7 +98,7 @@ pub struct LabelReport {
     pub datasets: BTreeMap<String, BTreeMap<String, MethodReport>>,
 }
 
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 struct Acc {
     report: MethodReport,
     with_gold: u64,
@@ -157,7 +158,9 @@ impl<'a> Gold<'a> {
 /// whatever the number of records. Each record is scored against the question it is given, so
 /// two questions sharing an id (ingest does not merge them) are each scored on their own
 /// evidence.
-#[derive(Debug, Default, Clone)]
+/// Its counts serialize (serde), so tasks that each counted a share of the records can be
+/// added up elsewhere ([`ReportBuilder::merge`]).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct ReportBuilder {
     accs: BTreeMap<String, BTreeMap<String, Acc>>,
 }
