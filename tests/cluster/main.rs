@@ -132,19 +132,28 @@ fn assert_same_output(reference: &Path, got: &Path) {
 /// A fault-free reference output of the pipeline, by `distillery run`.
 fn reference(dir: &Path, pipeline: &Path) -> PathBuf {
     let out = dir.join("reference");
-    let o = bin()
-        .args(["run", "-q"])
-        .arg(pipeline)
+    run_into(pipeline, &out, &[]);
+    out
+}
+
+/// `distillery run` of a pipeline into `out`, with more `--set` overrides.
+fn run_into(pipeline: &Path, out: &Path, set: &[&str]) {
+    let mut c = bin();
+    c.args(["run", "-q"]).arg(pipeline);
+    for s in set {
+        c.args(["--set", s]);
+    }
+    let o = c
         .arg("--set")
         .arg(format!("output={}", out.display()))
         .output()
         .unwrap();
     assert!(
         o.status.success(),
-        "reference run failed: {}",
+        "run into {} failed: {}",
+        out.display(),
         String::from_utf8_lossy(&o.stderr)
     );
-    out
 }
 
 /// A coordinator and workers as processes on loopback.
@@ -672,14 +681,7 @@ fn labels_pipeline_in_four_shard_tasks_on_three_workers_equals_one_shard_run() {
     let dir = tmp.path();
     let pipeline = repo().join("pipelines/labels.toml");
     let one = dir.join("one");
-    let o = bin()
-        .args(["run", "-q"])
-        .arg(&pipeline)
-        .args(["--set", "run.shards=1", "--set"])
-        .arg(format!("output={}", one.display()))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    run_into(&pipeline, &one, &["run.shards=1"]);
 
     let mut c = Cluster::new(dir, &[]);
     c.start_workers(&["w1", "w2", "w3"], &[]);

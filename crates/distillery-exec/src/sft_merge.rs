@@ -224,14 +224,19 @@ pub(crate) async fn merge_sft(
 ) -> Result<Merged, ExecError> {
     let ledger = |s: &ShardOutput, rel: &str| format!("{}/{rel}", s.output.dir);
     // Pass 1: the winner of every content hash.
+    // The samples per task and split are counted too: when nothing is dropped they are the
+    // stage's counts, and pass 2 needs no second read.
     let mut winner: HashMap<u128, u64> = HashMap::new();
     let mut entries = 0u64;
+    let mut per: BTreeMap<String, u64> = BTreeMap::new();
     for s in shards {
         let rel = ledger(s, LEDGER);
         let show = out.show(&rel);
         each_line(out, &rel, |line| {
             let (h, e) = parse_entry(line, &show)?;
             entries += 1;
+            *per.entry(format!("samples.{}", e.task)).or_default() += 1;
+            *per.entry(format!("samples.{}", e.split)).or_default() += 1;
             let k = id_key(&e.id);
             winner
                 .entry(h)
@@ -255,16 +260,10 @@ pub(crate) async fn merge_sft(
     if duplicates == 0 && shards.len() == 1 {
         // Pass 2 needs no copy: the one shard's files are the stage's.
         let s = &shards[0];
-        let rel = ledger(s, LEDGER);
-        let show = out.show(&rel);
-        each_line(out, &rel, |line| {
-            let (_, e) = parse_entry(line, &show)?;
-            summary.add(&format!("samples.{}", e.task), 1);
-            summary.add(&format!("samples.{}", e.split), 1);
-            summary.records_out += 1;
-            Ok(())
-        })
-        .await?;
+        for (k, n) in &per {
+            summary.add(k, *n);
+        }
+        summary.records_out += entries;
         for split in splits {
             let path = format!("{dir}/{split}.jsonl");
             if let Some(f) = s.output.intermediate.iter().find(|f| f.path == path) {
