@@ -1,6 +1,6 @@
-//! The `planner` stage: teacher plans written into the guidance cache, read by the label stage
-//! of the same pipeline (its iteration samples carry the plans), the zero-call rerun, and the
-//! checks that tie the two stages together.
+//! The `planner` stage: teacher plans published as `planner/plans.jsonl` and read from there
+//! by the label stage of the same pipeline (its iteration samples carry the plans), the local
+//! guidance cache export, the zero-call rerun, and the check that ties the two stages.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -29,7 +29,7 @@ kind = "planner"
 options = {{ cache = "{guidance}" }}
 [[stages]]
 kind = "label"
-options = {{ methods = ["answer-aware"], guidance_cache = "{guidance}", planner_model = "stand-in", hanrag = false }}
+options = {{ methods = ["answer-aware"], plans = "planner", hanrag = false }}
 [llm]
 base_url = "{url}"
 model = "stand-in"
@@ -97,7 +97,7 @@ fn planner_guidance_reaches_the_iteration_samples() {
         .collect();
     assert!(!iteration.is_empty());
     for l in &iteration {
-        assert_eq!(l["params"]["guidance"], "cache", "{l}");
+        assert_eq!(l["params"]["guidance"], "planner", "{l}");
         let user = l["messages"][1]["content"].as_str().unwrap();
         assert!(
             user.contains("Look first at the paragraphs that name the subject of"),
@@ -113,18 +113,53 @@ fn planner_guidance_reaches_the_iteration_samples() {
     assert_eq!(c["plans.existing"], 6);
     assert_eq!(std::fs::read(out.join("sft/train.jsonl")).unwrap(), before);
 
-    // A label stage that would not read the plans is a pipeline error.
+    // A label stage reading the plans of a stage that is no planner is a pipeline error.
     let o = bin()
         .args(["validate", file.to_str().unwrap(), "--set"])
-        .arg("stages.label.options.guidance_cache=/elsewhere")
+        .arg("stages.label.options.plans=hotpot")
         .output()
         .unwrap();
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        err.contains("set the label stage's guidance_cache"),
-        "{err}"
+    assert!(err.contains("names no planner stage"), "{err}");
+
+    // The local cache is an export for other pipelines: a label stage of a pipeline without
+    // the planner reads the same plans from it, for the same prompts.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let start = text.find("[[stages]]\nkind = \"planner\"").unwrap();
+    let end = text.find("[[stages]]\nkind = \"label\"").unwrap();
+    let other = tmp.path().join("from-cache.toml");
+    let guidance = tmp.path().join("guidance");
+    let label = format!(
+        "guidance_cache = \"{}\", planner_model = \"stand-in\"",
+        guidance.display()
     );
+    let text = format!("{}{}", &text[..start], &text[end..])
+        .replace("plans = \"planner\"", &label)
+        .replace("name = \"planner-test\"", "name = \"from-cache\"")
+        .replace(
+            &out.display().to_string(),
+            &tmp.path().join("out2").display().to_string(),
+        );
+    std::fs::write(&other, text).unwrap();
+    assert!(run_file(&other, &[]).status.success());
+    let prompts = |lines: Vec<Value>| -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = lines
+            .iter()
+            .filter(|l| l["task"] == "hseq_iteration")
+            .map(|l| (l["id"].to_string(), l["messages"][1]["content"].to_string()))
+            .collect();
+        v.sort();
+        v
+    };
+    let cached = sft_lines(&tmp.path().join("out2"));
+    assert!(
+        cached
+            .iter()
+            .filter(|l| l["task"] == "hseq_iteration")
+            .all(|l| l["params"]["guidance"] == "cache")
+    );
+    assert_eq!(prompts(cached), prompts(sft_lines(&out)));
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
@@ -153,7 +188,6 @@ fn planner_against_a_real_vllm() {
     let set = vec![
         format!("inputs.hotpot.paths=[\"{}\"]", data.display()),
         format!("llm.model={model}"),
-        format!("stages.label.options.planner_model={model}"),
         "stages.planner.options.max_questions=3".to_string(),
         "stages.planner.options.max_tokens=48".to_string(),
     ];

@@ -178,7 +178,9 @@ pub async fn submit(conn: &Conn, file: &PathBuf, set: &[String], wait: bool) -> 
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
     // Checked here too, so a bad file is reported before anything is sent.
-    if let Err(errors) = Pipeline::parse(&file.display().to_string(), &text, set) {
+    if let Err(errors) =
+        distillery_exec::stages::parse_pipeline(&file.display().to_string(), &text, set)
+    {
         eprint!("{errors}");
         return Ok(ExitCode::FAILURE);
     }

@@ -32,8 +32,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use distillery_core::spec::{Format, LABEL_METHODS, LABEL_PRESETS, Pipeline};
+use distillery_core::spec::{Format, Pipeline};
 use distillery_exec::run::{ProgressMode, RunOutcome, plan_pipeline};
+use distillery_label::{LABEL_METHODS, LABEL_PRESETS};
 use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
@@ -394,10 +395,13 @@ fn load(file: &PathBuf, set: &[String]) -> Result<std::result::Result<Pipeline, 
         .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
     // Missing input files are reported with the file's other problems.
     let check = |paths: &[String]| distillery_exec::store::resolve_each(paths).1;
-    Ok(
-        Pipeline::parse_checking_paths(&file.display().to_string(), &text, set, &check)
-            .map_err(|e| e.to_string()),
+    Ok(distillery_exec::stages::parse_pipeline_checking_paths(
+        &file.display().to_string(),
+        &text,
+        set,
+        &check,
     )
+    .map_err(|e| e.to_string()))
 }
 
 async fn dispatch(cli: Cli) -> Result<ExitCode> {
@@ -554,7 +558,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 &options,
                 max_bad_ratio,
             )?;
-            let p = Pipeline::parse("(ingest command)", &text, &[])
+            let p = distillery_exec::stages::parse_pipeline("(ingest command)", &text, &[])
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             cluster::run_job("(ingest command)", &text, &[], &p, mode).await
         }
@@ -589,7 +593,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
                 options: &options,
                 max_bad_ratio,
             })?;
-            let p = match Pipeline::parse("(label command)", &text, &set) {
+            let p = match distillery_exec::stages::parse_pipeline("(label command)", &text, &set) {
                 Ok(p) => p,
                 Err(errors) => {
                     eprint!("{errors}");

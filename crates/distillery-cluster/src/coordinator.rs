@@ -18,7 +18,7 @@ use distillery_exec::lock::OutputLock;
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::{
     JobPlan, TaskDef, TaskKind, TaskOutput, attempt_dir, check_bad_ratio, inputs_below, plan_tasks,
-    publish_job, shard_outputs, task_inputs,
+    publish_job, task_inputs, upstream_outputs,
 };
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
@@ -281,7 +281,9 @@ impl CoordinatorService {
                         }
                         Err(e) => {
                             warn!(job = %id, error = %e, "job cannot be resumed");
-                            let p = Pipeline::parse(&file, &text, &overrides).ok();
+                            let p =
+                                distillery_exec::stages::parse_pipeline(&file, &text, &overrides)
+                                    .ok();
                             if let Some(out) = p
                                 .as_ref()
                                 .and_then(|p| open_location(&p.output, false).ok())
@@ -367,8 +369,12 @@ impl CoordinatorService {
         let (p, plan) = match planned {
             Some(v) => v,
             None => {
-                let p = Pipeline::parse(&rec.pipeline_file, &rec.pipeline_text, &rec.overrides)
-                    .map_err(|e| ClusterError::Config(e.to_string()))?;
+                let p = distillery_exec::stages::parse_pipeline(
+                    &rec.pipeline_file,
+                    &rec.pipeline_text,
+                    &rec.overrides,
+                )
+                .map_err(|e| ClusterError::Config(e.to_string()))?;
                 let plan = plan_tasks(&p)?;
                 (p, plan)
             }
@@ -477,7 +483,7 @@ impl CoordinatorService {
         text: &str,
         overrides: &[String],
     ) -> Result<String, ClusterError> {
-        let p = Pipeline::parse(file, text, overrides)
+        let p = distillery_exec::stages::parse_pipeline(file, text, overrides)
             .map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let job_id = distillery_exec::run::new_run_id(&p.hash);
@@ -1551,14 +1557,15 @@ fn task_inputs_json(job: &mut JobRt, t: usize) -> Arc<str> {
     v
 }
 
-/// What a merge task reads besides its inputs: its stage's shard tasks' committed outputs
-/// (JSON); empty for other tasks.
+/// What a task reads besides its parts ([`upstream_outputs`]: a merge task its stage's shard
+/// tasks' committed outputs, a stage task the files published below it), as JSON; empty
+/// when there is nothing.
 fn task_shards_json(job: &JobRt, t: usize) -> String {
     let def = &job.tasks[t].def;
-    if !matches!(def.kind, TaskKind::Merge { .. }) {
+    let shards = upstream_outputs(&job.plan.tasks, def, &job.committed).unwrap_or_default();
+    if shards.is_empty() {
         return String::new();
     }
-    let shards = shard_outputs(&job.plan.tasks, def, &job.committed).unwrap_or_default();
     serde_json::to_string(&shards).expect("outputs serialize")
 }
 

@@ -547,8 +547,12 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
     let planned = match cached {
         Some(p) => p,
         None => {
-            let p = Pipeline::parse(&t.pipeline_file, &t.pipeline_text, &t.overrides)
-                .map_err(|e| ExecError::Inputs(e.to_string()))?;
+            let p = distillery_exec::stages::parse_pipeline(
+                &t.pipeline_file,
+                &t.pipeline_text,
+                &t.overrides,
+            )
+            .map_err(|e| ExecError::Inputs(e.to_string()))?;
             let jp = plan_tasks(&p)?;
             let v = Arc::new((p, jp));
             plans

@@ -343,436 +343,111 @@ struct RawInput {
     options: Option<toml::Table>,
 }
 
-/// Stage kinds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StageKind {
-    /// HSEQ linearization of documents, tables and triples into segments.
-    Hseq,
-    /// Teacher-free training data: weak positives, HSEQ trajectories, SFT samples.
-    Label,
-    /// Triple extraction with a teacher LLM (NER then OpenIE per passage).
-    Triples,
-    /// CIRAG teacher trajectories distilled into student SFT samples.
-    Cirag,
-    /// HSEQ planner guidance per question from a teacher, into the label guidance cache.
-    Planner,
-    /// HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student samples.
-    Relevance,
-    /// RAS HotpotQA-SUBQ planner and answerer samples from a teacher.
-    Ras,
+/// What the executor's stage registry tells the pipeline checks: the stage kinds this build
+/// knows, which of them call the `[llm]` server, and each kind's option checks. The registry
+/// lives in `distillery-exec` (one line per stage module), so adding a stage changes nothing
+/// here.
+pub trait StageCatalog {
+    /// Every stage kind, in registry order.
+    fn kinds(&self) -> Vec<&'static str>;
+    /// Whether a stage of `kind` calls the `[llm]` server.
+    fn uses_llm(&self, kind: &str) -> bool;
+    /// Deserializes and checks the options of one stage of `kind` (a kind [`Self::kinds`]
+    /// lists), reporting every problem through `cx`; `None` when they do not deserialize.
+    fn check(&self, kind: &str, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions>;
 }
 
-impl StageKind {
-    pub const ALL: [StageKind; 7] = [
-        StageKind::Hseq,
-        StageKind::Label,
-        StageKind::Triples,
-        StageKind::Cirag,
-        StageKind::Planner,
-        StageKind::Relevance,
-        StageKind::Ras,
-    ];
+/// A stage's checked options: the typed value its stage module reads back with
+/// [`StageOptions::get`], and the JSON form the pipeline hash covers (fields a stage marks
+/// `skip_serializing`, such as a memory budget, are left out of it).
+#[derive(Clone)]
+pub struct StageOptions {
+    typed: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+    hashed: serde_json::Value,
+}
 
-    pub fn name(self) -> &'static str {
-        match self {
-            StageKind::Hseq => "hseq",
-            StageKind::Label => "label",
-            StageKind::Triples => "triples",
-            StageKind::Cirag => "cirag",
-            StageKind::Planner => "planner",
-            StageKind::Relevance => "relevance",
-            StageKind::Ras => "ras",
+impl StageOptions {
+    /// Wraps a stage's typed options.
+    pub fn new<T: Serialize + Send + Sync + 'static>(options: T) -> StageOptions {
+        let hashed = serde_json::to_value(&options).unwrap_or(serde_json::Value::Null);
+        StageOptions {
+            typed: std::sync::Arc::new(options),
+            hashed,
         }
     }
 
-    /// Whether the stage calls the `[llm]` server.
-    pub fn uses_llm(self) -> bool {
-        matches!(
-            self,
-            StageKind::Triples
-                | StageKind::Cirag
-                | StageKind::Planner
-                | StageKind::Relevance
-                | StageKind::Ras
-        )
+    /// The typed options, when they are a `T`.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.typed.downcast_ref::<T>()
+    }
+
+    /// The options as the pipeline hash sees them.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.hashed
     }
 }
 
-/// `hseq` stage options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HseqOptions {
-    /// Also emit one `table_cell` segment per cell (rows alone already make tables
-    /// reversible). Default false.
-    #[serde(default)]
-    pub cells: bool,
-    /// Also emit `section` segments for documents with headings. Default true.
-    #[serde(default = "yes")]
-    pub sections: bool,
-    /// Decode every source back from its segments during the run and count round trips in
-    /// the summary. Default true.
-    #[serde(default = "yes")]
-    pub verify: bool,
+impl fmt::Debug for StageOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.hashed)
+    }
 }
 
-impl Default for HseqOptions {
-    fn default() -> Self {
-        HseqOptions {
-            cells: false,
-            sections: true,
-            verify: true,
+impl PartialEq for StageOptions {
+    fn eq(&self, other: &Self) -> bool {
+        self.hashed == other.hashed
+    }
+}
+
+impl Serialize for StageOptions {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.hashed.serialize(s)
+    }
+}
+
+/// The view of the pipeline a stage's option check gets, and where it reports problems
+/// (at the stage's `options` keys, with their lines).
+pub struct StageCheck<'c, 'l> {
+    c: &'c mut Collector<'l>,
+    index: usize,
+    options: toml::Value,
+    /// Every input of the pipeline that parsed.
+    pub inputs: &'c [InputSpec],
+    /// The inputs this stage reads.
+    pub stage_inputs: Vec<&'c InputSpec>,
+    /// The `[llm]` section, when it parsed.
+    pub llm: Option<&'c LlmSpec>,
+    /// Every `[[stages]]` table of the file as written, for checks that relate two stages.
+    pub stages: &'c [toml::Value],
+}
+
+impl StageCheck<'_, '_> {
+    /// Index of the stage in `stages`.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The stage's options as `T`, every bad key reported at its line.
+    pub fn options<T: DeserializeOwned>(&mut self) -> Option<T> {
+        let base = [key("stages"), PathSeg::Index(self.index), key("options")];
+        self.c.de(&base, self.options.clone())
+    }
+
+    /// Reports a problem of the option `option` of this stage (`""`: the options table).
+    pub fn error(&mut self, option: &str, message: impl Into<String>) {
+        self.error_in(self.index, option, message);
+    }
+
+    /// Reports a problem of the option `option` of stage `index` (`""`: that stage itself).
+    pub fn error_in(&mut self, index: usize, option: &str, message: impl Into<String>) {
+        let mut path = vec![key("stages"), PathSeg::Index(index)];
+        if !option.is_empty() {
+            path.push(key("options"));
+            path.push(key(option));
         }
+        self.c.push(path, message);
     }
 }
-
-fn default_methods() -> Vec<String> {
-    vec!["hseq-paper".to_string()]
-}
-fn default_preset() -> String {
-    "small".to_string()
-}
-fn default_u() -> f64 {
-    1.0
-}
-fn default_steps() -> u32 {
-    4
-}
-fn default_one() -> u32 {
-    1
-}
-fn default_lexical_weight() -> f64 {
-    0.5
-}
-fn default_cpt() -> f64 {
-    4.0
-}
-fn default_snippet() -> u32 {
-    240
-}
-fn default_validation() -> f64 {
-    0.05
-}
-fn default_hops() -> u32 {
-    3
-}
-fn default_context_memory() -> u64 {
-    1 << 30
-}
-fn is_default_context_memory(v: &u64) -> bool {
-    *v == default_context_memory()
-}
-
-/// Labelling methods this build knows.
-pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
-
-/// Size-group presets of the label stage.
-pub const LABEL_PRESETS: &[&str] = &["small", "medium", "large"];
-
-/// `label` stage options (HSEQ appendix 9.2 and 9.3; HANRAG teacher-free tasks).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LabelOptions {
-    /// Weak-positive methods to run (`hseq-paper`, `answer-aware`); all are reported.
-    #[serde(default = "default_methods")]
-    pub methods: Vec<String>,
-    /// The method whose trajectories become SFT samples (default: the first of `methods`).
-    #[serde(default)]
-    pub sft_method: Option<String>,
-    /// Size group: `small` (k=2, 48 segments, 3072 tokens), `medium` (k=4, 48, 3072),
-    /// `large` (k=5, 32, 2048).
-    #[serde(default = "default_preset")]
-    pub preset: String,
-    /// Overrides of the preset.
-    #[serde(default)]
-    pub top_k: Option<u32>,
-    #[serde(default)]
-    pub max_segments: Option<u32>,
-    #[serde(default)]
-    pub max_tokens: Option<u32>,
-    /// Candidate window W over the ordered stream: how many candidate segments a step shows.
-    /// Default: the preset's segment cap (48 small/medium, 32 large), as the paper's
-    /// per-step `max_segments`; the token budget then trims what does not fit.
-    #[serde(default)]
-    pub window: Option<u32>,
-    /// Sufficiency threshold u: share of the positive pool that must be selected.
-    #[serde(default = "default_u")]
-    pub sufficiency: f64,
-    /// Step cap T_max.
-    #[serde(default = "default_steps")]
-    pub max_steps: u32,
-    /// Positives wanted from answer matching before the Jaccard fallback adds more.
-    #[serde(default = "default_one")]
-    pub min_positives: u32,
-    /// Per-step weight of a step whose picks came from lexical overlap only.
-    #[serde(default = "default_lexical_weight")]
-    pub lexical_weight: f64,
-    /// A Hugging Face `tokenizer.json` to count tokens; without it, `chars_per_token`.
-    #[serde(default)]
-    pub tokenizer: Option<String>,
-    #[serde(default = "default_cpt")]
-    pub chars_per_token: f64,
-    /// Characters of segment text shown per candidate line (truncated for display).
-    #[serde(default = "default_snippet")]
-    pub snippet_chars: u32,
-    /// Directory (or URL) of cached planner guidance, keyed by (dataset, question hash,
-    /// planner model); the heuristic template is used when it has no entry.
-    #[serde(default)]
-    pub guidance_cache: Option<String>,
-    #[serde(default)]
-    pub planner_model: Option<String>,
-    /// Directory of prompt template files replacing the built-in ones (see the docs).
-    #[serde(default)]
-    pub templates: Option<String>,
-    /// Also write the HANRAG refiner, ending-discriminator and router samples.
-    #[serde(default = "yes")]
-    pub hanrag: bool,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any training sample. Each is read whole: a file of unknown format, with a
-    /// bad record, or with no question fails the stage.
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
-    /// Name of a KB input (`metaqa-kb`, `freebase`, ...) for MetaQA-style k-hop subgraphs.
-    #[serde(default)]
-    pub kb: Option<String>,
-    /// Cap on the hop count of KB subgraphs.
-    #[serde(default = "default_hops")]
-    pub max_hops: u32,
-    /// About how many bytes of one input's contexts (its documents and tables, decoded) the
-    /// stage may hold at once (default 1 GiB). An input whose contexts are estimated above it
-    /// (from the first batch of each of its parts) is labelled in groups of consecutive
-    /// questions, each group holding only the contexts its questions cite, routed to it
-    /// through spill parts in the stage's staging directory (one more pass over the contexts
-    /// per wave of groups, a write and a read of what is cited). The outputs are the same
-    /// bytes under any budget, so it is not part of the pipeline's hash.
-    #[serde(
-        default = "default_context_memory",
-        skip_serializing_if = "is_default_context_memory"
-    )]
-    pub context_memory_bytes: u64,
-}
-
-impl Default for LabelOptions {
-    fn default() -> Self {
-        toml::Value::Table(toml::Table::new())
-            .try_into()
-            .expect("all label options have defaults")
-    }
-}
-
-fn default_unit() -> String {
-    "paragraph".to_string()
-}
-fn default_response_format() -> String {
-    "json_schema".to_string()
-}
-fn default_answer_tokens() -> u32 {
-    512
-}
-fn default_min_chars() -> u32 {
-    20
-}
-fn default_exports() -> Vec<String> {
-    vec!["hipporag".to_string()]
-}
-
-/// Export forms of the `triples` stage.
-pub const TRIPLE_EXPORTS: &[&str] = &["hipporag", "ras"];
-
-/// `triples` stage options (HippoRAG NER + OpenIE; formats.md "Triple extraction").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TriplesOptions {
-    /// What one LLM call reads: `paragraph` (each paragraph of a document, the whole text
-    /// when it has none) or `document`.
-    #[serde(default = "default_unit")]
-    pub unit: String,
-    /// `json_schema` (the answer's schema; vLLM constrains decoding to it), `json_object`
-    /// or `none`.
-    #[serde(default = "default_response_format")]
-    pub response_format: String,
-    /// `max_tokens` of each answer.
-    #[serde(default = "default_answer_tokens")]
-    pub max_tokens: u32,
-    /// Extract at most this many passages (in part order): a sample run.
-    #[serde(default)]
-    pub max_passages: Option<u64>,
-    /// Passages shorter than this (chars, title excluded) are skipped and counted.
-    #[serde(default = "default_min_chars")]
-    pub min_chars: u32,
-    /// Directory of template files replacing the built-in prompts (see distillery-triples).
-    #[serde(default)]
-    pub templates: Option<String>,
-    /// Extra exports: `hipporag` (`openie/openie_results.json`, HippoRAG's OpenIE result)
-    /// and `ras` (`openie/ras.jsonl`, passages with RAS text-to-triple targets).
-    #[serde(default = "default_exports")]
-    pub exports: Vec<String>,
-}
-
-impl Default for TriplesOptions {
-    fn default() -> Self {
-        toml::Value::Table(toml::Table::new())
-            .try_into()
-            .expect("all triples options have defaults")
-    }
-}
-
-fn default_top_k() -> u32 {
-    10
-}
-fn default_candidates() -> u32 {
-    30
-}
-fn default_cirag_steps() -> u32 {
-    4
-}
-fn default_min_f1() -> f64 {
-    0.5
-}
-
-/// `cirag` stage options (CIRAG paper 003, 3.3-3.5: K, N, L; formats.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CiragOptions {
-    /// Inputs whose documents form the retrieval corpus (default: the stage's inputs).
-    #[serde(default)]
-    pub corpus: Vec<String>,
-    /// Passages retrieved per step (K).
-    #[serde(default = "default_top_k")]
-    pub top_k: u32,
-    /// Candidate facts shown per step after reranking (N).
-    #[serde(default = "default_candidates")]
-    pub candidates: u32,
-    /// Steps per trajectory at most (L).
-    #[serde(default = "default_cirag_steps")]
-    pub max_steps: u32,
-    /// Trajectories whose final answer's best token F1 against the gold is below this are
-    /// filtered out (1.0: exact match only).
-    #[serde(default = "default_min_f1")]
-    pub min_f1: f64,
-    /// Distil at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
-    /// `max_tokens` of each teacher answer.
-    #[serde(default = "default_answer_tokens")]
-    pub max_tokens: u32,
-    /// Directory of templates replacing the built-in CIRAG prompts.
-    #[serde(default)]
-    pub templates: Option<String>,
-    /// Directory of templates replacing the built-in triple extraction prompts.
-    #[serde(default)]
-    pub triple_templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-}
-
-impl Default for CiragOptions {
-    fn default() -> Self {
-        toml::Value::Table(toml::Table::new())
-            .try_into()
-            .expect("all cirag options have defaults")
-    }
-}
-
-fn default_plan_tokens() -> u32 {
-    256
-}
-
-/// `planner` stage options (HSEQ planner guidance, paper 000 9.3.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PlannerOptions {
-    /// The guidance cache directory the plans are written to (local): give the label stage
-    /// the same `guidance_cache`, and `planner_model` = `llm.model`.
-    pub cache: String,
-    /// Plan at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
-    /// `max_tokens` of each plan.
-    #[serde(default = "default_plan_tokens")]
-    pub max_tokens: u32,
-    /// Directory of templates replacing `planner_system.txt` / `planner_user.txt`.
-    #[serde(default)]
-    pub templates: Option<String>,
-}
-
-fn default_judgement_tokens() -> u32 {
-    32
-}
-
-/// `relevance` stage options (HANRAG `<Q, D, IS_REL>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RelevanceOptions {
-    /// Label the context documents of at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
-    /// `max_tokens` of each judgement.
-    #[serde(default = "default_judgement_tokens")]
-    pub max_tokens: u32,
-    /// Directory of templates replacing the built-in relevance prompts.
-    #[serde(default)]
-    pub templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-}
-
-fn default_similarity() -> f64 {
-    0.8
-}
-fn default_ras_tokens() -> u32 {
-    128
-}
-
-/// `ras` stage options (RAS HotpotQA-SUBQ, paper 002 appendix B).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RasOptions {
-    /// The sentence-embedding model deciding `[NO_RETRIEVAL]`: a directory with
-    /// `config.json`, `tokenizer.json` and `model.safetensors`, or a model id in the Hugging
-    /// Face cache (e.g. `sentence-transformers/all-MiniLM-L6-v2`).
-    pub embedding_model: String,
-    /// The base model answering without context (served by the same server; default the
-    /// teacher `llm.model`).
-    #[serde(default)]
-    pub base_model: Option<String>,
-    /// Cosine similarity of the base answer's and the gold answer's embeddings at or above
-    /// which a question needs no retrieval.
-    #[serde(default = "default_similarity")]
-    pub similarity: f64,
-    /// Build samples for at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
-    /// `max_tokens` of each teacher answer (sub-queries, filtering, base answers).
-    #[serde(default = "default_ras_tokens")]
-    pub max_tokens: u32,
-    /// `max_tokens` of the triple extraction answers (the `triples` stage's, to share its cache).
-    #[serde(default = "default_answer_tokens")]
-    pub triple_max_tokens: u32,
-    /// Directory of templates replacing the built-in RAS prompts.
-    #[serde(default)]
-    pub templates: Option<String>,
-    /// Directory of templates replacing the built-in triple extraction prompts.
-    #[serde(default)]
-    pub triple_templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-}
-
 fn default_concurrency() -> usize {
     16
 }
@@ -862,26 +537,12 @@ impl LlmSpec {
     }
 }
 
-/// Typed options of a stage. A pipeline holds a handful of stages, so the size difference
-/// of the variants costs nothing worth a box.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
-pub enum StageOptions {
-    Hseq(HseqOptions),
-    Label(LabelOptions),
-    Triples(TriplesOptions),
-    Cirag(CiragOptions),
-    Planner(PlannerOptions),
-    Relevance(RelevanceOptions),
-    Ras(RasOptions),
-}
-
 /// One stage of the pipeline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StageSpec {
     pub name: String,
-    pub kind: StageKind,
+    /// The stage kind: a kind of the executor's stage registry.
+    pub kind: String,
     /// Names of the inputs or stages it consumes (default: all inputs).
     pub inputs: Vec<String>,
     pub options: StageOptions,
@@ -889,6 +550,10 @@ pub struct StageSpec {
     /// is not part of what it makes, so this is left out of the pipeline hash.
     #[serde(skip)]
     pub gpus: u32,
+    /// Tasks a stage that splits runs as (default `run.shards`). An execution setting, left
+    /// out of the pipeline hash like `run.shards`.
+    #[serde(skip)]
+    pub tasks: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -899,6 +564,8 @@ struct RawStage {
     name: Option<String>,
     #[serde(default)]
     gpus: u32,
+    #[serde(default)]
+    tasks: Option<u32>,
     #[serde(default)]
     inputs: Option<Vec<String>>,
     #[serde(default)]
@@ -1278,8 +945,13 @@ fn key(k: &str) -> PathSeg {
 
 impl Pipeline {
     /// Parses and checks a pipeline file's text with overrides applied, reporting every problem.
-    pub fn parse(file: &str, text: &str, overrides: &[String]) -> Result<Pipeline, SpecErrors> {
-        Self::parse_checking_paths(file, text, overrides, &|_| Vec::new())
+    pub fn parse(
+        catalog: &dyn StageCatalog,
+        file: &str,
+        text: &str,
+        overrides: &[String],
+    ) -> Result<Pipeline, SpecErrors> {
+        Self::parse_checking_paths(catalog, file, text, overrides, &|_| Vec::new())
     }
 
     /// [`Self::parse`], with every input's `paths` also given to `check_paths` (even where
@@ -1287,6 +959,7 @@ impl Pipeline {
     /// is reported at `inputs[i].paths` with the other errors, so `validate` says everything
     /// at once.
     pub fn parse_checking_paths(
+        catalog: &dyn StageCatalog,
         file: &str,
         text: &str,
         overrides: &[String],
@@ -1325,7 +998,7 @@ impl Pipeline {
             errors: override_errors,
             overridden,
         };
-        let p = Self::check(&mut c, &root);
+        let p = Self::check(catalog, &mut c, &root);
         if let Some(toml::Value::Array(inputs)) = root.get("inputs") {
             for (i, v) in inputs.iter().enumerate() {
                 let Some(toml::Value::Array(paths)) = v.get("paths") else {
@@ -1353,7 +1026,11 @@ impl Pipeline {
         }
     }
 
-    fn check(c: &mut Collector<'_>, root: &toml::Table) -> Option<Pipeline> {
+    fn check(
+        catalog: &dyn StageCatalog,
+        c: &mut Collector<'_>,
+        root: &toml::Table,
+    ) -> Option<Pipeline> {
         for k in root.keys() {
             if !TOP_KEYS.contains(&k.as_str()) {
                 c.push(
@@ -1477,13 +1154,28 @@ impl Pipeline {
             }
         }
 
+        let llm = match root.get("llm") {
+            Some(v) => {
+                let spec = c.de::<LlmSpec>(&[key("llm")], v.clone());
+                match &spec {
+                    Some(l) => check_llm(c, l),
+                    // Still report a bad URL next to the key errors.
+                    None => {
+                        if let Some(url) = v.get("base_url").and_then(|u| u.as_str()) {
+                            check_llm_url(c, url);
+                        }
+                    }
+                }
+                spec
+            }
+            None => None,
+        };
         let mut stages = Vec::new();
         match root.get("stages") {
             None => {}
             Some(toml::Value::Array(a)) => {
-                for (i, v) in a.iter().enumerate() {
-                    let base = vec![key("stages"), PathSeg::Index(i)];
-                    if let Some(st) = check_stage(c, &base, v, &inputs) {
+                for i in 0..a.len() {
+                    if let Some(st) = check_stage(catalog, c, i, a, &inputs, llm.as_ref()) {
                         stages.push(st);
                     }
                 }
@@ -1510,7 +1202,7 @@ impl Pipeline {
                     vec![key("stages"), PathSeg::Index(i), key("kind")],
                     format!(
                         "a second `{}` stage: a pipeline runs each stage kind once",
-                        st.kind.name()
+                        st.kind
                     ),
                 );
             }
@@ -1528,36 +1220,19 @@ impl Pipeline {
                 }
             }
         }
-        let llm = match root.get("llm") {
-            Some(v) => {
-                let spec = c.de::<LlmSpec>(&[key("llm")], v.clone());
-                match &spec {
-                    Some(l) => check_llm(c, l),
-                    // Still report a bad URL next to the key errors.
-                    None => {
-                        if let Some(url) = v.get("base_url").and_then(|u| u.as_str()) {
-                            check_llm_url(c, url);
-                        }
-                    }
-                }
-                spec
-            }
-            None => None,
-        };
         if llm.is_none() && !root.contains_key("llm") {
             for (i, st) in stages.iter().enumerate() {
-                if st.kind.uses_llm() {
+                if catalog.uses_llm(&st.kind) {
                     c.push(
                         vec![key("stages"), PathSeg::Index(i), key("kind")],
                         format!(
                             "the `{}` stage calls an LLM: add an `[llm]` section with `base_url` and `model`",
-                            st.kind.name()
+                            st.kind
                         ),
                     );
                 }
             }
         }
-        check_planner_feeds_label(c, &stages, llm.as_ref());
         Some(Pipeline {
             version: version?,
             name,
@@ -1574,30 +1249,6 @@ impl Pipeline {
     /// The input named `name`.
     pub fn input(&self, name: &str) -> Option<&InputSpec> {
         self.inputs.iter().find(|i| i.name == name)
-    }
-
-    /// The hseq stage, if the pipeline has one.
-    pub fn hseq_stage(&self) -> Option<(&StageSpec, &HseqOptions)> {
-        self.stages.iter().find_map(|s| match &s.options {
-            StageOptions::Hseq(o) => Some((s, o)),
-            _ => None,
-        })
-    }
-
-    /// The triples stage, if the pipeline has one.
-    pub fn triples_stage(&self) -> Option<(&StageSpec, &TriplesOptions)> {
-        self.stages.iter().find_map(|s| match &s.options {
-            StageOptions::Triples(o) => Some((s, o)),
-            _ => None,
-        })
-    }
-
-    /// The label stage, if the pipeline has one.
-    pub fn label_stage(&self) -> Option<(&StageSpec, &LabelOptions)> {
-        self.stages.iter().find_map(|s| match &s.options {
-            StageOptions::Label(o) => Some((s, o)),
-            _ => None,
-        })
     }
 }
 
@@ -1618,24 +1269,12 @@ mod hash_view {
             shards: 1,
             ..p.run.clone()
         };
-        // Nor is the label stage's memory budget: its outputs are the same bytes under any.
-        let stages: Vec<super::StageSpec> = p
-            .stages
-            .iter()
-            .map(|st| {
-                let mut st = st.clone();
-                if let super::StageOptions::Label(o) = &mut st.options {
-                    o.context_memory_bytes = super::default_context_memory();
-                }
-                st
-            })
-            .collect();
         let mut st = s.serialize_struct("Pipeline", 6)?;
         st.serialize_field("version", &p.version)?;
         st.serialize_field("name", &p.name)?;
         st.serialize_field("run", &run)?;
         st.serialize_field("inputs", &p.inputs)?;
-        st.serialize_field("stages", &stages)?;
+        st.serialize_field("stages", &p.stages)?;
         // What the teacher is, not where it runs or how it is paid for: the server's URL,
         // key, concurrency, timeouts, cache and budget do not change what it answers.
         if let Some(l) = &p.llm {
@@ -1725,25 +1364,28 @@ fn check_input(c: &mut Collector<'_>, base: &[PathSeg], v: &toml::Value) -> Opti
 }
 
 fn check_stage(
+    catalog: &dyn StageCatalog,
     c: &mut Collector<'_>,
-    base: &[PathSeg],
-    v: &toml::Value,
+    index: usize,
+    stages: &[toml::Value],
     inputs: &[InputSpec],
+    llm: Option<&LlmSpec>,
 ) -> Option<StageSpec> {
-    let raw: RawStage = c.de(base, v.clone())?;
+    let base = vec![key("stages"), PathSeg::Index(index)];
+    let raw: RawStage = c.de(&base, stages[index].clone())?;
     let with = |k: &str| {
-        let mut p = base.to_vec();
+        let mut p = base.clone();
         p.push(key(k));
         p
     };
-    let Some(kind) = StageKind::ALL.into_iter().find(|k| k.name() == raw.kind) else {
-        let all: Vec<&str> = StageKind::ALL.iter().map(|k| k.name()).collect();
+    let kinds = catalog.kinds();
+    let Some(kind) = kinds.iter().find(|k| **k == raw.kind) else {
         c.push(
             with("kind"),
             format!(
                 "unknown stage kind `{}`, expected one of {}",
                 raw.kind,
-                all.join(", ")
+                kinds.join(", ")
             ),
         );
         return None;
@@ -1756,303 +1398,32 @@ fn check_stage(
             format!("bad name `{n}`: use letters, digits, `_`, `.` and `-`"),
         );
     }
-    let opts_val = toml::Value::Table(raw.options.unwrap_or_default());
-    let options = match kind {
-        StageKind::Hseq => StageOptions::Hseq(c.de(&with("options"), opts_val)?),
-        StageKind::Label => {
-            let o: LabelOptions = c.de(&with("options"), opts_val)?;
-            let labelled: Vec<&InputSpec> = inputs
-                .iter()
-                .filter(|i| raw.inputs.as_ref().is_none_or(|n| n.contains(&i.name)))
-                .collect();
-            check_label_options(c, &with("options"), &o, inputs, &labelled);
-            StageOptions::Label(o)
-        }
-        StageKind::Triples => {
-            let o: TriplesOptions = c.de(&with("options"), opts_val)?;
-            check_triples_options(c, &with("options"), &o);
-            StageOptions::Triples(o)
-        }
-        StageKind::Ras => {
-            let o: RasOptions = c.de(&with("options"), opts_val)?;
-            if !(0.0..=1.0).contains(&o.similarity)
-                || o.max_tokens == 0
-                || o.triple_max_tokens == 0
-                || !(0.0..1.0).contains(&o.validation_share)
-            {
-                c.push(
-                    with("options"),
-                    "`similarity` must be in [0, 1], `max_tokens` at least 1, `validation_share` in [0, 1)",
-                );
-            }
-            StageOptions::Ras(o)
-        }
-        StageKind::Relevance => {
-            let o: RelevanceOptions = c.de(&with("options"), opts_val)?;
-            if o.max_tokens == 0 || !(0.0..1.0).contains(&o.validation_share) {
-                c.push(
-                    with("options"),
-                    "`max_tokens` must be at least 1 and `validation_share` in [0, 1)",
-                );
-            }
-            StageOptions::Relevance(o)
-        }
-        StageKind::Planner => {
-            let o: PlannerOptions = c.de(&with("options"), opts_val)?;
-            if o.cache.contains("://") || o.cache.trim().is_empty() {
-                c.push(
-                    with("options"),
-                    "`cache` must be a local directory (the label stage reads it from disk)",
-                );
-            }
-            if o.max_tokens == 0 {
-                c.push(with("options"), "`max_tokens` must be at least 1");
-            }
-            StageOptions::Planner(o)
-        }
-        StageKind::Cirag => {
-            let o: CiragOptions = c.de(&with("options"), opts_val)?;
-            check_cirag_options(c, &with("options"), &o, inputs);
-            StageOptions::Cirag(o)
-        }
+    if raw.tasks.is_some_and(|t| t == 0 || t > 65_536) {
+        c.push(with("tasks"), "`tasks` must be between 1 and 65536");
+    }
+    let mut cx = StageCheck {
+        c,
+        index,
+        options: toml::Value::Table(raw.options.unwrap_or_default()),
+        inputs,
+        stage_inputs: inputs
+            .iter()
+            .filter(|i| raw.inputs.as_ref().is_none_or(|n| n.contains(&i.name)))
+            .collect(),
+        llm,
+        stages,
     };
+    let options = catalog.check(kind, &mut cx)?;
     Some(StageSpec {
-        name: raw.name.unwrap_or_else(|| kind.name().to_string()),
-        kind,
+        name: raw.name.unwrap_or_else(|| kind.to_string()),
+        kind: kind.to_string(),
         inputs: raw
             .inputs
             .unwrap_or_else(|| inputs.iter().map(|i| i.name.clone()).collect()),
         options,
         gpus: raw.gpus,
+        tasks: raw.tasks,
     })
-}
-
-fn check_label_options(
-    c: &mut Collector<'_>,
-    base: &[PathSeg],
-    o: &LabelOptions,
-    inputs: &[InputSpec],
-    labelled: &[&InputSpec],
-) {
-    let at = |k: &str| {
-        let mut p = base.to_vec();
-        p.push(key(k));
-        p
-    };
-    for m in &o.methods {
-        if !LABEL_METHODS.contains(&m.as_str()) {
-            c.push(
-                at("methods"),
-                format!(
-                    "unknown method `{m}`, expected one of {}",
-                    LABEL_METHODS.join(", ")
-                ),
-            );
-        }
-    }
-    for (i, m) in o.methods.iter().enumerate() {
-        if o.methods[..i].contains(m) {
-            c.push(at("methods"), format!("method `{m}` is listed twice"));
-        }
-    }
-    if o.methods.is_empty() {
-        c.push(at("methods"), "`methods` names no method");
-    }
-    if o.kb.is_none()
-        && let Some(i) = labelled.iter().find(|i| i.format == Format::MetaQa)
-    {
-        c.push(
-            at("kb"),
-            format!(
-                "input `{}` is MetaQA, whose questions are labelled from the k-hop subgraph of \
-                 their topic entity: set `kb` to the name of its knowledge base input \
-                 (metaqa-kb, freebase, wikidata or fb15k)",
-                i.name
-            ),
-        );
-    }
-    if let Some(m) = &o.sft_method
-        && !o.methods.contains(m)
-    {
-        c.push(at("sft_method"), format!("`{m}` is not one of `methods`"));
-    }
-    if !LABEL_PRESETS.contains(&o.preset.as_str()) {
-        c.push(
-            at("preset"),
-            format!(
-                "unknown preset `{}`, expected small, medium or large",
-                o.preset
-            ),
-        );
-    }
-    if !(o.sufficiency > 0.0 && o.sufficiency <= 1.0) {
-        c.push(at("sufficiency"), "`sufficiency` must be in (0, 1]");
-    }
-    if !(0.0..1.0).contains(&o.validation_share) {
-        c.push(
-            at("validation_share"),
-            "`validation_share` must be in [0, 1)",
-        );
-    }
-    if o.window == Some(0) || o.max_steps == 0 {
-        c.push(at("window"), "`window` and `max_steps` must be at least 1");
-    }
-    if o.chars_per_token <= 0.0 {
-        c.push(at("chars_per_token"), "`chars_per_token` must be positive");
-    }
-    if o.context_memory_bytes == 0 {
-        c.push(
-            at("context_memory_bytes"),
-            "`context_memory_bytes` must be at least 1",
-        );
-    }
-    if !o.decontaminate_formats.is_empty() && o.decontaminate_formats.len() != o.decontaminate.len()
-    {
-        c.push(
-            at("decontaminate_formats"),
-            "give one format per `decontaminate` file, or none (each told from its file)",
-        );
-    }
-    for f in &o.decontaminate_formats {
-        if Format::from_name(f).is_none_or(|f| !f.is_qa()) {
-            c.push(
-                at("decontaminate_formats"),
-                format!("`{f}` is not a QA format"),
-            );
-        }
-    }
-    if let Some(kb) = &o.kb {
-        match inputs.iter().find(|i| &i.name == kb) {
-            None => c.push(at("kb"), format!("`{kb}` names no input")),
-            Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => c.push(
-                at("kb"),
-                format!("`{kb}` is a {} input, not a knowledge base", i.format),
-            ),
-            _ => {}
-        }
-    }
-}
-
-fn check_triples_options(c: &mut Collector<'_>, base: &[PathSeg], o: &TriplesOptions) {
-    let at = |k: &str| {
-        let mut p = base.to_vec();
-        p.push(key(k));
-        p
-    };
-    if !["paragraph", "document"].contains(&o.unit.as_str()) {
-        c.push(
-            at("unit"),
-            format!("unknown unit `{}`, expected paragraph or document", o.unit),
-        );
-    }
-    if !["json_schema", "json_object", "none"].contains(&o.response_format.as_str()) {
-        c.push(
-            at("response_format"),
-            format!(
-                "unknown response_format `{}`, expected json_schema, json_object or none",
-                o.response_format
-            ),
-        );
-    }
-    if o.max_tokens == 0 {
-        c.push(at("max_tokens"), "`max_tokens` must be at least 1");
-    }
-    for e in &o.exports {
-        if !TRIPLE_EXPORTS.contains(&e.as_str()) {
-            c.push(
-                at("exports"),
-                format!(
-                    "unknown export `{e}`, expected one of {}",
-                    TRIPLE_EXPORTS.join(", ")
-                ),
-            );
-        }
-    }
-}
-
-/// A planner stage writes guidance that a label stage of the same pipeline must read: the
-/// label stage comes after it, with the planner's cache and the teacher as planner model.
-fn check_planner_feeds_label(c: &mut Collector<'_>, stages: &[StageSpec], llm: Option<&LlmSpec>) {
-    let Some((pi, plan)) = stages
-        .iter()
-        .enumerate()
-        .find_map(|(i, s)| match &s.options {
-            StageOptions::Planner(o) => Some((i, o)),
-            _ => None,
-        })
-    else {
-        return;
-    };
-    let Some((li, label)) = stages
-        .iter()
-        .enumerate()
-        .find_map(|(i, s)| match &s.options {
-            StageOptions::Label(o) => Some((i, o)),
-            _ => None,
-        })
-    else {
-        return;
-    };
-    let at = |k: &str| vec![key("stages"), PathSeg::Index(li), key("options"), key(k)];
-    if li < pi {
-        c.push(
-            vec![key("stages"), PathSeg::Index(li)],
-            "the label stage runs before the planner stage, so it cannot use its plans: list the planner first",
-        );
-    }
-    if label.guidance_cache.as_deref() != Some(plan.cache.as_str()) {
-        c.push(
-            at("guidance_cache"),
-            format!(
-                "the planner stage writes plans to `{}`: set the label stage's guidance_cache to it",
-                plan.cache
-            ),
-        );
-    }
-    if let Some(l) = llm
-        && label.planner_model.as_deref() != Some(l.model.as_str())
-    {
-        c.push(
-            at("planner_model"),
-            format!(
-                "the planner stage plans with `{}`: set the label stage's planner_model to it",
-                l.model
-            ),
-        );
-    }
-}
-
-fn check_cirag_options(
-    c: &mut Collector<'_>,
-    base: &[PathSeg],
-    o: &CiragOptions,
-    inputs: &[InputSpec],
-) {
-    let at = |k: &str| {
-        let mut p = base.to_vec();
-        p.push(key(k));
-        p
-    };
-    for name in &o.corpus {
-        if !inputs.iter().any(|i| &i.name == name) {
-            c.push(at("corpus"), format!("`{name}` names no input"));
-        }
-    }
-    if o.top_k == 0 || o.candidates == 0 || o.max_steps == 0 || o.max_tokens == 0 {
-        c.push(
-            at("top_k"),
-            "`top_k`, `candidates`, `max_steps` and `max_tokens` must be at least 1",
-        );
-    }
-    if !(0.0..=1.0).contains(&o.min_f1) {
-        c.push(at("min_f1"), "`min_f1` must be in [0, 1]");
-    }
-    if !(0.0..1.0).contains(&o.validation_share) {
-        c.push(
-            at("validation_share"),
-            "`validation_share` must be in [0, 1)",
-        );
-    }
 }
 
 fn check_llm_url(c: &mut Collector<'_>, url: &str) {
@@ -2136,6 +1507,54 @@ pub fn check_location(s: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    /// A stand-in for the executor's registry: an `hseq` kind with one option and a
+    /// `triples` kind that calls the LLM and checks its `unit`.
+    struct Toy;
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ToyHseq {
+        #[serde(default)]
+        cells: bool,
+        /// Left out of the hash, as an execution setting would be.
+        #[serde(default, skip_serializing)]
+        memory: u64,
+    }
+
+    #[derive(Debug, Default, Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ToyTriples {
+        #[serde(default)]
+        unit: Option<String>,
+    }
+
+    impl StageCatalog for Toy {
+        fn kinds(&self) -> Vec<&'static str> {
+            vec!["hseq", "triples"]
+        }
+        fn uses_llm(&self, kind: &str) -> bool {
+            kind == "triples"
+        }
+        fn check(&self, kind: &str, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+            if kind == "hseq" {
+                return cx.options::<ToyHseq>().map(StageOptions::new);
+            }
+            let o: ToyTriples = cx.options()?;
+            if let Some(u) = o.unit.as_deref().filter(|u| *u != "paragraph") {
+                cx.error("unit", format!("unknown unit `{u}`"));
+            }
+            Some(StageOptions::new(o))
+        }
+    }
+
+    fn parse(file: &str, text: &str, set: &[String]) -> Result<Pipeline, SpecErrors> {
+        Pipeline::parse(&Toy, file, text, set)
+    }
+
+    fn hseq(p: &Pipeline) -> &ToyHseq {
+        p.stages[0].options.get::<ToyHseq>().unwrap()
+    }
+
     const GOOD: &str = r#"
 version = 1
 name = "t"
@@ -2162,7 +1581,7 @@ kind = "hseq"
 
     #[test]
     fn parses_a_good_file() {
-        let p = Pipeline::parse("t.toml", GOOD, &[]).unwrap();
+        let p = parse("t.toml", GOOD, &[]).unwrap();
         assert_eq!(p.run.shards, 2);
         assert_eq!(p.inputs.len(), 2);
         assert_eq!(
@@ -2202,7 +1621,7 @@ options = { english = true }
 kind = "hseq"
 inputs = ["nope"]
 "#;
-        let e = Pipeline::parse("bad.toml", bad, &[]).unwrap_err();
+        let e = parse("bad.toml", bad, &[]).unwrap_err();
         let text = e.to_string();
         for needle in [
             "colour",
@@ -2233,7 +1652,7 @@ inputs = ["nope"]
 
     #[test]
     fn overrides_change_any_value() {
-        let p = Pipeline::parse(
+        let p = parse(
             "t.toml",
             GOOD,
             &[
@@ -2249,12 +1668,11 @@ inputs = ["nope"]
         assert_eq!(p.run.shards, 8);
         assert_eq!(p.inputs[0].paths, vec!["b.xml"]);
         assert_eq!(p.inputs[1].split.as_deref(), Some("train"));
-        let (_, o) = p.hseq_stage().unwrap();
-        assert!(o.cells);
-        let base = Pipeline::parse("t.toml", GOOD, &[]).unwrap();
+        assert!(hseq(&p).cells);
+        let base = parse("t.toml", GOOD, &[]).unwrap();
         assert_ne!(base.hash, p.hash);
         // The output location is not part of the pipeline's identity.
-        let moved = Pipeline::parse(
+        let moved = parse(
             "t.toml",
             GOOD,
             &[
@@ -2270,14 +1688,14 @@ inputs = ["nope"]
 
     #[test]
     fn bad_overrides_are_reported() {
-        let e = Pipeline::parse(
+        let e = parse(
             "t.toml",
             GOOD,
             &["inputs.nope.paths=[]".into(), "novalue".into()],
         )
         .unwrap_err();
         assert_eq!(e.errors.len(), 2, "{e}");
-        let e = Pipeline::parse("t.toml", GOOD, &["run.shards=\"many\"".into()]).unwrap_err();
+        let e = parse("t.toml", GOOD, &["run.shards=\"many\"".into()]).unwrap_err();
         assert!(e.to_string().contains("run.shards"), "{e}");
     }
 
@@ -2287,7 +1705,7 @@ inputs = ["nope"]
             "shards = 2",
             "shards = \"x\"\nbatch_size = \"y\"\nspeed = 1",
         );
-        let e = Pipeline::parse("t.toml", &text, &[]).unwrap_err();
+        let e = parse("t.toml", &text, &[]).unwrap_err();
         let paths: Vec<&str> = e.errors.iter().map(|x| x.path.as_str()).collect();
         assert!(paths.contains(&"run.shards"), "{e}");
         assert!(paths.contains(&"run.batch_size"), "{e}");
@@ -2295,14 +1713,14 @@ inputs = ["nope"]
         // A broken input still counts as a name: no dangling-reference error on top.
         let text = GOOD.replace("format = \"hotpotqa\"", "format = \"hotpotqa\"\npathz = 1");
         let text = text.replace("kind = \"hseq\"", "kind = \"hseq\"\ninputs = [\"hp\"]");
-        let e = Pipeline::parse("t.toml", &text, &[]).unwrap_err();
+        let e = parse("t.toml", &text, &[]).unwrap_err();
         assert_eq!(e.errors.len(), 1, "{e}");
         assert_eq!(e.errors[0].path, "inputs[1].pathz");
     }
 
     #[test]
     fn override_errors_point_at_the_override() {
-        let e = Pipeline::parse("t.toml", GOOD, &["run.shards=0".into()]).unwrap_err();
+        let e = parse("t.toml", GOOD, &["run.shards=0".into()]).unwrap_err();
         assert_eq!(e.errors.len(), 1);
         assert_eq!(e.errors[0].line, None);
         assert!(e.errors[0].message.contains("--set run.shards=0"), "{e}");
@@ -2310,24 +1728,19 @@ inputs = ["nope"]
 
     #[test]
     fn the_llm_section_is_checked_and_the_cache_defaults_beside_the_output() {
-        let text = GOOD.to_string()
-            + "\n[[stages]]\nkind = \"triples\"\noptions = { unit = \"page\", exports = [\"hipporag\", \"csv\"] }\n";
-        let e = Pipeline::parse("p.toml", &text, &[])
-            .unwrap_err()
-            .to_string();
+        let text =
+            GOOD.to_string() + "\n[[stages]]\nkind = \"triples\"\noptions = { unit = \"page\" }\n";
+        let e = parse("p.toml", &text, &[]).unwrap_err().to_string();
         assert!(e.contains("add an `[llm]` section"), "{e}");
         assert!(e.contains("unknown unit `page`"), "{e}");
-        assert!(e.contains("unknown export `csv`"), "{e}");
         let text = GOOD.to_string()
             + "\n[[stages]]\nkind = \"triples\"\n[llm]\nbase_url = \"vllm:8000\"\nmodel = \"m\"\ntemperature = 1\n";
-        let e = Pipeline::parse("p.toml", &text, &[])
-            .unwrap_err()
-            .to_string();
+        let e = parse("p.toml", &text, &[]).unwrap_err().to_string();
         assert!(e.contains("not an http(s) URL"), "{e}");
         assert!(e.contains("unknown field `temperature`"), "{e}");
         let ok = GOOD.to_string()
             + "\n[[stages]]\nkind = \"triples\"\n[llm]\nbase_url = \"http://a/v1\"\nmodel = \"m\"\n";
-        let p = Pipeline::parse("p.toml", &ok, &[]).unwrap();
+        let p = parse("p.toml", &ok, &[]).unwrap();
         let l = p.llm.as_ref().unwrap();
         assert_eq!(l.max_concurrency, 16);
         assert_eq!(l.cache_location("out/t"), "out/llm-cache");
@@ -2336,16 +1749,16 @@ inputs = ["nope"]
         assert_eq!(l.cache_location("s3://b"), "s3://b/llm-cache");
         assert_eq!(l.cache_location("t"), "llm-cache");
         // The server's address is not part of the hash; the model is.
-        let moved = Pipeline::parse("p.toml", &ok, &["llm.base_url=http://b:1/v1".into()]).unwrap();
+        let moved = parse("p.toml", &ok, &["llm.base_url=http://b:1/v1".into()]).unwrap();
         assert_eq!(moved.hash, p.hash);
         assert_eq!(moved.llm.unwrap().base_url, "http://b:1/v1");
-        let other = Pipeline::parse("p.toml", &ok, &["llm.model=n".into()]).unwrap();
+        let other = parse("p.toml", &ok, &["llm.model=n".into()]).unwrap();
         assert_ne!(other.hash, p.hash);
     }
 
     #[test]
     fn overrides_keep_strings_and_address_stages_by_kind() {
-        let p = Pipeline::parse(
+        let p = parse(
             "t.toml",
             GOOD,
             &[
@@ -2357,16 +1770,14 @@ inputs = ["nope"]
         .unwrap();
         assert_eq!(p.name, "2024-06-01");
         assert_eq!(p.inputs[1].split.as_deref(), Some("2019"));
-        assert!(p.hseq_stage().unwrap().1.cells);
+        assert!(hseq(&p).cells);
     }
 
     #[test]
     fn names_and_stage_kinds_are_checked() {
         let text = GOOD.replace("name = \"wiki\"", "name = \"wiki en\"")
             + "\n[[stages]]\nkind = \"hseq\"\nname = \"again\"\n";
-        let e = Pipeline::parse("t.toml", &text, &[])
-            .unwrap_err()
-            .to_string();
+        let e = parse("t.toml", &text, &[]).unwrap_err().to_string();
         assert!(e.contains("bad name `wiki en`"), "{e}");
         assert!(e.contains("second `hseq` stage"), "{e}");
         assert!(valid_name("metaqa-kb.v2_1") && !valid_name("-x") && !valid_name("a/b"));
@@ -2374,77 +1785,30 @@ inputs = ["nope"]
     }
 
     #[test]
-    fn label_options_are_checked() {
-        let text = GOOD.to_string()
-            + "\n[[stages]]\nkind = \"label\"\noptions = { methods = [\"magic\"], preset = \"huge\", kb = \"hp\", context_memory_bytes = 0 }\n";
-        let e = Pipeline::parse("t.toml", &text, &[])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown method `magic`"), "{e}");
-        assert!(e.contains("unknown preset `huge`"), "{e}");
-        assert!(e.contains("not a knowledge base"), "{e}");
-        assert!(
-            e.contains("`context_memory_bytes` must be at least 1"),
-            "{e}"
+    fn stage_options_reach_their_stage_and_skipped_fields_stay_out_of_the_hash() {
+        let set = |v: &str| vec![format!("stages.hseq.options.{v}")];
+        let p = parse("t.toml", GOOD, &set("memory=4096")).unwrap();
+        assert_eq!(hseq(&p).memory, 4096);
+        assert_eq!(p.hash, parse("t.toml", GOOD, &[]).unwrap().hash);
+        assert_ne!(
+            p.hash,
+            parse("t.toml", GOOD, &set("cells=true")).unwrap().hash
         );
-        let ok = GOOD.to_string() + "\n[[stages]]\nkind = \"label\"\n";
-        let p = Pipeline::parse("t.toml", &ok, &[]).unwrap();
-        let (_, o) = p.label_stage().unwrap();
-        assert_eq!(o.methods, vec!["hseq-paper"]);
-        assert_eq!(o.preset, "small");
-        assert_eq!(o.context_memory_bytes, 1 << 30);
-        // The memory budget does not change what the stage writes, nor the pipeline's hash.
-        let small = ["stages.label.options.context_memory_bytes=4096".to_string()];
-        let q = Pipeline::parse("t.toml", &ok, &small).unwrap();
-        assert_eq!(q.label_stage().unwrap().1.context_memory_bytes, 4096);
-        assert_eq!(p.hash, q.hash);
-        let other = ["stages.label.options.max_steps=2".to_string()];
-        assert_ne!(p.hash, Pipeline::parse("t.toml", &ok, &other).unwrap().hash);
-    }
-
-    #[test]
-    fn label_option_errors_come_in_one_round() {
-        // A typo'd key does not hide the other options' errors.
-        let text = GOOD.to_string()
-            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
-               [[stages]]\nkind = \"label\"\n\
-               options = { methods = [\"answer-aware\", \"magic\", \"answer-aware\"], validation_shre = 0.1 }\n";
-        let e = Pipeline::parse("t.toml", &text, &[])
-            .unwrap_err()
-            .to_string();
-        for want in [
-            "validation_shre",
-            "unknown method `magic`",
-            "method `answer-aware` is listed twice",
-            "input `mq` is MetaQA",
-        ] {
-            assert!(e.contains(want), "{want:?} not in: {e}");
-        }
-        // A known key with a bad value is reported, not judged again by its default.
-        let bad = GOOD.to_string()
-            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
-               [[stages]]\nkind = \"label\"\noptions = { kb = 5, presett = \"small\" }\n";
-        let e = Pipeline::parse("t.toml", &bad, &[])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("stages[1].options.kb") && e.contains("presett"),
-            "{e}"
-        );
-        assert!(!e.contains("is MetaQA"), "{e}");
-        // A label stage over other inputs needs no knowledge base; `2wikimultihopqa` names 2wiki.
-        let ok = GOOD.to_string()
-            + "\n[[inputs]]\nname = \"mq\"\nformat = \"metaqa\"\npaths = [\"q.txt\"]\n\
-               [[inputs]]\nname = \"tw\"\nformat = \"2wikimultihopqa\"\npaths = [\"t.json\"]\n\
-               [[stages]]\nkind = \"label\"\ninputs = [\"hp\", \"tw\"]\n";
-        let p = Pipeline::parse("t.toml", &ok, &[]).unwrap();
-        assert_eq!(p.inputs[3].format, Format::TwoWiki);
-        assert_eq!(Format::from_name("2wikimultihopqa"), Some(Format::TwoWiki));
+        assert!(p.stages[0].options.get::<ToyTriples>().is_none());
+        // Unknown kinds name the registry's; `tasks` is checked and not hashed.
+        let text = GOOD.replace("kind = \"hseq\"", "kind = \"hsek\"");
+        let e = parse("t.toml", &text, &[]).unwrap_err().to_string();
+        assert!(e.contains("expected one of hseq, triples"), "{e}");
+        let e = parse("t.toml", GOOD, &["stages.hseq.tasks=0".into()]).unwrap_err();
+        assert!(e.to_string().contains("`tasks` must be between"), "{e}");
+        let q = parse("t.toml", GOOD, &["stages.hseq.tasks=16".into()]).unwrap();
+        assert_eq!(q.stages[0].tasks, Some(16));
+        assert_eq!(q.hash, parse("t.toml", GOOD, &[]).unwrap().hash);
     }
 
     #[test]
     fn syntax_errors_have_a_position() {
-        let e = Pipeline::parse("t.toml", "version = 1\noutput = \n", &[]).unwrap_err();
+        let e = parse("t.toml", "version = 1\noutput = \n", &[]).unwrap_err();
         assert_eq!(e.errors.len(), 1);
         assert_eq!(e.errors[0].line.map(|l| l.0), Some(2));
     }

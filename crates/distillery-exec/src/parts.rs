@@ -49,6 +49,11 @@ pub struct WrittenPart {
 }
 
 impl WrittenPart {
+    /// What the part is, from its name (`None` for a file that is not a part).
+    pub fn id(&self) -> Option<PartId> {
+        PartId::parse(&self.rel)
+    }
+
     /// Where the part lies now, relative to the output location.
     pub fn path(&self) -> String {
         format!("{}/{}", self.base, self.rel)
@@ -60,13 +65,57 @@ pub fn part_name(table: TableKind, shard: u32, tag: &str) -> String {
     format!("{}/part-{shard:05}-{tag}.parquet", table.name())
 }
 
-/// Parses `table/part-SSSSS-TAG.parquet` into (table, shard, tag).
-pub fn parse_part_name(rel: &str) -> Option<(TableKind, u32, String)> {
-    let (table, file) = rel.rsplit_once('/')?;
-    let table = TableKind::from_name(table.rsplit('/').next()?)?;
-    let rest = file.strip_prefix("part-")?.strip_suffix(".parquet")?;
-    let (shard, tag) = rest.split_once('-')?;
-    Some((table, shard.parse().ok()?, tag.to_string()))
+/// What a part is, read once from its name: the table and shard, the input and the file of it
+/// the rows came from, and the stage that derived them (none: the input's reader). The one
+/// place a part name is taken apart; the engine and the stages ask this.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartId {
+    pub table: TableKind,
+    pub shard: u32,
+    /// The input's name.
+    pub input: String,
+    /// The stage that derived the part (`INPUT@STAGE-NNNN`), or none.
+    pub stage: Option<String>,
+    /// Index of the input's file.
+    pub file: u32,
+    /// The part's tag as written in its name: `INPUT-NNNN` or `INPUT@STAGE-NNNN`.
+    pub tag: String,
+}
+
+impl PartId {
+    /// Reads `…/table/part-SSSSS-TAG.parquet`; `None` for a name that is not a part's.
+    pub fn parse(rel: &str) -> Option<PartId> {
+        let (table, file) = rel.rsplit_once('/')?;
+        let table = TableKind::from_name(table.rsplit('/').next()?)?;
+        let rest = file.strip_prefix("part-")?.strip_suffix(".parquet")?;
+        let (shard, tag) = rest.split_once('-')?;
+        let (name, index) = tag.rsplit_once('-')?;
+        if index.len() < 4 || !index.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (input, stage) = match name.split_once('@') {
+            Some((input, stage)) => (input, Some(stage.to_string())),
+            None => (name, None),
+        };
+        Some(PartId {
+            table,
+            shard: shard.parse().ok()?,
+            input: input.to_string(),
+            stage,
+            file: index.parse().ok()?,
+            tag: tag.to_string(),
+        })
+    }
+
+    /// Whether the input's reader wrote it (no stage derived it).
+    pub fn is_input(&self) -> bool {
+        self.stage.is_none()
+    }
+
+    /// Whether its rows come from one of `inputs` (read or derived).
+    pub fn of(&self, inputs: &[String]) -> bool {
+        inputs.contains(&self.input)
+    }
 }
 
 /// Columns that hold long free text (whole prompts, kilobytes a value): neither a dictionary
@@ -402,15 +451,26 @@ mod tests {
     fn part_names_round_trip() {
         let n = part_name(TableKind::Documents, 3, "wiki-0001");
         assert_eq!(n, "documents/part-00003-wiki-0001.parquet");
+        let short = |rel: &str| PartId::parse(rel).map(|id| (id.table, id.shard, id.tag));
+        let want = Some((TableKind::Documents, 3, "wiki-0001".to_string()));
+        assert_eq!(short(&n), want);
+        assert_eq!(short(&format!("_staging/x/{n}")), want);
+        assert_eq!(short("documents/readme.txt"), None);
+        let id =
+            PartId::parse("_staging/a/triples/part-00002-wiki-en@my-triples-0012.parquet").unwrap();
         assert_eq!(
-            parse_part_name(&n),
-            Some((TableKind::Documents, 3, "wiki-0001".to_string()))
+            (
+                id.table,
+                id.shard,
+                id.input.as_str(),
+                id.stage.as_deref(),
+                id.file
+            ),
+            (TableKind::Triples, 2, "wiki-en", Some("my-triples"), 12)
         );
-        assert_eq!(
-            parse_part_name(&format!("_staging/x/{n}")),
-            Some((TableKind::Documents, 3, "wiki-0001".to_string()))
-        );
-        assert_eq!(parse_part_name("documents/readme.txt"), None);
+        assert!(!id.is_input() && id.of(&["wiki-en".into()]));
+        assert_eq!(id.tag, "wiki-en@my-triples-0012");
+        assert!(PartId::parse("documents/part-00001-nodigits.parquet").is_none());
     }
 
     /// Asserts that `path` names a leaf column of `table`: a path that names no leaf would

@@ -3,9 +3,10 @@
 use std::fmt;
 
 use distillery_core::TableKind;
-use distillery_core::spec::{Format, Pipeline, StageKind, StageOptions};
+use distillery_core::spec::{Format, Pipeline};
 
 use crate::error::ExecError;
+use crate::stages::stage_of;
 use crate::store::{is_url, resolve_paths};
 
 /// One input file to read.
@@ -54,19 +55,12 @@ pub fn file_tag(input: &str, index: usize) -> String {
 /// The tag of the parts a stage derives from a file's parts: `<input>@<stage>-<index>`.
 /// `@` is not allowed in names (and object_store keeps it as it is in paths, unlike `~`), so
 /// a derived part never shares a name with a part of the file itself (an ingest quarantine
-/// part of the same shard, say), and [`tag_input`] still finds the input.
+/// part of the same shard, say), and [`crate::parts::PartId`] still finds the input.
 pub fn stage_tag(tag: &str, stage: &str) -> String {
     match tag.rsplit_once('-') {
         Some((name, index)) => format!("{name}@{stage}-{index}"),
         None => format!("{tag}@{stage}"),
     }
-}
-
-/// The input name of a part tag (the inverse of [`file_tag`], and of [`stage_tag`]).
-pub fn tag_input(tag: &str) -> Option<&str> {
-    let (name, index) = tag.rsplit_once('-')?;
-    let name = name.split('@').next().unwrap_or(name);
-    (index.len() >= 4 && index.bytes().all(|b| b.is_ascii_digit())).then_some(name)
 }
 
 /// The table whose rows count as the "records" of a format for the bad-record ratio: one per
@@ -124,61 +118,12 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
     }
     for s in &p.stages {
         stages.push(s.name.clone());
-        match s.kind {
-            StageKind::Hseq => tables.push(TableKind::Segments),
-            StageKind::Label => {
-                tables.push(TableKind::Labels);
-                tables.push(TableKind::Sft);
-                out_files.extend(
-                    [
-                        crate::label_stage::TRAIN_JSONL,
-                        crate::label_stage::VALIDATION_JSONL,
-                        crate::label_stage::DATASET_INFO,
-                        crate::label_stage::LABEL_REPORT,
-                    ]
-                    .map(String::from),
-                );
-            }
-            StageKind::Planner => out_files.push(format!("{}/plans.jsonl", s.name)),
-            StageKind::Relevance | StageKind::Ras => {
-                tables.push(TableKind::Sft);
-                for f in ["train.jsonl", "validation.jsonl", "dataset_info.json"] {
-                    out_files.push(format!("{}/{f}", s.name));
-                }
-            }
-            StageKind::Cirag => {
-                tables.push(TableKind::Sft);
-                for f in [
-                    "train.jsonl",
-                    "validation.jsonl",
-                    "trajectories.jsonl",
-                    "dataset_info.json",
-                ] {
-                    out_files.push(format!("{}/{f}", s.name));
-                }
-            }
-            StageKind::Triples => {
-                tables.push(TableKind::Triples);
-                if let StageOptions::Triples(o) = &s.options {
-                    for e in &o.exports {
-                        out_files.push(
-                            match e.as_str() {
-                                "ras" => crate::triples_stage::RAS_EXPORT,
-                                _ => crate::triples_stage::OPENIE_EXPORT,
-                            }
-                            .to_string(),
-                        );
-                    }
-                }
-            }
-        }
-        // Evaluation files of a label stage must exist too.
-        if let StageOptions::Label(o) = &s.options
-            && !o.decontaminate.is_empty()
-            && let Err(e) = resolve_paths(&format!("{}.decontaminate", s.name), &o.decontaminate)
-        {
-            errors.push(inputs_message(e));
-        }
+        let stage = stage_of(s)?;
+        let declared = stage.outputs(s);
+        tables.extend(declared.tables);
+        out_files.extend(declared.files);
+        // Files the stage reads besides the inputs must exist too.
+        errors.extend(stage.resolve(s));
     }
     if !errors.is_empty() {
         return Err(ExecError::Inputs(errors.join("\n")));
@@ -269,12 +214,19 @@ mod tests {
 
     #[test]
     fn tags_round_trip_and_never_collide() {
-        assert_eq!(tag_input(&file_tag("wiki-en", 3)), Some("wiki-en"));
-        assert_eq!(tag_input(&file_tag("wiki.en", 12_345)), Some("wiki.en"));
+        let input = |tag: &str| {
+            crate::parts::PartId::parse(&crate::parts::part_name(TableKind::Documents, 0, tag))
+                .map(|id| id.input)
+        };
+        assert_eq!(input(&file_tag("wiki-en", 3)).as_deref(), Some("wiki-en"));
+        assert_eq!(
+            input(&file_tag("wiki.en", 12_345)).as_deref(),
+            Some("wiki.en")
+        );
         assert_ne!(file_tag("wiki-en", 0), file_tag("wiki.en", 0));
-        assert_eq!(tag_input("nodigits"), None);
+        assert_eq!(input("nodigits"), None);
         let derived = stage_tag(&file_tag("wiki-en", 3), "my-triples");
         assert_eq!(derived, "wiki-en@my-triples-0003");
-        assert_eq!(tag_input(&derived), Some("wiki-en"));
+        assert_eq!(input(&derived).as_deref(), Some("wiki-en"));
     }
 }

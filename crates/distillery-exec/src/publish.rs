@@ -165,7 +165,7 @@ pub async fn publish_from(
     //    Distillery parts: anything else in the directory is not ours), and this run's staging.
     for t in TableKind::ALL {
         for (rel, _) in out.list(t.name()).await? {
-            if !seen.contains(rel.as_str()) && crate::parts::parse_part_name(&rel).is_some() {
+            if !seen.contains(rel.as_str()) && crate::parts::PartId::parse(&rel).is_some() {
                 out.delete(&rel).await?;
             }
         }

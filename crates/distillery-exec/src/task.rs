@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 use distillery_core::TableKind;
-use distillery_core::spec::{Pipeline, StageKind, StageOptions};
+use distillery_core::spec::{Pipeline, StageSpec};
 use distillery_core::summary::{ManifestFile, RunSummary, StageSummary, TaskRun};
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +31,9 @@ use crate::error::ExecError;
 use crate::parts::WrittenPart;
 use crate::plan::{Plan, plan, primary_table};
 use crate::publish::{build_manifest, publish_from};
-use crate::run::{ProgressMode, RunOutcome, StageOutput, ingest_file, rfc3339};
+use crate::run::{ProgressMode, RunOutcome, ingest_file, rfc3339};
 use crate::sink::QUARANTINE_EXAMPLES;
+use crate::stages::{MergeCx, RunCx, stage_of};
 use crate::store::Location;
 
 /// What a task does.
@@ -61,17 +62,17 @@ pub enum Partitioning {
     Questions,
 }
 
-/// How a stage kind is cut into tasks.
-pub fn partitioning(kind: StageKind) -> Partitioning {
-    match kind {
-        StageKind::Hseq => Partitioning::Shards,
-        StageKind::Label => Partitioning::Questions,
-        StageKind::Triples
-        | StageKind::Cirag
-        | StageKind::Planner
-        | StageKind::Relevance
-        | StageKind::Ras => Partitioning::Whole,
-    }
+/// How a stage is cut into tasks (its module says), and into how many: its `tasks`, else
+/// `run.shards` (1 for [`Partitioning::Whole`]).
+pub fn partitioning(p: &Pipeline, spec: &StageSpec) -> (Partitioning, u32) {
+    let how = stage_of(spec)
+        .map(|s| s.partitioning())
+        .unwrap_or(Partitioning::Whole);
+    let n = match how {
+        Partitioning::Whole => 1,
+        _ => spec.tasks.unwrap_or(p.run.shards).max(1),
+    };
+    (how, n)
 }
 
 /// One task of a job.
@@ -151,8 +152,9 @@ pub struct AdoptedFile {
     pub file: ManifestFile,
 }
 
-/// What a merge task reads: the committed output of each shard task of its stage, in plan
-/// order.
+/// A committed task output another task reads: for a merge task, each shard task of its
+/// stage; for a stage task, each task below it that published files (a planner's plans, say),
+/// its parts left out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardOutput {
     pub task: String,
@@ -182,12 +184,10 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
     let mut level = 0u32;
     for (i, s) in p.stages.iter().enumerate() {
         level += 1;
-        let how = partitioning(s.kind);
+        let (how, count) = partitioning(p, s);
         let shards: Vec<Option<u32>> = match how {
             Partitioning::Whole => vec![None],
-            Partitioning::Shards | Partitioning::Questions => {
-                (0..p.run.shards.max(1)).map(Some).collect()
-            }
+            Partitioning::Shards | Partitioning::Questions => (0..count).map(Some).collect(),
         };
         for shard in shards {
             let id = match shard {
@@ -226,8 +226,8 @@ pub fn attempt_dir(job: &str, task: &str, attempt: &str) -> String {
 }
 
 /// Runs one task, writing only under `dir`. `inputs` are the parts committed by the lower
-/// levels (ignored by ingest tasks), `shards` what the shard tasks of its stage committed
-/// (read by merge tasks only).
+/// levels (ignored by ingest tasks), `upstream` the committed outputs it reads besides them
+/// ([`upstream_outputs`]).
 #[allow(clippy::too_many_arguments)]
 pub async fn run_task(
     p: &Pipeline,
@@ -236,7 +236,7 @@ pub async fn run_task(
     out: &Location,
     dir: &str,
     inputs: &[WrittenPart],
-    shards: &[ShardOutput],
+    upstream: &[ShardOutput],
     parallelism: usize,
     mode: ProgressMode,
 ) -> Result<TaskOutput, ExecError> {
@@ -294,49 +294,30 @@ pub async fn run_task(
                 .get(*stage)
                 .ok_or_else(|| ExecError::Task(format!("{}: no such stage", task.id)))?;
             let selected = task_inputs(p, task, inputs);
-            let parts = &selected;
-            let output: StageOutput = match &stage.options {
-                StageOptions::Hseq(_) => {
-                    crate::hseq_stage::run_stage(p, stage, out, dir, parts, parallelism).await?
-                }
-                StageOptions::Label(_) => {
-                    crate::label_stage::run_stage(p, stage, out, dir, parts, parallelism).await?
-                }
-                StageOptions::Triples(_) => {
-                    crate::triples_stage::run_stage(p, stage, out, dir, parts).await?
-                }
-                StageOptions::Cirag(_) => {
-                    crate::cirag_stage::run_stage(p, stage, out, dir, parts).await?
-                }
-                StageOptions::Planner(_) => {
-                    crate::planner_stage::run_stage(p, stage, out, dir, parts).await?
-                }
-                StageOptions::Relevance(_) => {
-                    crate::relevance_stage::run_stage(p, stage, out, dir, parts).await?
-                }
-                StageOptions::Ras(_) => {
-                    crate::ras_stage::run_stage(p, stage, out, dir, parts).await?
-                }
+            let cx = RunCx {
+                pipeline: p,
+                stage,
+                out,
+                dir,
+                parts: &selected,
+                upstream,
+                parallelism,
             };
-            Ok(output.into_task(dir))
+            Ok(stage_of(stage)?.run(cx).await?.into_task(dir))
         }
         TaskKind::Merge { stage } => {
             let stage = p
                 .stages
                 .get(*stage)
                 .ok_or_else(|| ExecError::Task(format!("{}: no such stage", task.id)))?;
-            let output = match &stage.options {
-                StageOptions::Label(_) => {
-                    crate::label_stage::merge_stage(p, stage, out, dir, shards).await?
-                }
-                _ => {
-                    return Err(ExecError::Task(format!(
-                        "{}: stage `{}` has no merge step",
-                        task.id, stage.name
-                    )));
-                }
+            let cx = MergeCx {
+                pipeline: p,
+                stage,
+                out,
+                dir,
+                shards: upstream,
             };
-            Ok(output.into_task(dir))
+            Ok(stage_of(stage)?.merge(cx).await?.into_task(dir))
         }
     }
 }
@@ -375,27 +356,49 @@ pub fn task_inputs(p: &Pipeline, task: &TaskDef, parts: &[WrittenPart]) -> Vec<W
     let Some(spec) = p.stages.get(stage) else {
         return parts.to_vec();
     };
-    let how = partitioning(spec.kind);
+    let (how, count) = partitioning(p, spec);
+    let mine = |w: &WrittenPart| w.shard % count == n;
     parts
         .iter()
         .filter(|w| match how {
             Partitioning::Whole => true,
-            Partitioning::Shards => w.shard == n,
-            Partitioning::Questions => w.table != TableKind::Questions || w.shard == n,
+            Partitioning::Shards => mine(w),
+            Partitioning::Questions => w.table != TableKind::Questions || mine(w),
         })
         .cloned()
         .collect()
 }
 
-/// What the merge task of a stage reads: the committed outputs of the stage's shard tasks, in
-/// plan order. `None` when one of them has not committed.
-pub fn shard_outputs(
+/// The committed outputs a task reads besides its parts, in plan order: for a merge task the
+/// outputs of its stage's shard tasks (`None` when one of them has not committed); for a
+/// stage task the files of the stage tasks below it (so a stage reads another's declared
+/// output files from the object store, wherever that task ran); nothing for ingest.
+pub fn upstream_outputs(
     tasks: &[TaskDef],
-    merge: &TaskDef,
+    task: &TaskDef,
     committed: &BTreeMap<String, TaskOutput>,
 ) -> Option<Vec<ShardOutput>> {
-    let TaskKind::Merge { stage } = merge.kind else {
-        return Some(Vec::new());
+    let stage = match task.kind {
+        TaskKind::Merge { stage } => stage,
+        TaskKind::Ingest { .. } => return Some(Vec::new()),
+        TaskKind::Stage { .. } => {
+            let below = tasks
+                .iter()
+                .filter(|t| t.level < task.level && !t.is_ingest())
+                .filter_map(|t| committed.get(&t.id).map(|o| (t, o)))
+                .filter(|(_, o)| !o.files.is_empty() || !o.adopted.is_empty())
+                .map(|(t, o)| ShardOutput {
+                    task: t.id.clone(),
+                    output: TaskOutput {
+                        files: o.files.clone(),
+                        adopted: o.adopted.clone(),
+                        dir: o.dir.clone(),
+                        ..Default::default()
+                    },
+                })
+                .collect();
+            return Some(below);
+        }
     };
     tasks
         .iter()

@@ -16,7 +16,7 @@ use distillery_hseq::{Verifier, VerifyCounts, level};
 use futures::{Stream, StreamExt};
 
 use crate::error::ExecError;
-use crate::parts::{parse_part_name, read_part_rows};
+use crate::parts::{PartId, read_part_rows};
 use crate::publish::read_manifest;
 use crate::store::{Location, open_location};
 
@@ -99,7 +99,10 @@ pub async fn verify_output(url: &str) -> Result<VerifyReport, ExecError> {
     let mut segment_parts = Vec::new();
     for t in &manifest.tables {
         for f in &t.files {
-            let Some((table, shard, tag)) = parse_part_name(&f.path) else {
+            let Some(PartId {
+                table, shard, tag, ..
+            }) = PartId::parse(&f.path)
+            else {
                 continue;
             };
             match table {

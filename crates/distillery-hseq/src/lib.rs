@@ -20,7 +20,8 @@
 //! - [`error`]: [`DecodeError`] and [`Mismatch`], both [`distillery_core::HasKind`] (fatal).
 //!
 //! ```
-//! use distillery_core::{Document, Paragraph, spec::HseqOptions};
+//! use distillery_core::{Document, Paragraph};
+//! use distillery_hseq::HseqOptions;
 //! use distillery_hseq::{decode_document, encode_document, text_equivalent, Verifier};
 //!
 //! let doc = Document {
@@ -58,6 +59,7 @@ pub mod canon;
 pub mod equiv;
 pub mod error;
 pub mod kg;
+pub mod options;
 pub mod order;
 pub mod table;
 pub mod text;
@@ -73,6 +75,7 @@ pub use equiv::{
 };
 pub use error::{DecodeError, Mismatch};
 pub use kg::{KgEdge, KgEncoder, TRIPLET_SCHEMA, decode_kg, encode_kg};
+pub use options::HseqOptions;
 pub use order::{level, level_rank, sort_stream, source_type, stream_cmp};
 pub use table::{DecodedTable, column_keys, decode_table, encode_table, table_uri};
 pub use text::{DecodedDocument, GAP, decode_document, encode_document, encode_document_unsealed};

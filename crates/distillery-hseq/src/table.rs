@@ -22,10 +22,10 @@
 //! Ids are `stable_id([table.id, level, row, col])`; `source_id` = `table.id`; `uri` =
 //! [`table_uri`]; `source_version` = the source file name; `source_type` = `table`.
 
+use crate::options::HseqOptions;
 use crate::order::{level, source_type};
 use crate::{DecodeError, check_sha1, index_ids, non_empty, parent_index, sealed};
 use distillery_core::id::stable_id;
-use distillery_core::spec::HseqOptions;
 use distillery_core::{Segment, Table};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -32,10 +32,10 @@
 //! [`Paragraph`]: distillery_core::Paragraph
 //! [`Sentence`]: distillery_core::Sentence
 
+use crate::options::HseqOptions;
 use crate::order::{level, source_type};
 use crate::{DecodeError, check_sha1, index_ids, non_empty, parent_index, sealed};
 use distillery_core::id::StableIdBuilder;
-use distillery_core::spec::HseqOptions;
 use distillery_core::{Document, Segment};
 use foldhash::{HashMap, HashMapExt};
 use std::cmp::Reverse;

@@ -2,10 +2,10 @@
 //! equivalence relation, the verifier, the canonicalizer κ and golden encodings.
 
 use distillery_core::id::{sha1_hex, stable_id};
-use distillery_core::spec::HseqOptions;
 use distillery_core::{
     Document, Paragraph, Section, Segment, Sentence, Table, Triple, char_len, char_slice,
 };
+use distillery_hseq::HseqOptions;
 use distillery_hseq::*;
 use proptest::prelude::*;
 use std::collections::HashSet;

@@ -1,7 +1,8 @@
 //! Guidance g(q, type) for the iteration agent (HSEQ paper 000, 2.4, 3.2 and 9.3.3).
 //!
-//! [`GuidanceSource::guidance_for`] returns, for a question, the planner's cached plan when
-//! the cache has one, else the heuristic template of the question's type.
+//! [`GuidanceSource::guidance_for`] returns, for a question, the plan of the job's planner
+//! stage when the label stage reads one (`plans`), else the planner's cached plan when the
+//! cache has one, else the heuristic template of the question's type.
 //!
 //! **Cache layout.** `<guidance_cache>/<planner model>/<dataset>/<sha1(question text)>.txt`,
 //! where `<planner model>` is the `planner_model` option with every `/` replaced by `__`
@@ -23,7 +24,9 @@
 //! `count` in the question's `meta` makes it numeric. Gold answers are never used: guidance
 //! must be computable at inference time.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use distillery_core::Question;
 use distillery_core::id::sha1_hex;
@@ -162,6 +165,9 @@ pub fn template_guidance(kind: QuestionKind) -> String {
 pub struct GuidanceSource {
     /// `<cache>/<model>` (or `<cache>` without a planner model), when a cache is configured.
     root: Option<PathBuf>,
+    /// Plans of this job's planner stage by question id (read from its `plans.jsonl`), looked
+    /// up before the cache.
+    plans: Option<Arc<HashMap<String, String>>>,
 }
 
 impl GuidanceSource {
@@ -172,7 +178,7 @@ impl GuidanceSource {
         planner_model: Option<&str>,
     ) -> Result<GuidanceSource, LabelError> {
         let Some(dir) = cache_dir else {
-            return Ok(GuidanceSource { root: None });
+            return Ok(GuidanceSource::default());
         };
         if dir.contains("://") {
             return Err(LabelError::Guidance {
@@ -191,7 +197,16 @@ impl GuidanceSource {
             Some(m) if !m.is_empty() => base.join(model_dir(m)),
             _ => base,
         };
-        Ok(GuidanceSource { root: Some(root) })
+        Ok(GuidanceSource {
+            root: Some(root),
+            plans: None,
+        })
+    }
+
+    /// Also answers from a planner stage's plans (question id → plan), before the cache.
+    pub fn with_plans(mut self, plans: HashMap<String, String>) -> GuidanceSource {
+        self.plans = Some(Arc::new(plans));
+        self
     }
 
     /// The cache file of a question (whether or not it exists); `None` without a cache.
@@ -199,8 +214,14 @@ impl GuidanceSource {
         self.root.as_deref().map(|r| cache_file(r, q))
     }
 
-    /// The guidance of a question and where it came from: `"cache"` or `"template"`.
+    /// The guidance of a question and where it came from: `"planner"` (the plans of this
+    /// job's planner stage), `"cache"` or `"template"`.
     pub fn guidance_for(&self, q: &Question) -> (String, &'static str) {
+        if let Some(plan) = self.plans.as_ref().and_then(|p| p.get(&q.id))
+            && !plan.trim().is_empty()
+        {
+            return (plan.trim().to_string(), "planner");
+        }
         if let Some(path) = self.cache_path(q)
             && let Ok(text) = std::fs::read_to_string(&path)
         {

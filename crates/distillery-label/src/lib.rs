@@ -29,6 +29,7 @@
 pub mod guidance;
 pub mod hanrag;
 pub mod normalize;
+pub mod options;
 pub mod positives;
 pub mod prompt;
 pub mod report;
@@ -36,7 +37,8 @@ pub mod sft;
 pub mod sh;
 pub mod trajectory;
 
-use distillery_core::spec::LabelOptions;
+pub use options::{LABEL_METHODS, LABEL_PRESETS, LabelOptions};
+
 use distillery_core::{Document, LabelRecord, Question, SftSample, Table, Triple};
 
 /// Everything known about one question: the question and the records its context refers to.

@@ -34,8 +34,8 @@
 
 use distillery_core::cpu::WallLap;
 use distillery_core::id::{StableIdBuilder, stable_id};
-use distillery_core::spec::HseqOptions;
 use distillery_core::{LabelRecord, Message, Segment, SftSample};
+use distillery_hseq::HseqOptions;
 use foldhash::{HashMap, HashSet};
 
 use crate::positives::{

@@ -22,8 +22,8 @@
 
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
-use distillery_core::spec::HseqOptions;
 use distillery_core::{Question, Segment, Triple};
+use distillery_hseq::HseqOptions;
 use distillery_hseq::{KgEncoder, encode_document_unsealed, encode_kg, encode_table, sort_stream};
 
 use crate::QuestionContext;

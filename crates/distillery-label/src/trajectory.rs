@@ -41,7 +41,7 @@
 //! Degenerate inputs — no candidates, or no positive in the stream — give an empty trajectory
 //! (no steps, not sufficient): such a question yields no iteration samples.
 
-use distillery_core::spec::LabelOptions;
+use crate::options::LabelOptions;
 
 use crate::positives::Positives;
 

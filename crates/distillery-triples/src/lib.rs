@@ -14,13 +14,17 @@
 //! - [`ras`]: the RAS text-to-triple form `(S> s| P> p| O> o)` and Python `repr` of lists.
 //!
 //! Dependencies: `distillery-llm` (client and cache), `md-5` (HippoRAG's chunk ids are MD5),
-//! `hex`, `serde_json`.
+//! `hex`, `serde_json`, `serde` (the `triples` stage options, [`TriplesOptions`], live here because
+//! every stage that extracts triples builds its extractor from them).
 
 pub mod align;
 pub mod openie;
+pub mod options;
 pub mod parse;
 pub mod prompt;
 pub mod ras;
+
+pub use options::{TRIPLE_EXPORTS, TriplesOptions};
 
 use std::sync::Arc;
 

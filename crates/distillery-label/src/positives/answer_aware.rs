@@ -44,7 +44,7 @@ use super::{Method, Positive, Positives, Prepared, is_gap, is_root};
 use crate::normalize::{
     Phrase, answer_variants, contains_phrase, derivation_operands, normalize_answer, tokens,
 };
-use distillery_core::spec::LabelOptions;
+use crate::options::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};

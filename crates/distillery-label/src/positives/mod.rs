@@ -21,7 +21,7 @@
 pub mod answer_aware;
 pub mod paper;
 
-use distillery_core::spec::LabelOptions;
+use crate::options::LabelOptions;
 use distillery_core::{LabeledSegment, Question, Segment};
 use distillery_hseq::level;
 use foldhash::HashMap;

@@ -16,7 +16,7 @@
 
 use super::{Method, Positive, Positives, Prepared, is_root, max_segments};
 use crate::normalize::{Phrase, answer_variants, jaccard_sets, normalize_answer};
-use distillery_core::spec::LabelOptions;
+use crate::options::LabelOptions;
 use distillery_core::{Question, Segment};
 use distillery_hseq::level_rank;
 use foldhash::HashSet;

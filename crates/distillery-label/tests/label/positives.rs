@@ -8,11 +8,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use distillery_core::spec::{Format, HseqOptions, LabelOptions};
+use distillery_core::spec::Format;
 use distillery_core::{
     Document, Evidence, LabelRecord, LabeledSegment, Paragraph, Question, Segment, Sentence, Table,
 };
+use distillery_hseq::HseqOptions;
 use distillery_hseq::{encode_document, encode_table, sort_stream};
+use distillery_label::LabelOptions;
 use distillery_label::QuestionContext;
 use distillery_label::normalize::{answer_variants, jaccard, normalize_answer, tokens};
 use distillery_label::positives::{self, Method, Positives, by_name, labeled_segment};

@@ -8,11 +8,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use distillery_core::spec::{Format, LabelOptions};
+use distillery_core::spec::Format;
 use distillery_core::{
     Document, LabeledSegment, Paragraph, Question, Segment, Sentence, SftSample, Table, Triple,
     VecSink,
 };
+use distillery_label::LabelOptions;
 use distillery_label::guidance::{GuidanceSource, PLAN_PREFIX, model_dir};
 use distillery_label::positives::{Method, Positive, Positives};
 use distillery_label::prompt::{

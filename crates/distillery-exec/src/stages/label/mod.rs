@@ -9,7 +9,7 @@
 //!    about `context_memory_bytes` (default 1 GiB) of contexts**, against an estimate: an
 //!    input whose contexts are estimated above it is labelled in groups of consecutive
 //!    questions, each group's maps holding only what its questions cite, routed to it through
-//!    spill parts ([`crate::label_route`], which also holds a hash of every cited id and the
+//!    spill parts ([`route`], which also holds a hash of every cited id and the
 //!    spill parts' write buffers); the groups and inputs are labelled one after the other and
 //!    each one's maps are dropped, once all its chunks are consumed, before the next is read;
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
@@ -42,7 +42,7 @@
 //! - the samples: `split` by question id hash (`validation_share`); samples touching an
 //!   evaluation question dropped ([`Decontaminator`]); the rest into the `sft` table and
 //!   into the task's `sft/train.jsonl` / `sft/validation.jsonl` (one JSON object a line, see
-//!   [`jsonl_line`]), each with a line in the task's ledger ([`crate::sft_merge`]);
+//!   [`jsonl_line`]), each with a line in the task's ledger ([`crate::kit::sft_merge`]);
 //! - at the end the task stages its JSONL files, its ledger and its report counts for the
 //!   stage's merge task ([`merge_stage`]), which removes exact duplicates (same messages)
 //!   across all tasks by a rule that does not depend on the task count, writes the stage's
@@ -76,11 +76,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use distillery_core::cpu::{Lap, WallLap, process_time};
-use distillery_core::id::shard_of;
 use distillery_core::schema::{from_batch, sft_batch, to_batch};
-use distillery_core::spec::{
-    Format, FormatOptions, LabelOptions, Pipeline, StageOptions, StageSpec,
-};
+use distillery_core::spec::{Format, FormatOptions, Pipeline, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{
     Document, LabelRecord, QuarantineRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
@@ -89,26 +86,27 @@ use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 use distillery_label::report::ReportBuilder;
 use distillery_label::sh::{KbIndex, KgIds, kg_ids};
-use distillery_label::{Labeller, Phases, QuestionContext};
+use distillery_label::{LabelOptions, Labeller, Phases, QuestionContext};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
-use object_store::buffered::BufWriter;
-use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
-use crate::label_route::{self, Groups, Routes};
-use crate::parts::{
-    PART_BUFFER_BYTES, PartWriters, WrittenPart, parse_part_name, part_name, read_part,
-};
-use crate::plan::tag_input;
+use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
+use crate::kit::sft_merge::{self, LedgerWriter};
+use crate::parts::{PART_BUFFER_BYTES, PartWriters, WrittenPart, part_name, read_part};
 use crate::run::StageOutput;
-use crate::sft_merge::{self, LedgerWriter};
 use crate::store::{Location, StoreOpener, resolve_paths};
 use crate::task::ShardOutput;
+use route::{Groups, Routes};
+
+mod check;
+pub mod route;
+
+pub use check::Label;
 
 /// Questions labelled by one blocking task.
 pub const CHUNK: usize = 8;
@@ -230,20 +228,20 @@ pub async fn run_stage(
     out: &Location,
     staging: &str,
     parts: &[WrittenPart],
+    upstream: &[ShardOutput],
     parallelism: usize,
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Label(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not a label stage",
-            stage.name
-        )));
-    };
+    let opts: &LabelOptions = crate::stages::options(stage)?;
     let started = Instant::now();
     let clock = Arc::new(PhaseClock::new());
     let (o, hash) = (opts.clone(), p.hash.clone());
-    let labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
+    let mut labeller = tokio::task::spawn_blocking(move || Labeller::new(o, &hash))
         .await
         .map_err(task_err)??;
+    if let Some(planner) = &opts.plans {
+        let plans = read_plans(out, upstream, planner).await?;
+        labeller.guidance = labeller.guidance.with_plans(plans);
+    }
     let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size);
     outputs.summary.stage = stage.name.clone();
     // Every documented counter is in the summary, zero or not.
@@ -389,8 +387,8 @@ fn parts_of<'a>(
         .iter()
         .filter(|p| p.table == table)
         .filter_map(|p| {
-            let (_, shard, tag) = parse_part_name(&p.rel)?;
-            (tag_input(&tag) == Some(input)).then_some((tag, shard, p))
+            let id = p.id()?;
+            (id.input == input).then_some((id.tag, id.shard, p))
         })
         .collect();
     v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
@@ -429,8 +427,14 @@ where
     T: serde::de::DeserializeOwned + Send + 'static,
     U: Send + 'static,
 {
-    let reads = parts.iter().map(|(_, part)| {
-        let (out, path, then) = (out.clone(), part.path(), then.clone());
+    // Owned arguments, so that the stream below holds no closure over borrowed parts (its
+    // future then stays `Send` for any lifetime, as a boxed stage future must be).
+    let args: Vec<(Location, String)> = parts
+        .iter()
+        .map(|(_, part)| (out.clone(), part.path()))
+        .collect();
+    let reads = args.into_iter().map(|(out, path)| {
+        let then = then.clone();
         // Aborted when dropped: a failed read or a cancelled stage stops the other reads.
         AbortOnDropHandle::new(tokio::spawn(async move {
             let mut rows = Vec::new();
@@ -452,6 +456,42 @@ where
         each(made.map_err(task_err)??);
     }
     Ok(parts.iter().map(|(_, p)| p.bytes).sum())
+}
+
+/// The plans of the planner stage `planner` (its `plans.jsonl`, as committed by the task that
+/// wrote it), by question id.
+async fn read_plans(
+    out: &Location,
+    upstream: &[ShardOutput],
+    planner: &str,
+) -> Result<HashMap<String, String>, ExecError> {
+    use tokio::io::AsyncBufReadExt;
+    let file = format!("{planner}/plans.jsonl");
+    let Some(dir) = upstream.iter().find_map(|u| {
+        let o = &u.output;
+        let own = o.files.iter().any(|f| f.path == file).then_some(&o.dir);
+        own.or_else(|| {
+            o.adopted
+                .iter()
+                .find(|a| a.file.path == file)
+                .map(|a| &a.dir)
+        })
+    }) else {
+        return Err(ExecError::Task(format!(
+            "`plans = \"{planner}\"`: no task below this one published {file}"
+        )));
+    };
+    let path = format!("{dir}/{file}");
+    let mut lines = out.reader(&path).await?.lines();
+    let mut plans = HashMap::new();
+    let bad = |e: String| ExecError::Task(format!("{}: {e}", out.show(&path)));
+    while let Some(line) = lines.next_line().await.map_err(|e| bad(e.to_string()))? {
+        let v: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        if let (Some(id), Some(plan)) = (v["question_id"].as_str(), v["plan"].as_str()) {
+            plans.insert(id.to_string(), plan.to_string());
+        }
+    }
+    Ok(plans)
 }
 
 /// Reads a KB input's staged triples into an index (the whole KB is held in memory), up to
@@ -570,7 +610,7 @@ impl Lanes {
 }
 
 /// Labels one QA input: its contexts into memory (whole, or per group of questions when they
-/// are estimated above the budget, see [`crate::label_route`]), then its questions streamed in
+/// are estimated above the budget, see [`route`]), then its questions streamed in
 /// part order.
 #[allow(clippy::too_many_arguments)]
 async fn label_input(
@@ -587,21 +627,21 @@ async fn label_input(
     let docs = parts_of(parts, TableKind::Documents, input);
     let tables = parts_of(parts, TableKind::Tables, input);
     let questions = parts_of(parts, TableKind::Questions, input);
-    let estimate = label_route::estimate(out, &docs, &tables).await?;
+    let estimate = route::estimate(out, &docs, &tables).await?;
     let n_questions = rows_of(&questions) as u64;
     let groups = Groups::plan(estimate, env.context_memory, n_questions);
     outputs
         .summary
         .add("context_groups", u64::from(groups.count));
     let routed = estimate > env.context_memory && n_questions > 0;
-    let dir = label_route::spill_dir(staging, input);
+    let dir = route::spill_dir(staging, input);
     let result = async {
         let mut spilled = if routed {
             let cpu = process_time();
             let routes = Routes::of_questions(out, &questions, groups).await?;
-            let wave = label_route::groups_per_wave(env.context_memory);
-            let s = label_route::spill(out, staging, input, &docs, &tables, &routes, groups, wave)
-                .await?;
+            let wave = route::groups_per_wave(env.context_memory);
+            let s =
+                route::spill(out, staging, input, &docs, &tables, &routes, groups, wave).await?;
             env.clock
                 .add(Phase::Read, process_time().saturating_sub(cpu));
             outputs.summary.bytes_in += s.bytes_in;
@@ -637,7 +677,7 @@ async fn label_input(
     .await;
     if routed {
         // Whatever the labelling's outcome: the spill parts left (all of them when it failed).
-        let removed = label_route::remove_spill_dir(out, &dir).await;
+        let removed = route::remove_spill_dir(out, &dir).await;
         match (&result, removed) {
             (Ok(()), Err(e)) => return Err(e),
             (Err(_), Err(e)) => {
@@ -676,7 +716,7 @@ async fn label_groups(
     out: &Location,
     (docs, tables, questions): InputParts<'_, '_>,
     groups: Groups,
-    mut spilled: Option<&mut label_route::Spilled>,
+    mut spilled: Option<&mut route::Spilled>,
     parallelism: usize,
     outputs: &mut Outputs,
 ) -> Result<(), ExecError> {
@@ -861,247 +901,6 @@ fn to_cpu(cpu: Duration, wall: Duration, read: Duration, phases: Phases) -> (Dur
         (cpu.as_secs_f64() / wall.as_secs_f64()).min(1.0)
     };
     (read.mul_f64(ratio), phases.scaled(ratio))
-}
-
-/// `train` or `validation` for a sample: by a hash of its question's id (of its own id when it
-/// has no question), so every sample of one question (its trajectory steps, each method's,
-/// its HANRAG samples) lands in the same split and validation never holds a question that
-/// training saw; the same question always lands in the same split, whatever else the run
-/// holds.
-pub fn sample_split(s: &SftSample, validation_share: f64) -> &'static str {
-    let key = match s.question_id.is_empty() {
-        true => &s.id,
-        false => &s.question_id,
-    };
-    split_of(key, validation_share)
-}
-
-/// `train` or `validation` by a hash of `id`.
-pub fn split_of(id: &str, validation_share: f64) -> &'static str {
-    const SCALE: u32 = 1_000_000;
-    let cut = (validation_share.clamp(0.0, 1.0) * f64::from(SCALE)).round() as u32;
-    if shard_of(&format!("split\u{1f}{id}"), SCALE) < cut {
-        "validation"
-    } else {
-        "train"
-    }
-}
-
-/// 128-bit hash of a sample's messages (roles and contents): equal for exact duplicates.
-///
-/// Two seeded XXH64 streams (not SHA-1: the hash only finds duplicates within a run, is never
-/// written out, and runs over every sample's full text).
-pub fn content_hash(s: &SftSample) -> u128 {
-    use std::hash::Hasher;
-    let mut a = twox_hash::XxHash64::with_seed(0x5eed_0001);
-    let mut b = twox_hash::XxHash64::with_seed(0x5eed_0002);
-    // Each part behind its length, so that no two message lists feed the same bytes.
-    for part in s.messages.iter().flat_map(|m| [&m.role, &m.content]) {
-        for h in [&mut a, &mut b] {
-            h.write(&(part.len() as u64).to_le_bytes());
-            h.write(part.as_bytes());
-        }
-    }
-    (u128::from(a.finish()) << 64) | u128::from(b.finish())
-}
-
-/// One line of `sft/*.jsonl`: a JSON object with the keys `id`, `messages` (`role`,
-/// `content`), `weight`, then the lineage `task, dataset, question_id, segment_ids, method,
-/// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
-/// sufficient, prompt_tokens, target_tokens`, in that order, and a newline.
-pub fn jsonl_line(s: &SftSample) -> String {
-    JsonlLines::default().line(s)
-}
-
-/// Writes [`jsonl_line`]s: compact JSON, byte for byte what `serde_json` writes for the same
-/// object, with strings escaped eight bytes at a time (a line is mostly prompt text) and the
-/// `params` objects rendered once each (the steps of one trajectory share one, the samples
-/// of one task often share another).
-#[derive(Debug, Default)]
-pub struct JsonlLines {
-    /// `params` texts → their rendering; cleared when it holds [`PARAMS_CACHED`] of them.
-    params: HashMap<String, String>,
-}
-
-/// The most `params` renderings a [`JsonlLines`] keeps.
-const PARAMS_CACHED: usize = 256;
-
-impl JsonlLines {
-    /// The line of `s`.
-    pub fn line(&mut self, s: &SftSample) -> String {
-        if !self.params.contains_key(&s.params) {
-            if self.params.len() >= PARAMS_CACHED {
-                self.params.clear();
-            }
-            // Small: parsed so that it is written as a JSON object (a string when it is not
-            // JSON).
-            let v = serde_json::from_str::<Value>(&s.params).unwrap_or_else(|_| json!(s.params));
-            self.params.insert(s.params.clone(), v.to_string());
-        }
-        let params = &self.params[&s.params];
-        let text: usize = s
-            .messages
-            .iter()
-            .map(|m| m.content.len() + 32)
-            .sum::<usize>()
-            + s.segment_ids.iter().map(|i| i.len() + 3).sum::<usize>();
-        let mut o = String::with_capacity(text + params.len() + 512);
-        o.push_str("{\"id\":");
-        json_str(&mut o, &s.id);
-        o.push_str(",\"messages\":[");
-        for (i, m) in s.messages.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            o.push_str("{\"role\":");
-            json_str(&mut o, &m.role);
-            o.push_str(",\"content\":");
-            json_str(&mut o, &m.content);
-            o.push('}');
-        }
-        o.push_str("],\"weight\":");
-        o.push_str(&Value::from(s.weight).to_string());
-        push_string_fields(
-            &mut o,
-            &[
-                ("task", &s.task),
-                ("dataset", &s.dataset),
-                ("question_id", &s.question_id),
-            ],
-        );
-        push_key(&mut o, "segment_ids");
-        o.push('[');
-        for (i, id) in s.segment_ids.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            json_str(&mut o, id);
-        }
-        o.push(']');
-        push_string_fields(&mut o, &[("method", &s.method)]);
-        push_key(&mut o, "params");
-        o.push_str(params);
-        push_string_fields(
-            &mut o,
-            &[
-                ("template_id", &s.template_id),
-                ("template_version", &s.template_version),
-                ("pipeline_hash", &s.pipeline_hash),
-            ],
-        );
-        let opt = |v: Option<String>| v.unwrap_or_else(|| "null".to_string());
-        push_key(&mut o, "step");
-        o.push_str(&opt(s.step.map(|n| n.to_string())));
-        push_key(&mut o, "steps");
-        o.push_str(&opt(s.steps.map(|n| n.to_string())));
-        push_key(&mut o, "sufficient");
-        o.push_str(&opt(s.sufficient.map(|b| b.to_string())));
-        push_key(&mut o, "prompt_tokens");
-        o.push_str(&s.prompt_tokens.to_string());
-        push_key(&mut o, "target_tokens");
-        o.push_str(&s.target_tokens.to_string());
-        o.push_str("}\n");
-        o
-    }
-}
-
-/// `,"key":"value"` for each pair.
-fn push_string_fields(o: &mut String, fields: &[(&str, &str)]) {
-    for (key, value) in fields {
-        push_key(o, key);
-        json_str(o, value);
-    }
-}
-
-/// `,"key":`.
-fn push_key(o: &mut String, key: &str) {
-    o.push_str(",\"");
-    o.push_str(key);
-    o.push_str("\":");
-}
-
-/// Appends `s` as a JSON string literal, escaped as `serde_json` escapes it: `\"`, `\\`,
-/// `\b \t \n \f \r`, other control chars as `\u00xx` (lowercase hex), everything else as
-/// it is. Runs without anything to escape are found eight bytes at a time and copied whole.
-pub fn json_str(o: &mut String, s: &str) {
-    /// Whether any byte of `w` is below 0x20, `"` or `\` (exact: the classic SWAR tests,
-    /// which never miss and never report a byte that is not there).
-    fn needs_escape(w: u64) -> bool {
-        const ONES: u64 = 0x0101_0101_0101_0101;
-        const HIGH: u64 = 0x8080_8080_8080_8080;
-        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-        let below_space = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-        (below_space | zero(w ^ (ONES * u64::from(b'"'))) | zero(w ^ (ONES * u64::from(b'\\'))))
-            != 0
-    }
-    let b = s.as_bytes();
-    o.reserve(b.len() + 2);
-    o.push('"');
-    let mut run = 0; // start of the bytes not yet written
-    let mut i = 0;
-    while i < b.len() {
-        if let Some(chunk) = b.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-            if !needs_escape(w) {
-                i += 8;
-                continue;
-            }
-        }
-        let c = b[i];
-        let esc: Option<&str> = match c {
-            b'"' => Some("\\\""),
-            b'\\' => Some("\\\\"),
-            b'\n' => Some("\\n"),
-            b'\r' => Some("\\r"),
-            b'\t' => Some("\\t"),
-            0x08 => Some("\\b"),
-            0x0c => Some("\\f"),
-            0..=0x1f => None,
-            _ => {
-                i += 1;
-                continue;
-            }
-        };
-        // Escaped bytes are ASCII, so `run..i` and what follows are char boundaries.
-        o.push_str(&s[run..i]);
-        match esc {
-            Some(e) => o.push_str(e),
-            None => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                o.push_str("\\u00");
-                o.push(char::from(HEX[usize::from(c >> 4)]));
-                o.push(char::from(HEX[usize::from(c & 0xf)]));
-            }
-        }
-        i += 1;
-        run = i;
-    }
-    o.push_str(&s[run..]);
-    o.push('"');
-}
-
-/// The LLaMA-Factory `dataset_info.json` of the SFT files (sharegpt formatting), one entry
-/// per split file: `distillery_<split>`.
-pub fn dataset_info(splits: &[(&str, &str)]) -> Value {
-    let mut o = serde_json::Map::new();
-    for (split, file) in splits {
-        o.insert(
-            format!("distillery_{split}"),
-            json!({
-                "file_name": file,
-                "formatting": "sharegpt",
-                "columns": {"messages": "messages"},
-                "tags": {
-                    "role_tag": "role",
-                    "content_tag": "content",
-                    "user_tag": "user",
-                    "assistant_tag": "assistant",
-                    "system_tag": "system"
-                }
-            }),
-        );
-    }
-    Value::Object(o)
 }
 
 /// Evaluation questions that no sample may contain.
@@ -1298,50 +1097,6 @@ fn evaluation_questions(
         )));
     }
     Ok(questions)
-}
-
-/// A text file (JSONL, JSON) written through object_store under the staging directory.
-pub(crate) struct TextFile {
-    rel: String,
-    show: String,
-    writer: BufWriter,
-    lines: u64,
-    bytes: u64,
-}
-
-impl TextFile {
-    pub(crate) fn new(out: &Location, staging: &str, rel: &str) -> TextFile {
-        let path = out.path(&format!("{staging}/{rel}"));
-        TextFile {
-            rel: rel.to_string(),
-            show: out.show(rel),
-            writer: BufWriter::with_capacity(out.store.clone(), path, 8 << 20),
-            lines: 0,
-            bytes: 0,
-        }
-    }
-
-    pub(crate) async fn write(&mut self, line: &str) -> Result<(), ExecError> {
-        self.writer
-            .write_all(line.as_bytes())
-            .await
-            .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
-        self.lines += 1;
-        self.bytes += line.len() as u64;
-        Ok(())
-    }
-
-    pub(crate) async fn finish(mut self) -> Result<ManifestFile, ExecError> {
-        self.writer
-            .shutdown()
-            .await
-            .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
-        Ok(ManifestFile {
-            path: self.rel,
-            rows: self.lines,
-            bytes: self.bytes,
-        })
-    }
 }
 
 /// Message bytes of SFT samples buffered per shard before a Parquet batch is written, whatever
@@ -1596,7 +1351,7 @@ impl Outputs {
 }
 
 /// The merge task of a label stage: the shard tasks' SFT files joined
-/// ([`crate::sft_merge`]: duplicates removed across shards, `dataset_info.json`) and their
+/// ([`crate::kit::sft_merge`]: duplicates removed across shards, `dataset_info.json`) and their
 /// report counts added up into `label_report.json`.
 pub async fn merge_stage(
     _p: &Pipeline,
@@ -1689,7 +1444,9 @@ async fn write_sft_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::jsonl::{dataset_info, jsonl_line, split_of};
     use distillery_core::Message;
+    use serde_json::json;
 
     fn sample(user: &str) -> SftSample {
         SftSample {

@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
 
 use crate::error::ExecError;
-use crate::label_stage::{TextFile, dataset_info};
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part};
+use crate::kit::jsonl::{TextFile, dataset_info};
+use crate::parts::{PartId, PartWriters, WrittenPart, read_part};
 use crate::store::Location;
 use crate::task::{AdoptedFile, ShardOutput};
 
@@ -390,7 +390,10 @@ async fn rewrite_without(
     part: &WrittenPart,
     drop: &[u64],
 ) -> Result<Vec<WrittenPart>, ExecError> {
-    let (table, shard, tag) = parse_part_name(&part.rel)
+    let PartId {
+        table, shard, tag, ..
+    } = part
+        .id()
         .ok_or_else(|| ExecError::Task(format!("{}: not a part name", part.rel)))?;
     debug_assert_eq!(table, TableKind::Sft);
     let mut w = PartWriters::new(out.clone(), staging, &tag);
@@ -420,7 +423,7 @@ async fn rewrite_without(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::label_stage::{content_hash, jsonl_line};
+    use crate::kit::jsonl::{content_hash, jsonl_line};
     use crate::parts::count_rows;
     use crate::store::open_location;
     use distillery_core::Message;
@@ -448,7 +451,7 @@ mod tests {
 
     /// Stages one shard task's samples (one `sft` part of `shard`) under `dir`.
     async fn shard(out: &Location, dir: &str, shard: u32, samples: &[SftSample]) -> ShardOutput {
-        let mut parts = PartWriters::new(out.clone(), dir, "t");
+        let mut parts = PartWriters::new(out.clone(), dir, "t-0000");
         parts
             .write(TableKind::Sft, shard, &sft_batch(samples).unwrap())
             .await

@@ -10,18 +10,56 @@ use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{HseqOptions, Pipeline, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Segment, Table, TableKind, Triple};
-use distillery_hseq::{KgEncoder, Verifier, level};
+use distillery_hseq::{HseqOptions, KgEncoder, Verifier, level};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use tracing::{info, warn};
 
 use crate::error::ExecError;
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
-use crate::plan::tag_input;
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::run::StageOutput;
+use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
+use crate::task::Partitioning;
+
+/// The `hseq` stage. Options: [`HseqOptions`] (in `distillery-hseq`, whose linearizers read
+/// them).
+pub struct Hseq;
+
+impl Stage for Hseq {
+    fn kind(&self) -> &'static str {
+        "hseq"
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        cx.options::<HseqOptions>().map(StageOptions::new)
+    }
+
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Shards
+    }
+
+    fn outputs(&self, _stage: &StageSpec) -> Declared {
+        Declared {
+            tables: vec![TableKind::Segments],
+            files: Vec::new(),
+        }
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(
+            cx.pipeline,
+            cx.stage,
+            cx.out,
+            cx.dir,
+            cx.parts,
+            cx.parallelism,
+        ))
+    }
+}
 
 /// Rows per segments batch written, at most.
 const SEGMENT_BATCH: usize = 8192;
@@ -60,12 +98,7 @@ pub async fn run_stage(
     parts: &[WrittenPart],
     parallelism: usize,
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Hseq(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not an hseq stage",
-            stage.name
-        )));
-    };
+    let opts: &HseqOptions = crate::stages::options(stage)?;
     let started = Instant::now();
 
     // (shard, tag) → source parts, in table order documents, tables, triples.
@@ -77,12 +110,11 @@ pub async fn run_stage(
         ) {
             continue;
         }
-        let Some((_, shard, tag)) = parse_part_name(&part.rel) else {
-            continue;
-        };
-        let selected = tag_input(&tag).is_some_and(|name| stage.inputs.iter().any(|i| i == name));
-        if selected {
-            groups.entry((shard, tag)).or_default().push(part.clone());
+        if let Some(id) = part.id().filter(|id| id.of(&stage.inputs)) {
+            groups
+                .entry((id.shard, id.tag))
+                .or_default()
+                .push(part.clone());
         }
     }
     for v in groups.values_mut() {

@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::relevance::{
@@ -32,14 +32,82 @@ use distillery_distill::relevance::{
 use distillery_llm::Outcome;
 use futures::StreamExt;
 
-use crate::cirag_stage::{context_documents, question_tags};
 use crate::error::ExecError;
+use crate::kit::contexts::{context_documents, question_tags};
+use crate::kit::sft_out::SftOut;
+use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::sft_out::SftOut;
+use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
-use crate::triples_stage::Teacher;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+fn default_validation() -> f64 {
+    0.05
+}
+fn default_judgement_tokens() -> u32 {
+    32
+}
+
+/// `relevance` stage options (HANRAG `<Q, D, IS_REL>`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelevanceOptions {
+    /// Label the context documents of at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each judgement.
+    #[serde(default = "default_judgement_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing the built-in relevance prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
+impl Default for RelevanceOptions {
+    fn default() -> Self {
+        serde_json::from_value(serde_json::Value::Object(Default::default()))
+            .expect("all relevance options have defaults")
+    }
+}
+
+/// The `relevance` stage.
+pub struct Relevance;
+
+impl Stage for Relevance {
+    fn kind(&self) -> &'static str {
+        "relevance"
+    }
+
+    fn uses_llm(&self) -> bool {
+        true
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: RelevanceOptions = cx.options()?;
+        if o.max_tokens == 0 || !(0.0..1.0).contains(&o.validation_share) {
+            cx.error(
+                "",
+                "`max_tokens` must be at least 1 and `validation_share` in [0, 1)",
+            );
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        crate::kit::sft_out::sft_declared(&stage.name, &[])
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+    }
+}
 
 /// Runs the stage over the parts staged so far.
 pub async fn run_stage(
@@ -49,12 +117,7 @@ pub async fn run_stage(
     staging: &str,
     parts: &[WrittenPart],
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Relevance(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not a relevance stage",
-            stage.name
-        )));
-    };
+    let opts: &RelevanceOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_stage(p, stage)?;
     let prompts = RelevancePrompts::load(opts.templates.as_deref())
@@ -121,26 +184,28 @@ pub async fn run_stage(
                             }
                         }
                     }
-                    let results: Vec<Result<Outcome, ExecError>> = futures::stream::iter(&pairs)
-                        .map(|(i, d)| {
-                            let (teacher, prompts, version) =
-                                (&teacher, &prompts, &teacher_version);
-                            let q = &questions[*i];
-                            async move {
-                                let req = prompts.request(q, d, opts.max_tokens, llm.seed);
-                                teacher
-                                    .ask(
-                                        (RELEVANCE_TEMPLATE, version),
-                                        (&llm.model_revision, RELEVANCE_SCHEMA),
-                                        &RelevanceParser,
-                                        &req,
-                                    )
-                                    .await
-                            }
-                        })
-                        .buffered(llm.max_concurrency.max(1))
-                        .collect()
-                        .await;
+                    let results: Vec<Result<Outcome, ExecError>> =
+                        futures::stream::iter(0..pairs.len())
+                            .map(|k| {
+                                let (i, d) = pairs[k];
+                                let (teacher, prompts, version) =
+                                    (&teacher, &prompts, &teacher_version);
+                                let q = &questions[i];
+                                async move {
+                                    let req = prompts.request(q, d, opts.max_tokens, llm.seed);
+                                    teacher
+                                        .ask(
+                                            (RELEVANCE_TEMPLATE, version),
+                                            (&llm.model_revision, RELEVANCE_SCHEMA),
+                                            &RelevanceParser,
+                                            &req,
+                                        )
+                                        .await
+                                }
+                            })
+                            .buffered(llm.max_concurrency.max(1))
+                            .collect()
+                            .await;
                     let mut bad = Vec::new();
                     for ((i, d), r) in pairs.iter().zip(results) {
                         let q = &questions[*i];

@@ -1,6 +1,6 @@
 //! SFT output shared by the teacher stages: samples split by question id hash, exact duplicates
 //! dropped, written to `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line
-//! form, [`crate::label_stage::jsonl_line`]) and buffered per shard for the `sft` table, plus
+//! form, [`crate::kit::jsonl::jsonl_line`]) and buffered per shard for the `sft` table, plus
 //! `<dir>/dataset_info.json` (LLaMA-Factory) at the end. Memory: the samples of one batch and
 //! 16 bytes per distinct sample kept.
 
@@ -13,7 +13,7 @@ use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
-use crate::label_stage::{JsonlLines, TextFile, content_hash, dataset_info, sample_split};
+use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, dataset_info, sample_split};
 use crate::parts::PartWriters;
 use crate::store::Location;
 
@@ -107,5 +107,20 @@ impl SftOut {
         let mut m = info.finish().await?;
         m.rows = 1;
         Ok(vec![train, validation, m])
+    }
+}
+
+/// What a stage writing through [`SftOut`] declares: the `sft` table and
+/// `<stage>/train.jsonl`, `validation.jsonl`, `dataset_info.json`, after its own `extra`
+/// files (also under `<stage>/`).
+pub fn sft_declared(stage: &str, extra: &[&str]) -> crate::stages::Declared {
+    let files = extra
+        .iter()
+        .chain(&["train.jsonl", "validation.jsonl", "dataset_info.json"])
+        .map(|f| format!("{stage}/{f}"))
+        .collect();
+    crate::stages::Declared {
+        tables: vec![distillery_core::TableKind::Sft],
+        files,
     }
 }

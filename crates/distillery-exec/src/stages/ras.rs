@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{Pipeline, RasOptions, StageOptions, StageSpec, TriplesOptions};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, Question, SftSample, TableKind};
 use distillery_distill::ras::{
@@ -45,17 +45,106 @@ use distillery_distill::relevance::{
 };
 use distillery_embed::{Embedder, cosine};
 use distillery_llm::Outcome;
-use distillery_triples::{Extraction, Extractor, Unit, passages};
+use distillery_triples::{Extraction, Extractor, TriplesOptions, Unit, passages};
 use futures::StreamExt;
 
-use crate::cirag_stage::{context_documents, question_tags};
 use crate::error::ExecError;
+use crate::kit::contexts::{context_documents, question_tags};
+use crate::kit::sft_out::SftOut;
+use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::sft_out::SftOut;
+use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
-use crate::triples_stage::Teacher;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+fn default_validation() -> f64 {
+    0.05
+}
+fn default_answer_tokens() -> u32 {
+    512
+}
+fn default_similarity() -> f64 {
+    0.8
+}
+fn default_ras_tokens() -> u32 {
+    128
+}
+
+/// `ras` stage options (RAS HotpotQA-SUBQ, paper 002 appendix B).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RasOptions {
+    /// The sentence-embedding model deciding `[NO_RETRIEVAL]`: a directory with
+    /// `config.json`, `tokenizer.json` and `model.safetensors`, or a model id in the Hugging
+    /// Face cache (e.g. `sentence-transformers/all-MiniLM-L6-v2`).
+    pub embedding_model: String,
+    /// The base model answering without context (served by the same server; default the
+    /// teacher `llm.model`).
+    #[serde(default)]
+    pub base_model: Option<String>,
+    /// Cosine similarity of the base answer's and the gold answer's embeddings at or above
+    /// which a question needs no retrieval.
+    #[serde(default = "default_similarity")]
+    pub similarity: f64,
+    /// Build samples for at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each teacher answer (sub-queries, filtering, base answers).
+    #[serde(default = "default_ras_tokens")]
+    pub max_tokens: u32,
+    /// `max_tokens` of the triple extraction answers (the `triples` stage's, to share its cache).
+    #[serde(default = "default_answer_tokens")]
+    pub triple_max_tokens: u32,
+    /// Directory of templates replacing the built-in RAS prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Directory of templates replacing the built-in triple extraction prompts.
+    #[serde(default)]
+    pub triple_templates: Option<String>,
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
+/// The `ras` stage.
+pub struct Ras;
+
+impl Stage for Ras {
+    fn kind(&self) -> &'static str {
+        "ras"
+    }
+
+    fn uses_llm(&self) -> bool {
+        true
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: RasOptions = cx.options()?;
+        if !(0.0..=1.0).contains(&o.similarity)
+            || o.max_tokens == 0
+            || o.triple_max_tokens == 0
+            || !(0.0..1.0).contains(&o.validation_share)
+        {
+            cx.error(
+                "",
+                "`similarity` must be in [0, 1], `max_tokens` at least 1, `validation_share` in [0, 1)",
+            );
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        crate::kit::sft_out::sft_declared(&stage.name, &[])
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+    }
+}
 
 /// What a question gave.
 enum Built {
@@ -215,12 +304,7 @@ pub async fn run_stage(
     staging: &str,
     parts: &[WrittenPart],
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Ras(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not a ras stage",
-            stage.name
-        )));
-    };
+    let opts: &RasOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_stage(p, stage)?;
     let base_model = opts.base_model.clone().unwrap_or_else(|| llm.model.clone());

@@ -1,13 +1,16 @@
 //! The `planner` stage: HSEQ planner guidance for the questions of the stage's QA inputs
-//! (see `distillery-distill::planner`), written into the guidance cache directory `cache`
-//! that a later label stage reads (`guidance_cache`, with `planner_model` = `llm.model`).
+//! (see `distillery-distill::planner`), published as `<stage>/plans.jsonl`, which a later
+//! label stage with `plans = "<stage>"` reads from the object store (the two may run on
+//! different workers); with `cache`, the plans also go into a local guidance cache directory
+//! for label stages of other pipelines (`guidance_cache`, `planner_model` = `llm.model`).
 //!
 //! Questions are read in part order (at most `max_questions`), planned
 //! `llm.max_concurrency` at a time through the response cache (a rerun makes no call), and
-//! consumed in order. A plan is written to `<cache>/<model>/<dataset>/<sha1(question)>.txt`
-//! only when that file does not exist yet (atomically: temporary file, then a hard link): the
-//! cache is keyed by (dataset, question hash, planner model), and a plan already there,
-//! written by an earlier run or by hand, is kept.
+//! consumed in order. With `cache`, a plan is written to
+//! `<cache>/<model>/<dataset>/<sha1(question)>.txt` only when that file does not exist yet
+//! (atomically: temporary file, then a hard link): the cache is keyed by (dataset, question
+//! hash, planner model), and a plan already there, written by an earlier run or by hand, is
+//! kept (`plans.existing`).
 //! `planner/plans.jsonl` in the output lists every question's plan (`question_id`,
 //! `dataset`, `cache_key`, `plan`); answers that are not a plan go to `quarantine`.
 //!
@@ -19,7 +22,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{QuarantineRecord, Question, TableKind};
 use distillery_distill::planner::{PLANNER_SCHEMA, PLANNER_TEMPLATE, PlanParser, PlannerPrompts};
@@ -30,12 +33,80 @@ use serde_json::json;
 use tracing::info;
 
 use crate::error::ExecError;
-use crate::label_stage::TextFile;
+use crate::kit::jsonl::TextFile;
+use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
+use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
-use crate::triples_stage::Teacher;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+fn default_plan_tokens() -> u32 {
+    256
+}
+
+/// `planner` stage options (HSEQ planner guidance, paper 000 9.3.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannerOptions {
+    /// A local guidance cache directory the plans are also written to (plans already there
+    /// are kept), for label stages of other pipelines (`guidance_cache`, with
+    /// `planner_model` = `llm.model`). A label stage of this pipeline reads the plans from
+    /// the object store instead, with `plans` = this stage's name.
+    #[serde(default)]
+    pub cache: Option<String>,
+    /// Plan at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each plan.
+    #[serde(default = "default_plan_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing `planner_system.txt` / `planner_user.txt`.
+    #[serde(default)]
+    pub templates: Option<String>,
+}
+
+/// The `planner` stage.
+pub struct Planner;
+
+impl Stage for Planner {
+    fn kind(&self) -> &'static str {
+        "planner"
+    }
+
+    fn uses_llm(&self) -> bool {
+        true
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: PlannerOptions = cx.options()?;
+        if let Some(cache) = &o.cache
+            && (cache.contains("://") || cache.trim().is_empty())
+        {
+            cx.error(
+                "cache",
+                "`cache` must be a local directory (a guidance cache is read from disk)",
+            );
+        }
+        if o.max_tokens == 0 {
+            cx.error("max_tokens", "`max_tokens` must be at least 1");
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        Declared {
+            tables: Vec::new(),
+            files: vec![format!("{}/plans.jsonl", stage.name)],
+        }
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+    }
+}
 
 /// Runs the stage over the parts staged so far.
 pub async fn run_stage(
@@ -45,18 +116,13 @@ pub async fn run_stage(
     staging: &str,
     parts: &[WrittenPart],
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Planner(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not a planner stage",
-            stage.name
-        )));
-    };
+    let opts: &PlannerOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_stage(p, stage)?;
     let prompts = PlannerPrompts::load(opts.templates.as_deref())
         .map_err(|e| ExecError::Task(e.to_string()))?;
     let version = prompts.version();
-    let guidance = GuidanceSource::new(Some(&opts.cache), Some(&llm.model))?;
+    let guidance = GuidanceSource::new(opts.cache.as_deref(), Some(&llm.model))?;
     let mut summary = StageSummary::with_counters(
         &stage.name,
         &[
@@ -69,7 +135,7 @@ pub async fn run_stage(
     );
     let mut list = TextFile::new(out, staging, &format!("{}/plans.jsonl", stage.name));
 
-    let qparts = crate::cirag_stage::parts_of(parts, TableKind::Questions, &stage.inputs);
+    let qparts = crate::kit::contexts::parts_of(parts, TableKind::Questions, &stage.inputs);
 
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
@@ -113,11 +179,11 @@ pub async fn run_stage(
                 match r? {
                     Outcome::Parsed { value, .. } => {
                         let plan = value["plan"].as_str().unwrap_or_default().to_string();
-                        let path = guidance.cache_path(&q).expect("a cache directory is set");
-                        if write_new(&path, &plan)? {
-                            summary.add("plans.written", 1);
-                        } else {
-                            summary.add("plans.existing", 1);
+                        match guidance.cache_path(&q) {
+                            Some(path) if !write_new(&path, &plan)? => {
+                                summary.add("plans.existing", 1)
+                            }
+                            _ => summary.add("plans.written", 1),
                         }
                         summary.records_out += 1;
                         let mut line = json!({
@@ -156,7 +222,7 @@ pub async fn run_stage(
         written.extend(pw.finish().await?);
     }
     let files = vec![list.finish().await?];
-    info!(stage = %stage.name, cache = %opts.cache, "plans written to the guidance cache");
+    info!(stage = %stage.name, cache = ?opts.cache, "plans written");
     Ok(teacher.finish(summary, written, files, started))
 }
 

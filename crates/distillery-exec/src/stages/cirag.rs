@@ -29,77 +29,138 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageOptions, StageSpec, TriplesOptions};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::DistillError;
-use distillery_distill::cirag::{Cirag, Config, Corpus, End, Prompts, Trajectory, step_messages};
-use distillery_triples::{Passage, Unit, passages};
+use distillery_distill::cirag::{
+    Cirag as CiragLoop, Config, Corpus, End, Prompts, Trajectory, step_messages,
+};
+use distillery_triples::{Passage, TriplesOptions, Unit, passages};
 use futures::StreamExt;
 use serde_json::json;
 use tracing::info;
 
 use crate::error::ExecError;
-use crate::label_stage::TextFile;
-use crate::parts::{PartWriters, WrittenPart, parse_part_name, read_part_rows};
-use crate::plan::{stage_tag, tag_input};
+use crate::kit::contexts::parts_of;
+use crate::kit::jsonl::TextFile;
+use crate::kit::sft_out::SftOut;
+use crate::kit::teacher::Teacher;
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::sft_out::SftOut;
+use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
-use crate::triples_stage::Teacher;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
 
-/// The staged parts of `table` whose input is one of `inputs` (not parts derived by other
-/// stages), in part order: tag, then shard.
-pub(crate) fn parts_of<'a>(
-    parts: &'a [WrittenPart],
-    table: TableKind,
-    inputs: &[String],
-) -> Vec<(String, u32, &'a WrittenPart)> {
-    let mut v: Vec<(String, u32, &WrittenPart)> = parts
-        .iter()
-        .filter(|w| w.table == table)
-        .filter_map(|w| {
-            let (_, shard, tag) = parse_part_name(&w.rel)?;
-            // Parts derived by stages (`input@stage`) are not inputs of this one.
-            let own = !tag.contains('@');
-            let selected = own && tag_input(&tag).is_some_and(|n| inputs.iter().any(|i| i == n));
-            selected.then_some((tag, shard, w))
-        })
-        .collect();
-    v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    v
+fn default_validation() -> f64 {
+    0.05
+}
+fn default_answer_tokens() -> u32 {
+    512
+}
+fn default_top_k() -> u32 {
+    10
+}
+fn default_candidates() -> u32 {
+    30
+}
+fn default_cirag_steps() -> u32 {
+    4
+}
+fn default_min_f1() -> f64 {
+    0.5
 }
 
-/// One QA input's context documents, by id (**memory: the input's documents**).
-pub(crate) async fn context_documents(
-    out: &Location,
-    parts: &[WrittenPart],
-    input: &str,
-    summary: &mut StageSummary,
-) -> Result<std::collections::HashMap<String, Document>, ExecError> {
-    let mut docs = std::collections::HashMap::new();
-    for (_, _, part) in parts_of(parts, TableKind::Documents, &[input.to_string()]) {
-        summary.bytes_in += part.bytes;
-        let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
-        while let Some(batch) = stream.next().await {
-            for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
-                docs.insert(d.id.clone(), d);
+/// `cirag` stage options (CIRAG paper 003, 3.3-3.5: K, N, L; formats.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CiragOptions {
+    /// Inputs whose documents form the retrieval corpus (default: the stage's inputs).
+    #[serde(default)]
+    pub corpus: Vec<String>,
+    /// Passages retrieved per step (K).
+    #[serde(default = "default_top_k")]
+    pub top_k: u32,
+    /// Candidate facts shown per step after reranking (N).
+    #[serde(default = "default_candidates")]
+    pub candidates: u32,
+    /// Steps per trajectory at most (L).
+    #[serde(default = "default_cirag_steps")]
+    pub max_steps: u32,
+    /// Trajectories whose final answer's best token F1 against the gold is below this are
+    /// filtered out (1.0: exact match only).
+    #[serde(default = "default_min_f1")]
+    pub min_f1: f64,
+    /// Distil at most this many questions (in part order).
+    #[serde(default)]
+    pub max_questions: Option<u64>,
+    /// `max_tokens` of each teacher answer.
+    #[serde(default = "default_answer_tokens")]
+    pub max_tokens: u32,
+    /// Directory of templates replacing the built-in CIRAG prompts.
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Directory of templates replacing the built-in triple extraction prompts.
+    #[serde(default)]
+    pub triple_templates: Option<String>,
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
+impl Default for CiragOptions {
+    fn default() -> Self {
+        toml::Value::Table(toml::Table::new())
+            .try_into()
+            .expect("all cirag options have defaults")
+    }
+}
+
+/// The `cirag` stage.
+pub struct Cirag;
+
+impl Stage for Cirag {
+    fn kind(&self) -> &'static str {
+        "cirag"
+    }
+
+    fn uses_llm(&self) -> bool {
+        true
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: CiragOptions = cx.options()?;
+        let inputs = cx.inputs;
+        for name in &o.corpus {
+            if !inputs.iter().any(|i| &i.name == name) {
+                cx.error("corpus", format!("`{name}` names no input"));
             }
         }
+        if o.top_k == 0 || o.candidates == 0 || o.max_steps == 0 || o.max_tokens == 0 {
+            cx.error(
+                "top_k",
+                "`top_k`, `candidates`, `max_steps` and `max_tokens` must be at least 1",
+            );
+        }
+        if !(0.0..=1.0).contains(&o.min_f1) {
+            cx.error("min_f1", "`min_f1` must be in [0, 1]");
+        }
+        if !(0.0..1.0).contains(&o.validation_share) {
+            cx.error("validation_share", "`validation_share` must be in [0, 1)");
+        }
+        Some(StageOptions::new(o))
     }
-    Ok(docs)
-}
 
-/// One input's `questions` parts grouped by tag, in part order.
-pub(crate) fn question_tags<'a>(
-    parts: &'a [WrittenPart],
-    input: &str,
-) -> BTreeMap<String, Vec<&'a WrittenPart>> {
-    let mut by_tag: BTreeMap<String, Vec<&WrittenPart>> = BTreeMap::new();
-    for (tag, _, part) in parts_of(parts, TableKind::Questions, &[input.to_string()]) {
-        by_tag.entry(tag).or_default().push(part);
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        crate::kit::sft_out::sft_declared(&stage.name, &["trajectories.jsonl"])
     }
-    by_tag
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+    }
 }
 
 fn distill_err(e: DistillError) -> ExecError {
@@ -119,12 +180,7 @@ pub async fn run_stage(
     staging: &str,
     parts: &[WrittenPart],
 ) -> Result<StageOutput, ExecError> {
-    let StageOptions::Cirag(opts) = &stage.options else {
-        return Err(ExecError::Task(format!(
-            "stage `{}` is not a cirag stage",
-            stage.name
-        )));
-    };
+    let opts: &CiragOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_stage(p, stage)?;
     // The triples of retrieved passages are asked exactly as a `triples` stage with the same
@@ -140,7 +196,7 @@ pub async fn run_stage(
         distillery_triples::prompt::Prompts::load(opts.triple_templates.as_deref())?,
     );
     let prompts = Prompts::load(opts.templates.as_deref()).map_err(distill_err)?;
-    let cirag = Cirag::new(
+    let cirag = CiragLoop::new(
         teacher.client.clone(),
         teacher.cache.clone(),
         extractor,
@@ -358,7 +414,7 @@ fn sample(
     i: usize,
     step: &distillery_distill::cirag::Step,
     prompts: &Prompts,
-    cirag: &Cirag,
+    cirag: &CiragLoop,
     params: &str,
     p: &Pipeline,
 ) -> SftSample {

@@ -1,0 +1,181 @@
+//! The `label` stage's entry in the registry: its options ([`LabelOptions`], in
+//! `distillery-label`, whose labeller reads them), their checks, its outputs and tasks.
+
+use distillery_core::TableKind;
+use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
+use distillery_label::{LABEL_METHODS, LABEL_PRESETS, LabelOptions};
+use futures::future::BoxFuture;
+
+use super::{DATASET_INFO, LABEL_REPORT, TRAIN_JSONL, VALIDATION_JSONL};
+use crate::error::ExecError;
+use crate::run::StageOutput;
+use crate::stages::{Declared, MergeCx, RunCx, Stage, options};
+use crate::store::resolve_paths;
+use crate::task::Partitioning;
+
+/// The `label` stage.
+pub struct Label;
+
+impl Stage for Label {
+    fn kind(&self) -> &'static str {
+        "label"
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: LabelOptions = cx.options()?;
+        check_options(cx, &o);
+        Some(StageOptions::new(o))
+    }
+
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn outputs(&self, _stage: &StageSpec) -> Declared {
+        Declared {
+            tables: vec![TableKind::Labels, TableKind::Sft],
+            files: [TRAIN_JSONL, VALIDATION_JSONL, DATASET_INFO, LABEL_REPORT]
+                .map(String::from)
+                .to_vec(),
+        }
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Vec<String> {
+        let Ok(o) = options::<LabelOptions>(stage) else {
+            return Vec::new();
+        };
+        if o.decontaminate.is_empty() {
+            return Vec::new();
+        }
+        match resolve_paths(&format!("{}.decontaminate", stage.name), &o.decontaminate) {
+            Ok(_) => Vec::new(),
+            Err(ExecError::Inputs(m)) => vec![m],
+            Err(e) => vec![e.to_string()],
+        }
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(super::run_stage(
+            cx.pipeline,
+            cx.stage,
+            cx.out,
+            cx.dir,
+            cx.parts,
+            cx.upstream,
+            cx.parallelism,
+        ))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(super::merge_stage(
+            cx.pipeline,
+            cx.stage,
+            cx.out,
+            cx.dir,
+            cx.shards,
+        ))
+    }
+}
+
+fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
+    for m in &o.methods {
+        if !LABEL_METHODS.contains(&m.as_str()) {
+            cx.error(
+                "methods",
+                format!(
+                    "unknown method `{m}`, expected one of {}",
+                    LABEL_METHODS.join(", ")
+                ),
+            );
+        }
+    }
+    for (i, m) in o.methods.iter().enumerate() {
+        if o.methods[..i].contains(m) {
+            cx.error("methods", format!("method `{m}` is listed twice"));
+        }
+    }
+    if o.methods.is_empty() {
+        cx.error("methods", "`methods` names no method");
+    }
+    if o.kb.is_none()
+        && let Some(i) = cx.stage_inputs.iter().find(|i| i.format == Format::MetaQa)
+    {
+        let message = format!(
+            "input `{}` is MetaQA, whose questions are labelled from the k-hop subgraph of \
+             their topic entity: set `kb` to the name of its knowledge base input \
+             (metaqa-kb, freebase, wikidata or fb15k)",
+            i.name
+        );
+        cx.error("kb", message);
+    }
+    if let Some(m) = &o.sft_method
+        && !o.methods.contains(m)
+    {
+        cx.error("sft_method", format!("`{m}` is not one of `methods`"));
+    }
+    if !LABEL_PRESETS.contains(&o.preset.as_str()) {
+        cx.error(
+            "preset",
+            format!(
+                "unknown preset `{}`, expected small, medium or large",
+                o.preset
+            ),
+        );
+    }
+    if !(o.sufficiency > 0.0 && o.sufficiency <= 1.0) {
+        cx.error("sufficiency", "`sufficiency` must be in (0, 1]");
+    }
+    if !(0.0..1.0).contains(&o.validation_share) {
+        cx.error("validation_share", "`validation_share` must be in [0, 1)");
+    }
+    if o.window == Some(0) || o.max_steps == 0 {
+        cx.error("window", "`window` and `max_steps` must be at least 1");
+    }
+    if o.chars_per_token <= 0.0 {
+        cx.error("chars_per_token", "`chars_per_token` must be positive");
+    }
+    if o.context_memory_bytes == 0 {
+        cx.error(
+            "context_memory_bytes",
+            "`context_memory_bytes` must be at least 1",
+        );
+    }
+    if !o.decontaminate_formats.is_empty() && o.decontaminate_formats.len() != o.decontaminate.len()
+    {
+        cx.error(
+            "decontaminate_formats",
+            "give one format per `decontaminate` file, or none (each told from its file)",
+        );
+    }
+    for f in &o.decontaminate_formats {
+        if Format::from_name(f).is_none_or(|f| !f.is_qa()) {
+            cx.error("decontaminate_formats", format!("`{f}` is not a QA format"));
+        }
+    }
+    if let Some(name) = &o.plans {
+        let kind_of = |v: &toml::Value| v.get("kind").and_then(|k| k.as_str()).map(str::to_string);
+        let name_of = |v: &toml::Value| {
+            v.get("name")
+                .and_then(|n| n.as_str())
+                .map(str::to_string)
+                .or_else(|| kind_of(v))
+        };
+        let earlier = cx.stages[..cx.index()].iter().any(|s| {
+            name_of(s).as_deref() == Some(name) && kind_of(s).as_deref() == Some("planner")
+        });
+        if !earlier {
+            let message = format!("`{name}` names no planner stage listed before this one");
+            cx.error("plans", message);
+        }
+    }
+    if let Some(kb) = &o.kb {
+        match cx.inputs.iter().find(|i| &i.name == kb) {
+            None => cx.error("kb", format!("`{kb}` names no input")),
+            Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
+                let message = format!("`{kb}` is a {} input, not a knowledge base", i.format);
+                cx.error("kb", message)
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Options of the `label` stage, here because the labeller, its methods and presets read
+//! them; the stage module in `distillery-exec` checks them against the pipeline.
+
+use serde::{Deserialize, Serialize};
+
+fn yes() -> bool {
+    true
+}
+fn default_methods() -> Vec<String> {
+    vec!["hseq-paper".to_string()]
+}
+fn default_preset() -> String {
+    "small".to_string()
+}
+fn default_u() -> f64 {
+    1.0
+}
+fn default_steps() -> u32 {
+    4
+}
+fn default_one() -> u32 {
+    1
+}
+fn default_lexical_weight() -> f64 {
+    0.5
+}
+fn default_cpt() -> f64 {
+    4.0
+}
+fn default_snippet() -> u32 {
+    240
+}
+fn default_validation() -> f64 {
+    0.05
+}
+fn default_hops() -> u32 {
+    3
+}
+fn default_context_memory() -> u64 {
+    1 << 30
+}
+
+/// Labelling methods this build knows.
+pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
+
+/// Size-group presets of the label stage.
+pub const LABEL_PRESETS: &[&str] = &["small", "medium", "large"];
+
+/// `label` stage options (HSEQ appendix 9.2 and 9.3; HANRAG teacher-free tasks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelOptions {
+    /// Weak-positive methods to run (`hseq-paper`, `answer-aware`); all are reported.
+    #[serde(default = "default_methods")]
+    pub methods: Vec<String>,
+    /// The method whose trajectories become SFT samples (default: the first of `methods`).
+    #[serde(default)]
+    pub sft_method: Option<String>,
+    /// Size group: `small` (k=2, 48 segments, 3072 tokens), `medium` (k=4, 48, 3072),
+    /// `large` (k=5, 32, 2048).
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    /// Overrides of the preset.
+    #[serde(default)]
+    pub top_k: Option<u32>,
+    #[serde(default)]
+    pub max_segments: Option<u32>,
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Candidate window W over the ordered stream: how many candidate segments a step shows.
+    /// Default: the preset's segment cap (48 small/medium, 32 large), as the paper's
+    /// per-step `max_segments`; the token budget then trims what does not fit.
+    #[serde(default)]
+    pub window: Option<u32>,
+    /// Sufficiency threshold u: share of the positive pool that must be selected.
+    #[serde(default = "default_u")]
+    pub sufficiency: f64,
+    /// Step cap T_max.
+    #[serde(default = "default_steps")]
+    pub max_steps: u32,
+    /// Positives wanted from answer matching before the Jaccard fallback adds more.
+    #[serde(default = "default_one")]
+    pub min_positives: u32,
+    /// Per-step weight of a step whose picks came from lexical overlap only.
+    #[serde(default = "default_lexical_weight")]
+    pub lexical_weight: f64,
+    /// A Hugging Face `tokenizer.json` to count tokens; without it, `chars_per_token`.
+    #[serde(default)]
+    pub tokenizer: Option<String>,
+    #[serde(default = "default_cpt")]
+    pub chars_per_token: f64,
+    /// Characters of segment text shown per candidate line (truncated for display).
+    #[serde(default = "default_snippet")]
+    pub snippet_chars: u32,
+    /// Directory (or URL) of cached planner guidance, keyed by (dataset, question hash,
+    /// planner model); the heuristic template is used when it has no entry.
+    #[serde(default)]
+    pub guidance_cache: Option<String>,
+    /// The planner model whose entries of `guidance_cache` are read.
+    #[serde(default)]
+    pub planner_model: Option<String>,
+    /// The name of a `planner` stage listed before this one: its plans (`<name>/plans.jsonl`,
+    /// read from the object store, wherever the planner ran) guide the questions it planned,
+    /// ahead of `guidance_cache`.
+    #[serde(default)]
+    pub plans: Option<String>,
+    /// Directory of prompt template files replacing the built-in ones (see the docs).
+    #[serde(default)]
+    pub templates: Option<String>,
+    /// Also write the HANRAG refiner, ending-discriminator and router samples.
+    #[serde(default = "yes")]
+    pub hanrag: bool,
+    /// Share of questions (by question id hash; a question's samples go together) in the
+    /// validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any training sample. Each is read whole: a file of unknown format, with a
+    /// bad record, or with no question fails the stage.
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
+    /// Name of a KB input (`metaqa-kb`, `freebase`, ...) for MetaQA-style k-hop subgraphs.
+    #[serde(default)]
+    pub kb: Option<String>,
+    /// Cap on the hop count of KB subgraphs.
+    #[serde(default = "default_hops")]
+    pub max_hops: u32,
+    /// About how many bytes of one input's contexts (its documents and tables, decoded) the
+    /// stage may hold at once (default 1 GiB). An input whose contexts are estimated above it
+    /// (from the first batch of each of its parts) is labelled in groups of consecutive
+    /// questions, each group holding only the contexts its questions cite, routed to it
+    /// through spill parts in the stage's staging directory (one more pass over the contexts
+    /// per wave of groups, a write and a read of what is cited). The outputs are the same
+    /// bytes under any budget, so it is not part of the pipeline's hash.
+    #[serde(default = "default_context_memory", skip_serializing)]
+    pub context_memory_bytes: u64,
+}
+
+impl Default for LabelOptions {
+    fn default() -> Self {
+        serde_json::from_value(serde_json::Value::Object(Default::default()))
+            .expect("all label options have defaults")
+    }
+}
