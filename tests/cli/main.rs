@@ -12,6 +12,8 @@ mod label;
 mod planner;
 mod ras;
 mod relevance;
+#[path = "../support/stand_in.rs"]
+mod stand_in;
 mod triples;
 
 use std::path::{Path, PathBuf};

@@ -3,8 +3,13 @@
 //! each fault ending with outputs identical (same files, same bytes, same rows) to a fault-free
 //! `distillery run` of the same pipeline.
 
+#[path = "../support/fault_server.rs"]
+mod fault;
 #[path = "../support/files.rs"]
 mod files;
+mod s3;
+#[path = "../support/stand_in.rs"]
+mod stand_in;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -166,10 +171,26 @@ struct Cluster {
     coordinator_args: Vec<String>,
     workers: Vec<(String, Child)>,
     starts: usize,
+    /// `--state`: `state` in the test's directory, or an object-store URL.
+    state: String,
+    /// More environment for the coordinator, the workers and the client commands (the object
+    /// store's endpoint and credentials).
+    env: Vec<(String, String)>,
 }
 
 impl Cluster {
     fn new(dir: &Path, coordinator_args: &[&str]) -> Cluster {
+        let state = dir.join("state").display().to_string();
+        Cluster::with_state(dir, coordinator_args, &state, &[])
+    }
+
+    /// A cluster whose coordinator keeps its state at `state`, every process with `env` set.
+    fn with_state(
+        dir: &Path,
+        coordinator_args: &[&str],
+        state: &str,
+        env: &[(&str, &str)],
+    ) -> Cluster {
         let token_file = dir.join("token");
         std::fs::write(&token_file, "test-token-0123456789").unwrap();
         let mut c = Cluster {
@@ -181,6 +202,11 @@ impl Cluster {
             coordinator_args: coordinator_args.iter().map(|s| s.to_string()).collect(),
             workers: Vec::new(),
             starts: 0,
+            state: state.to_string(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         c.start_coordinator();
         c
@@ -211,9 +237,10 @@ impl Cluster {
             .arg("--metrics-listen")
             .arg(format!("127.0.0.1:{}", self.metrics_port))
             .arg("--state")
-            .arg(self.dir.join("state"))
+            .arg(&self.state)
             .arg("--token-file")
             .arg(&self.token_file)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args([
                 "--lease-secs",
                 "2",
@@ -258,7 +285,8 @@ impl Cluster {
             .arg("--token-file")
             .arg(&self.token_file)
             .stdout(Stdio::null())
-            .stderr(self.log(id));
+            .stderr(self.log(id))
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
         for (k, v) in env {
             c.env(k, v);
         }
@@ -277,6 +305,7 @@ impl Cluster {
 
     fn cli(&self, args: &[&str]) -> Output {
         bin()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .args(["--coordinator", &self.url()])
             .arg("--token-file")
@@ -786,4 +815,135 @@ fn labels_pipeline_in_four_shard_tasks_on_three_workers_equals_one_shard_run() {
         counter(&four, "duplicates_removed")
     );
     assert!(counter(&four, "duplicates_removed") >= 1);
+}
+
+/// The triples pipeline against the stand-in teacher: 4 tasks (one per documents shard) and
+/// a merge on 3 workers give the triples, quarantine rows and exports of a one-shard run.
+#[test]
+fn triples_pipeline_in_four_tasks_on_three_workers_equals_one_shard_run() {
+    let shared = repo().join("../shared/data/hotpotqa");
+    if !shared.exists() {
+        eprintln!("skipping: ../shared/data is absent");
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(fault::FaultServer::start_with(vec![], stand_in::teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let pipeline = repo().join("pipelines/triples.toml");
+    let at = |cache: &str| {
+        vec![
+            format!("llm.base_url={}", server.url),
+            "llm.model=stand-in".to_string(),
+            format!("llm.cache={}", dir.join(cache).display()),
+        ]
+    };
+    let one = dir.join("one");
+    let mut set: Vec<String> = at("cache-one");
+    set.push("run.shards=1".into());
+    let refs: Vec<&str> = set.iter().map(String::as_str).collect();
+    run_into(&pipeline, &one, &refs);
+
+    let mut c = Cluster::new(dir, &[]);
+    c.start_workers(&["w1", "w2", "w3"], &[]);
+    let four = dir.join("four");
+    let mut args: Vec<String> = vec!["submit".into(), pipeline.display().to_string()];
+    for s in at("cache-four").into_iter().chain([
+        "run.shards=4".to_string(),
+        format!("output={}", four.display()),
+    ]) {
+        args.push("--set".into());
+        args.push(s);
+    }
+    args.push("--wait".into());
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = c.cli(&refs);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(four.join("_summary.json")).unwrap()).unwrap();
+    let stage = |s: &serde_json::Value, name: &str| {
+        s["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["stage"] == name)
+            .unwrap()
+            .clone()
+    };
+    let triples = stage(&summary, "triples");
+    let tasks = triples["tasks"].as_array().unwrap();
+    let ids: Vec<&str> = tasks.iter().map(|t| t["task"].as_str().unwrap()).collect();
+    assert_eq!(
+        ids,
+        [
+            "stage/triples/shard-00000",
+            "stage/triples/shard-00001",
+            "stage/triples/shard-00002",
+            "stage/triples/shard-00003",
+            "stage/triples/merge"
+        ]
+    );
+    let workers: std::collections::BTreeSet<&str> = tasks[..4]
+        .iter()
+        .map(|t| t["worker"].as_str().unwrap())
+        .collect();
+    assert!(workers.len() >= 2, "shard tasks all ran on {workers:?}");
+
+    // The same triples, quarantine rows and exports, byte for byte where the file is one.
+    for table in ["triples", "quarantine"] {
+        let (a, b) = (sorted_rows(&one, table), sorted_rows(&four, table));
+        assert!(a == b, "table {table} differs between 1 and 4 tasks");
+    }
+    assert!(!sorted_rows(&one, "triples").is_empty());
+    // The exports hold the same docs and lines; their order follows the documents' parts,
+    // which `run.shards` cuts differently.
+    let docs = |out: &Path| {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("openie/openie_results.json")).unwrap())
+                .unwrap();
+        let mut d: Vec<String> = v["docs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_string())
+            .collect();
+        d.sort();
+        (d, v["avg_ent_chars"].clone(), v["avg_ent_words"].clone())
+    };
+    assert!(docs(&one).0.len() > 10);
+    assert!(docs(&one) == docs(&four), "the OpenIE exports differ");
+    let ras = "openie/ras.jsonl";
+    assert!(sorted_lines(&one.join(ras)) == sorted_lines(&four.join(ras)));
+    // With the same shards, one task writes the very bytes four tasks and a merge do.
+    let same = dir.join("same-shards-one-task");
+    let mut set: Vec<String> = at("cache-one");
+    set.extend(["run.shards=4".into(), "stages.triples.tasks=1".into()]);
+    let refs: Vec<&str> = set.iter().map(String::as_str).collect();
+    run_into(&pipeline, &same, &refs);
+    for f in ["openie/openie_results.json", "openie/ras.jsonl"] {
+        let (a, b) = (
+            std::fs::read(same.join(f)).unwrap(),
+            std::fs::read(four.join(f)).unwrap(),
+        );
+        assert!(a.len() > 1000, "{f}: {} bytes", a.len());
+        assert!(a == b, "{f} differs between 1 and 4 tasks over 4 shards");
+    }
+    for table in ["triples", "quarantine", "segments"] {
+        let (a, b) = (sorted_rows(&same, table), sorted_rows(&four, table));
+        assert!(
+            a == b,
+            "table {table} differs between 1 and 4 tasks over 4 shards"
+        );
+    }
+    // Every passage was asked once in each run, whatever the task count.
+    let one_summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(one.join("_summary.json")).unwrap()).unwrap();
+    for counter in ["passages", "triples", "passages.invalid", "llm.calls"] {
+        assert_eq!(
+            stage(&one_summary, "triples")["counters"][counter],
+            triples["counters"][counter],
+            "{counter}"
+        );
+    }
 }

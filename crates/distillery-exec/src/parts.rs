@@ -198,6 +198,11 @@ pub struct PartWriters {
 }
 
 impl PartWriters {
+    /// The tag of the parts it writes.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
     pub fn new(loc: Location, base: &str, tag: &str) -> PartWriters {
         PartWriters {
             loc,

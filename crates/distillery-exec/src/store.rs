@@ -189,6 +189,11 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
     let root = Path::from_url_path(url.path().trim_start_matches('/'))
         .map_err(|e| ExecError::store(location, e.into()))?;
     let store: Arc<dyn ObjectStore> = match url.scheme() {
+        // Create-only and versioned puts (commit records, generations, the output lock) go
+        // out as `If-None-Match: *` and `If-Match: <etag>`: object_store's default
+        // (`S3ConditionalPut::ETagMatch`, what AWS S3 supports since 2024), so it is not set
+        // here, leaving `AWS_CONDITIONAL_PUT` to the user. tests/cluster/s3.rs checks a
+        // server honours both (moto does from 5.1.5).
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_bucket_name(&bucket)

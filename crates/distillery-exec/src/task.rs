@@ -63,14 +63,20 @@ pub enum Partitioning {
 }
 
 /// How a stage is cut into tasks (its module says), and into how many: its `tasks`, else
-/// `run.shards` (1 for [`Partitioning::Whole`]).
+/// `run.shards`, at most what the stage allows (1 for [`Partitioning::Whole`]).
 pub fn partitioning(p: &Pipeline, spec: &StageSpec) -> (Partitioning, u32) {
-    let how = stage_of(spec)
-        .map(|s| s.partitioning())
-        .unwrap_or(Partitioning::Whole);
+    let Ok(stage) = stage_of(spec) else {
+        return (Partitioning::Whole, 1);
+    };
+    let how = stage.partitioning();
     let n = match how {
         Partitioning::Whole => 1,
-        _ => spec.tasks.unwrap_or(p.run.shards).max(1),
+        _ => {
+            let wanted = spec.tasks.unwrap_or(p.run.shards).max(1);
+            stage
+                .max_tasks(spec)
+                .map_or(wanted, |m| wanted.min(m.max(1)))
+        }
     };
     (how, n)
 }
@@ -152,6 +158,11 @@ pub struct AdoptedFile {
     pub file: ManifestFile,
 }
 
+/// The counters a teacher task's spending is read from: prompt and completion tokens.
+pub const SPENT_TOKENS: [&str; 2] = ["llm.tokens_in", "llm.tokens_out"];
+/// The counter of a teacher task's cost (millionths, by `[llm.price]`).
+pub const SPENT_COST: &str = "llm.cost_micro";
+
 /// A committed task output another task reads: for a merge task, each shard task of its
 /// stage; for a stage task, each task below it that published files (a planner's plans, say),
 /// its parts left out.
@@ -202,7 +213,7 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
                 group: s.name.clone(),
             });
         }
-        if how == Partitioning::Questions {
+        if how != Partitioning::Whole && stage_of(s).is_ok_and(|st| st.merges()) {
             level += 1;
             tasks.push(TaskDef {
                 id: format!("stage/{}/merge", s.name),
@@ -382,19 +393,34 @@ pub fn upstream_outputs(
         TaskKind::Merge { stage } => stage,
         TaskKind::Ingest { .. } => return Some(Vec::new()),
         TaskKind::Stage { .. } => {
+            // What a later stage may read: published files, and the teacher's spending (the
+            // job-wide `[llm.budget]` is shared out from what is left).
             let below = tasks
                 .iter()
                 .filter(|t| t.level < task.level && !t.is_ingest())
                 .filter_map(|t| committed.get(&t.id).map(|o| (t, o)))
-                .filter(|(_, o)| !o.files.is_empty() || !o.adopted.is_empty())
-                .map(|(t, o)| ShardOutput {
-                    task: t.id.clone(),
-                    output: TaskOutput {
-                        files: o.files.clone(),
-                        adopted: o.adopted.clone(),
-                        dir: o.dir.clone(),
-                        ..Default::default()
-                    },
+                .filter(|(_, o)| {
+                    !o.files.is_empty()
+                        || !o.adopted.is_empty()
+                        || o.summary.counters.contains_key(SPENT_TOKENS[0])
+                })
+                .map(|(t, o)| {
+                    let mut summary = StageSummary::new(&o.summary.stage);
+                    for k in SPENT_TOKENS.iter().chain(&[SPENT_COST]) {
+                        if let Some(n) = o.summary.counters.get(*k) {
+                            summary.add(k, *n);
+                        }
+                    }
+                    ShardOutput {
+                        task: t.id.clone(),
+                        output: TaskOutput {
+                            files: o.files.clone(),
+                            adopted: o.adopted.clone(),
+                            dir: o.dir.clone(),
+                            summary,
+                            ..Default::default()
+                        },
+                    }
                 })
                 .collect();
             return Some(below);

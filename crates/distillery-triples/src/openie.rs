@@ -38,6 +38,17 @@ pub fn entity_key(s: &str) -> String {
     mapped.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// One doc of the export as JSON (one line).
+pub fn doc_json(idx: &str, passage: &str, entities: &[String], triples: &[[String; 3]]) -> String {
+    json!({
+        "idx": idx,
+        "passage": passage,
+        "extracted_entities": entities,
+        "extracted_triples": triples,
+    })
+    .to_string()
+}
+
 /// Writes the export as a sequence of byte chunks.
 #[derive(Debug, Default)]
 pub struct ExportWriter {
@@ -60,6 +71,13 @@ impl ExportWriter {
         entities: &[String],
         triples: &[[String; 3]],
     ) -> String {
+        self.push(&doc_json(idx, passage, entities, triples), entities)
+    }
+
+    /// The bytes of one doc already rendered by [`doc_json`] (whose extracted entities are
+    /// `entities`): the same bytes [`ExportWriter::doc`] gives, so docs rendered apart (by
+    /// the tasks of a sharded run) join into the export one run writes.
+    pub fn push(&mut self, doc: &str, entities: &[String]) -> String {
         let mut out = String::new();
         out.push_str(if self.docs == 0 { "{\"docs\": [" } else { ", " });
         self.docs += 1;
@@ -68,13 +86,7 @@ impl ExportWriter {
             self.chars += e.chars().count() as u64;
             self.words += e.split_whitespace().count() as u64;
         }
-        let doc = json!({
-            "idx": idx,
-            "passage": passage,
-            "extracted_entities": entities,
-            "extracted_triples": triples,
-        });
-        out.push_str(&doc.to_string());
+        out.push_str(doc);
         out
     }
 

@@ -276,13 +276,24 @@ impl TextFile {
         }
     }
 
+    /// Writes one line (or one whole document: counted as one row).
     pub async fn write(&mut self, line: &str) -> Result<(), ExecError> {
+        self.write_counted(line, 1).await
+    }
+
+    /// Writes whole lines, counting each.
+    pub async fn write_lines(&mut self, text: &str) -> Result<(), ExecError> {
+        self.write_counted(text, text.bytes().filter(|b| *b == b'\n').count() as u64)
+            .await
+    }
+
+    async fn write_counted(&mut self, text: &str, lines: u64) -> Result<(), ExecError> {
         self.writer
-            .write_all(line.as_bytes())
+            .write_all(text.as_bytes())
             .await
             .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
-        self.lines += 1;
-        self.bytes += line.len() as u64;
+        self.lines += lines;
+        self.bytes += text.len() as u64;
         Ok(())
     }
 

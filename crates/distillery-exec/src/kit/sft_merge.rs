@@ -158,7 +158,7 @@ fn parse_entry(line: &[u8], show: &str) -> Result<(u128, Entry), ExecError> {
 }
 
 /// Calls `f` on each line of a staged text file (newline included), in order.
-async fn each_line(
+pub(crate) async fn each_line(
     out: &Location,
     rel: &str,
     mut f: impl FnMut(&[u8]) -> Result<(), ExecError>,

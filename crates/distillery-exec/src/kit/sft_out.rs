@@ -1,81 +1,70 @@
-//! SFT output shared by the teacher stages: samples split by question id hash, exact duplicates
-//! dropped, written to `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line
-//! form, [`crate::kit::jsonl::jsonl_line`]) and buffered per shard for the `sft` table, plus
-//! `<dir>/dataset_info.json` (LLaMA-Factory) at the end. Memory: the samples of one batch and
-//! 16 bytes per distinct sample kept.
+//! SFT output shared by the teacher stages, run as one task per shard of their questions: a
+//! task splits its samples by question id hash and writes them to its own
+//! `<dir>/train.jsonl` / `<dir>/validation.jsonl` (the label stage's line form,
+//! [`crate::kit::jsonl::jsonl_line`]) with one ledger line each
+//! ([`crate::kit::sft_merge::LedgerWriter`]), and buffers them for the `sft` table in the
+//! shard of the question part they came from, so no two tasks write the same part. The
+//! stage's merge task ([`merge_stage`]) removes exact duplicates across the tasks and writes
+//! the published `<dir>/train.jsonl`, `validation.jsonl` and `dataset_info.json`
+//! ([`crate::kit::sft_merge::merge_sft`]). Memory: the samples of one batch.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+use std::time::Instant;
 
 use distillery_core::SftSample;
 use distillery_core::TableKind;
-use distillery_core::id::shard_of;
 use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
-use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, dataset_info, sample_split};
-use crate::parts::PartWriters;
+use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
+use crate::kit::sft_merge::{LedgerWriter, Merged, merge_sft};
+use crate::parts::{PartWriters, part_name};
+use crate::run::StageOutput;
+use crate::stages::MergeCx;
 use crate::store::Location;
 
 pub(crate) struct SftOut {
-    dir: String,
-    out: Location,
-    staging: String,
     train: TextFile,
     validation: TextFile,
-    seen: HashSet<u128>,
+    ledger: LedgerWriter,
     lines: JsonlLines,
     validation_share: f64,
-    shards: u32,
     buffered: BTreeMap<u32, Vec<SftSample>>,
 }
 
 impl SftOut {
-    pub(crate) fn new(
-        out: &Location,
-        staging: &str,
-        dir: &str,
-        validation_share: f64,
-        shards: u32,
-    ) -> SftOut {
+    pub(crate) fn new(out: &Location, staging: &str, dir: &str, validation_share: f64) -> SftOut {
         SftOut {
             train: TextFile::new(out, staging, &format!("{dir}/train.jsonl")),
             validation: TextFile::new(out, staging, &format!("{dir}/validation.jsonl")),
-            dir: dir.to_string(),
-            out: out.clone(),
-            staging: staging.to_string(),
-            seen: HashSet::new(),
+            ledger: LedgerWriter::new(out, staging),
             lines: JsonlLines::default(),
             validation_share,
-            shards: shards.max(1),
             buffered: BTreeMap::new(),
         }
     }
 
-    /// Splits, deduplicates and writes a sample (counted in `samples.<split>` or
-    /// `duplicates_removed`).
+    /// Splits and writes a sample of a question read from the part of shard `shard`; its
+    /// `sft` row goes to that shard of the part writers of tag `tag` (derived from the
+    /// question part's; [`SftOut::flush`] gets them). Duplicates are removed by the merge
+    /// task, which also counts the samples.
     pub(crate) async fn add(
         &mut self,
         mut s: SftSample,
-        summary: &mut StageSummary,
+        tag: &str,
+        shard: u32,
     ) -> Result<(), ExecError> {
         s.split = sample_split(&s, self.validation_share).to_string();
-        if !self.seen.insert(content_hash(&s)) {
-            summary.add("duplicates_removed", 1);
-            return Ok(());
-        }
-        summary.add(&format!("samples.{}", s.split), 1);
-        summary.records_out += 1;
         let line = self.lines.line(&s);
         if s.split == "validation" {
             self.validation.write(&line).await?;
         } else {
             self.train.write(&line).await?;
         }
-        self.buffered
-            .entry(shard_of(&s.id, self.shards))
-            .or_default()
-            .push(s);
+        let part = part_name(TableKind::Sft, shard, tag);
+        self.ledger.add(&s, content_hash(&s), &part).await?;
+        self.buffered.entry(shard).or_default().push(s);
         Ok(())
     }
 
@@ -87,27 +76,40 @@ impl SftOut {
         Ok(())
     }
 
-    /// Closes the JSONL files and writes `dataset_info.json`.
+    /// Closes the JSONL files and the ledger: the files staged for the merge task.
     pub(crate) async fn finish(self) -> Result<Vec<ManifestFile>, ExecError> {
-        let (train, validation) = (self.train.finish().await?, self.validation.finish().await?);
-        let mut splits = Vec::new();
-        if train.rows > 0 {
-            splits.push(("train", "train.jsonl"));
-        }
-        if validation.rows > 0 {
-            splits.push(("validation", "validation.jsonl"));
-        }
-        let mut info = TextFile::new(
-            &self.out,
-            &self.staging,
-            &format!("{}/dataset_info.json", self.dir),
-        );
-        let text = serde_json::to_string_pretty(&dataset_info(&splits)).expect("json") + "\n";
-        info.write(&text).await?;
-        let mut m = info.finish().await?;
-        m.rows = 1;
-        Ok(vec![train, validation, m])
+        let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
+        files.extend(self.ledger.finish().await?);
+        Ok(files)
     }
+}
+
+/// The merge task of a stage that wrote through [`SftOut`] into `<dir>/`: duplicates removed
+/// across its tasks, the published JSONL files and `dataset_info.json`, and the samples
+/// counted (`samples.<split>`, `samples.<task>`, `duplicates_removed`). `more` adds the
+/// stage's own merged files (its fragments, [`crate::kit::fragments`]).
+pub(crate) async fn merge_stage(
+    cx: &MergeCx<'_>,
+    dir: &str,
+    more: Vec<ManifestFile>,
+) -> Result<StageOutput, ExecError> {
+    let started = Instant::now();
+    let mut summary = StageSummary::new(&cx.stage.name);
+    let Merged {
+        mut files,
+        adopted,
+        parts,
+    } = merge_sft(cx.out, cx.dir, dir, cx.shards, &mut summary).await?;
+    summary.bytes_out += more.iter().map(|f| f.bytes).sum::<u64>();
+    files.extend(more);
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(StageOutput {
+        summary,
+        parts,
+        files,
+        adopted,
+        ..Default::default()
+    })
 }
 
 /// What a stage writing through [`SftOut`] declares: the `sft` table and

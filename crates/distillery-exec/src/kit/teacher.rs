@@ -14,7 +14,9 @@ use distillery_triples::{Extractor, ExtractorConfig, TriplesOptions};
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
 use crate::run::StageOutput;
+use crate::stages::RunCx;
 use crate::store::open_location;
+use crate::task::{SPENT_COST, SPENT_TOKENS};
 use tracing::info;
 
 /// The client, cache and budget of a pipeline's `[llm]` section.
@@ -62,6 +64,33 @@ impl Teacher {
             cache_display: self.cache_display.clone(),
             budget: self.budget,
         }
+    }
+
+    /// The teacher of one task of a stage, under its share of the job-wide `[llm.budget]`:
+    /// what the teacher tasks below it spent is taken off the budget and the rest is split
+    /// evenly among the stage's tasks, so every task of the job together stays within it (a
+    /// task that reaches its share stops the job like a budget reached; a rerun resumes from
+    /// the response cache).
+    pub fn for_task<'a>(cx: &RunCx<'a>) -> Result<(&'a LlmSpec, Teacher), ExecError> {
+        let (llm, mut teacher) = Self::for_stage(cx.pipeline, cx.stage)?;
+        let (_, tasks) = crate::task::partitioning(cx.pipeline, cx.stage);
+        let spent = |k: &str| -> u64 {
+            cx.upstream
+                .iter()
+                .map(|u| u.output.summary.counters.get(k).copied().unwrap_or(0))
+                .sum()
+        };
+        let tokens: u64 = SPENT_TOKENS.iter().map(|k| spent(k)).sum();
+        let cost = spent(SPENT_COST) as f64 / 1e6;
+        teacher.budget.max_tokens = llm
+            .budget
+            .max_tokens
+            .map(|m| m.saturating_sub(tokens) / u64::from(tasks));
+        teacher.budget.max_cost = llm
+            .budget
+            .max_cost
+            .map(|m| (m - cost).max(0.0) / f64::from(tasks));
+        Ok((llm, teacher))
     }
 
     /// The `[llm]` section of a stage's pipeline and its teacher.
@@ -155,6 +184,20 @@ impl Teacher {
             files,
             ..Default::default()
         }
+    }
+
+    /// [`Teacher::finish`] for a task whose files are staged for its stage's merge task
+    /// (`intermediate`), not published.
+    pub fn finish_shard(
+        &self,
+        summary: StageSummary,
+        parts: Vec<WrittenPart>,
+        intermediate: Vec<distillery_core::summary::ManifestFile>,
+        started: Instant,
+    ) -> StageOutput {
+        let mut o = self.finish(summary, parts, Vec::new(), started);
+        o.intermediate = intermediate;
+        o
     }
 
     /// The LLM counters of this run into a stage summary.

@@ -12,11 +12,16 @@
 //! 3. Per trajectory, one line of `<stage>/trajectories.jsonl` (every step's query, candidate
 //!    facts with provenance, thought, kept facts, next query; how it ended; answer and F1).
 //!    A kept trajectory (final answer F1 ≥ `min_f1`) gives one sample per step (task
-//!    `cirag_integration`): split by question id hash, exact duplicates dropped, written to the `sft`
-//!    table (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`), `<stage>/train.jsonl`,
-//!    `<stage>/validation.jsonl` (the label stage's JSONL line form) and
-//!    `<stage>/dataset_info.json` (LLaMA-Factory). A teacher answer that does not parse ends
-//!    the trajectory; it goes to `quarantine` (`llm_invalid_answer`).
+//!    `cirag_integration`): split by question id hash, written to the `sft` table in the
+//!    shard of its question's part (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`),
+//!    `<stage>/train.jsonl`, `<stage>/validation.jsonl` (the label stage's JSONL line form)
+//!    and `<stage>/dataset_info.json` (LLaMA-Factory). A teacher answer that does not parse
+//!    ends the trajectory; it goes to `quarantine` (`llm_invalid_answer`).
+//!
+//! The stage runs as one task per shard of its questions (one when `max_questions` caps
+//! it), each indexing the whole corpus, and a merge task: exact duplicates removed across the
+//! tasks ([`crate::kit::sft_out::merge_stage`]) and the trajectory fragments joined in part
+//! order, so the outputs are the same for any task count.
 //!
 //! Counters: `questions`, `trajectories.kept`, `trajectories.wrong_answer`,
 //! `trajectories.invalid`, `trajectories.no_evidence`, `steps`, `facts.candidates`,
@@ -43,14 +48,14 @@ use tracing::info;
 
 use crate::error::ExecError;
 use crate::kit::contexts::parts_of;
-use crate::kit::jsonl::TextFile;
-use crate::kit::sft_out::SftOut;
+use crate::kit::fragments::{Fragments, concat};
+use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
-use crate::store::Location;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -158,10 +163,34 @@ impl Stage for Cirag {
         crate::kit::sft_out::sft_declared(&stage.name, &["trajectories.jsonl"])
     }
 
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
+        let capped = super::options::<CiragOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
+        capped.then_some(1)
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move {
+            let name = format!("{}/{TRAJECTORIES}", cx.stage.name);
+            let trajectories = concat(cx.out, cx.dir, cx.shards, &name).await?;
+            merge_stage(&cx, &cx.stage.name, vec![trajectories]).await
+        })
     }
 }
+
+/// Every trajectory, one JSON line each, under the stage's directory.
+const TRAJECTORIES: &str = "trajectories.jsonl";
 
 fn distill_err(e: DistillError) -> ExecError {
     match e {
@@ -172,17 +201,12 @@ fn distill_err(e: DistillError) -> ExecError {
     }
 }
 
-/// Runs the stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-) -> Result<StageOutput, ExecError> {
+/// Runs one task of the stage: the questions of its shard, over the whole corpus.
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
     let opts: &CiragOptions = super::options(stage)?;
     let started = Instant::now();
-    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let (llm, teacher) = Teacher::for_task(&cx)?;
     // The triples of retrieved passages are asked exactly as a `triples` stage with the same
     // `max_tokens` and templates asks them, so its cached answers are reused.
     let triple_opts = TriplesOptions {
@@ -266,9 +290,9 @@ pub async fn run_stage(
     // --- the questions ---
     let dir = stage.name.clone();
     let mut w = Writers {
-        trajectories: TextFile::new(out, staging, &format!("{dir}/trajectories.jsonl")),
+        trajectories: Fragments::new(out, staging, &format!("{dir}/{TRAJECTORIES}")),
     };
-    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share, p.run.shards);
+    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share);
     let budget_fn = || teacher.budget.exhausted(teacher.client.stats());
     let params = json!({
         "top_k": opts.top_k, "candidates": opts.candidates, "max_steps": opts.max_steps,
@@ -283,7 +307,7 @@ pub async fn run_stage(
     }
     'tags: for (tag, tag_parts) in by_tag {
         let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
-        for (_, part) in tag_parts {
+        for (shard, part) in tag_parts {
             summary.bytes_in += part.bytes;
             let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
             while let Some(batch) = stream.next().await {
@@ -311,7 +335,7 @@ pub async fn run_stage(
                     let t = t.map_err(distill_err)?;
                     summary.records_in += 1;
                     summary.add("questions", 1);
-                    w.trajectory(&q, &t).await?;
+                    w.trajectory(&tag, shard, &q, &t).await?;
                     summary.add("steps", t.steps.len() as u64);
                     for s in &t.steps {
                         summary.add("facts.candidates", s.candidates.len() as u64);
@@ -323,7 +347,7 @@ pub async fn run_stage(
                             summary.add("trajectories.kept", 1);
                             for (i, step) in t.steps.iter().enumerate() {
                                 let s = sample(&q, &t, i, step, &prompts, &cirag, &params, p);
-                                sft.add(s, &mut summary).await?;
+                                sft.add(s, pw.tag(), shard).await?;
                             }
                         }
                         End::WrongAnswer { .. } => summary.add("trajectories.wrong_answer", 1),
@@ -353,7 +377,7 @@ pub async fn run_stage(
                 if !bad.is_empty() {
                     pw.write(
                         TableKind::Quarantine,
-                        0,
+                        shard,
                         &to_batch(TableKind::Quarantine, &bad)?,
                     )
                     .await?;
@@ -364,16 +388,22 @@ pub async fn run_stage(
     }
 
     let mut files = sft.finish().await?;
-    files.push(w.trajectories.finish().await?);
-    Ok(teacher.finish(summary, written, files, started))
+    files.extend(w.trajectories.finish().await?);
+    Ok(teacher.finish_shard(summary, written, files, started))
 }
 
 struct Writers {
-    trajectories: TextFile,
+    trajectories: Fragments,
 }
 
 impl Writers {
-    async fn trajectory(&mut self, q: &Question, t: &Trajectory) -> Result<(), ExecError> {
+    async fn trajectory(
+        &mut self,
+        tag: &str,
+        shard: u32,
+        q: &Question,
+        t: &Trajectory,
+    ) -> Result<(), ExecError> {
         let (end, answer, f1) = match &t.end {
             End::Kept { answer, f1 } => ("kept", Some(answer.as_str()), Some(*f1)),
             End::WrongAnswer { answer, f1 } => ("wrong_answer", Some(answer.as_str()), Some(*f1)),
@@ -402,7 +432,7 @@ impl Writers {
         })
         .to_string();
         line.push('\n');
-        self.trajectories.write(&line).await
+        self.trajectories.write(tag, shard, &line).await
     }
 }
 

@@ -106,6 +106,19 @@ pub trait Stage: Send + Sync {
         Partitioning::Whole
     }
 
+    /// Whether a merge task joins what its tasks staged (see [`Stage::merge`]); only for a
+    /// stage that splits.
+    fn merges(&self) -> bool {
+        false
+    }
+
+    /// The most tasks this stage may run as (`None`: `tasks`, else `run.shards`). A stage
+    /// capped "in part order" (`max_questions`, `max_passages`) says 1: which records fall
+    /// under a cap must not depend on the task count.
+    fn max_tasks(&self, _stage: &StageSpec) -> Option<u32> {
+        None
+    }
+
     /// The tables and files it writes.
     fn outputs(&self, stage: &StageSpec) -> Declared;
 
@@ -118,7 +131,8 @@ pub trait Stage: Send + Sync {
     /// Runs one task of the stage.
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>>;
 
-    /// Joins what its shard tasks staged (stages cut by [`Partitioning::Questions`]).
+    /// Joins what its tasks staged (a stage whose [`Stage::merges`] is true), on the level
+    /// after them.
     fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
         Box::pin(async move {
             Err(ExecError::Task(format!(

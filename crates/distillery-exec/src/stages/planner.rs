@@ -12,7 +12,10 @@
 //! hash, planner model), and a plan already there, written by an earlier run or by hand, is
 //! kept (`plans.existing`).
 //! `planner/plans.jsonl` in the output lists every question's plan (`question_id`,
-//! `dataset`, `cache_key`, `plan`); answers that are not a plan go to `quarantine`.
+//! `dataset`, `cache_key`, `plan`) in part order; answers that are not a plan go to
+//! `quarantine`. The stage runs as one task per shard of its questions (one when
+//! `max_questions` caps it), each writing its parts' plans as fragments, and a merge task
+//! that joins them in part order ([`crate::kit::fragments`]).
 //!
 //! Counters: `questions`, `plans.written`, `plans.existing`, `plans.invalid`, and the
 //! `llm.*` counters of the other teacher stages.
@@ -22,7 +25,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{QuarantineRecord, Question, TableKind};
 use distillery_distill::planner::{PLANNER_SCHEMA, PLANNER_TEMPLATE, PlanParser, PlannerPrompts};
@@ -33,13 +36,13 @@ use serde_json::json;
 use tracing::info;
 
 use crate::error::ExecError;
-use crate::kit::jsonl::TextFile;
+use crate::kit::fragments::{Fragments, concat};
 use crate::kit::teacher::Teacher;
-use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::parts::{PartWriters, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
-use crate::store::Location;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -103,22 +106,50 @@ impl Stage for Planner {
         }
     }
 
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
+        let capped =
+            super::options::<PlannerOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
+        capped.then_some(1)
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let name = format!("{}/{PLANS}", cx.stage.name);
+            let plans = concat(cx.out, cx.dir, cx.shards, &name).await?;
+            let mut summary = StageSummary::new(&cx.stage.name);
+            summary.bytes_out = plans.bytes;
+            summary.seconds = started.elapsed().as_secs_f64();
+            Ok(StageOutput {
+                summary,
+                files: vec![plans],
+                ..Default::default()
+            })
+        })
     }
 }
 
-/// Runs the stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-) -> Result<StageOutput, ExecError> {
+/// The plans, one JSON line per question, under the stage's directory.
+const PLANS: &str = "plans.jsonl";
+
+/// Runs one task of the stage: the questions of its shard.
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
     let opts: &PlannerOptions = super::options(stage)?;
     let started = Instant::now();
-    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let (llm, teacher) = Teacher::for_task(&cx)?;
     let prompts = PlannerPrompts::load(opts.templates.as_deref())
         .map_err(|e| ExecError::Task(e.to_string()))?;
     let version = prompts.version();
@@ -133,13 +164,13 @@ pub async fn run_stage(
             "llm.quarantined",
         ],
     );
-    let mut list = TextFile::new(out, staging, &format!("{}/plans.jsonl", stage.name));
+    let mut list = Fragments::new(out, staging, &format!("{}/{PLANS}", stage.name));
 
     let qparts = crate::kit::contexts::parts_of(parts, TableKind::Questions, &stage.inputs);
 
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
-    'parts: for (tag, _, part) in qparts {
+    'parts: for (tag, shard, part) in qparts {
         let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
         summary.bytes_in += part.bytes;
         let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
@@ -192,7 +223,7 @@ pub async fn run_stage(
                         })
                         .to_string();
                         line.push('\n');
-                        list.write(&line).await?;
+                        list.write(&tag, shard, &line).await?;
                     }
                     Outcome::Invalid { raw, reason, .. } => {
                         summary.add("plans.invalid", 1);
@@ -213,7 +244,7 @@ pub async fn run_stage(
             if !bad.is_empty() {
                 pw.write(
                     TableKind::Quarantine,
-                    0,
+                    shard,
                     &to_batch(TableKind::Quarantine, &bad)?,
                 )
                 .await?;
@@ -221,9 +252,9 @@ pub async fn run_stage(
         }
         written.extend(pw.finish().await?);
     }
-    let files = vec![list.finish().await?];
+    let files = list.finish().await?;
     info!(stage = %stage.name, cache = ?opts.cache, "plans written");
-    Ok(teacher.finish(summary, written, files, started))
+    Ok(teacher.finish_shard(summary, written, files, started))
 }
 
 /// Writes a plan unless the file exists, atomically: the plan goes to a temporary file that

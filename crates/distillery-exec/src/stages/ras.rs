@@ -20,7 +20,9 @@
 //!
 //! Samples (`ras_planner`, `ras_answerer`; user turn = the RAS input, assistant = the label
 //! or the gold answer) go to `<stage>/train.jsonl`, `<stage>/validation.jsonl`,
-//! `<stage>/dataset_info.json` and the `sft` table. Counters: `questions`, `no_retrieval`,
+//! `<stage>/dataset_info.json` and the `sft` table. The stage runs as one task per shard of
+//! its questions (one when `max_questions` caps it) and a merge task that removes exact
+//! duplicates across them ([`crate::kit::sft_out::merge_stage`]). Counters: `questions`, `no_retrieval`,
 //! `chains`, `dropped.no_answer`, `dropped.no_supporting_documents`, `dropped.filtered_out`,
 //! `documents.kept`, `documents.filtered`, `filter.invalid`, `subq.teacher`, `subq.retried`,
 //! `subq.fallback`, `triples.failed_documents`, `samples.*`, `duplicates_removed`, `llm.*`
@@ -33,7 +35,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, Question, SftSample, TableKind};
 use distillery_distill::ras::{
@@ -50,13 +52,13 @@ use futures::StreamExt;
 
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
-use crate::kit::sft_out::SftOut;
+use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::Teacher;
-use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::parts::{PartWriters, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
-use crate::store::Location;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -141,8 +143,25 @@ impl Stage for Ras {
         crate::kit::sft_out::sft_declared(&stage.name, &[])
     }
 
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
+        let capped = super::options::<RasOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
+        capped.then_some(1)
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
     }
 }
 
@@ -297,16 +316,11 @@ impl Ctx<'_> {
 }
 
 /// Runs the stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
     let opts: &RasOptions = super::options(stage)?;
     let started = Instant::now();
-    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let (llm, teacher) = Teacher::for_task(&cx)?;
     let base_model = opts.base_model.clone().unwrap_or_else(|| llm.model.clone());
     let base = teacher.with_model(&base_model);
     let prompts =
@@ -348,13 +362,7 @@ pub async fn run_stage(
         "duplicates_removed",
     ];
     let mut summary = StageSummary::with_counters(&stage.name, &COUNTERS);
-    let mut sft = SftOut::new(
-        out,
-        staging,
-        &stage.name,
-        opts.validation_share,
-        p.run.shards,
-    );
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share);
     let params = serde_json::json!({
         "teacher": llm.model, "base_model": base_model, "similarity": opts.similarity,
         "embedding_model": opts.embedding_model,
@@ -465,7 +473,7 @@ pub async fn run_stage(
                                 step: Some(step),
                                 steps: Some(steps),
                             };
-                            sft.add(s, &mut summary).await?;
+                            sft.add(s, pw.tag(), part.shard).await?;
                         }
                     }
                     sft.flush(&mut pw).await?;
@@ -476,5 +484,5 @@ pub async fn run_stage(
     }
     let files = sft.finish().await?;
     // The base model's client shares the teacher's counters.
-    Ok(teacher.finish(summary, written, files, started))
+    Ok(teacher.finish_shard(summary, written, files, started))
 }

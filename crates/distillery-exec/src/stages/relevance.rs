@@ -9,7 +9,9 @@
 //! (task `hanrag_relevance`, target `true`/`false`) in the `sft` table
 //! (`sft/part-SSSSS-INPUT@STAGE-NNNN.parquet`), `<stage>/train.jsonl`,
 //! `<stage>/validation.jsonl` and `<stage>/dataset_info.json`; an answer that is not a
-//! judgement goes to `quarantine`.
+//! judgement goes to `quarantine`. The stage runs as one task per shard of its questions
+//! (one when `max_questions` caps it) and a merge task that removes exact duplicates across
+//! them ([`crate::kit::sft_out::merge_stage`]).
 //!
 //! Questions with gold evidence (MuSiQue `is_supporting`, HotpotQA supporting facts, 2Wiki
 //! evidences) measure the teacher: `gold.true_positive`, `gold.false_positive`,
@@ -23,7 +25,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::relevance::{
@@ -34,13 +36,13 @@ use futures::StreamExt;
 
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
-use crate::kit::sft_out::SftOut;
+use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::Teacher;
-use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::parts::{PartWriters, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
-use crate::store::Location;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -104,22 +106,35 @@ impl Stage for Relevance {
         crate::kit::sft_out::sft_declared(&stage.name, &[])
     }
 
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
+        let capped =
+            super::options::<RelevanceOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
+        capped.then_some(1)
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
     }
 }
 
-/// Runs the stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-) -> Result<StageOutput, ExecError> {
+/// Runs one task of the stage: the questions of its shard.
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
     let opts: &RelevanceOptions = super::options(stage)?;
     let started = Instant::now();
-    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let (llm, teacher) = Teacher::for_task(&cx)?;
     let prompts = RelevancePrompts::load(opts.templates.as_deref())
         .map_err(|e| ExecError::Task(e.to_string()))?;
     let (teacher_version, student_version) = (prompts.teacher_version(), prompts.student_version());
@@ -142,13 +157,7 @@ pub async fn run_stage(
             "llm.quarantined",
         ],
     );
-    let mut sft = SftOut::new(
-        out,
-        staging,
-        &stage.name,
-        opts.validation_share,
-        p.run.shards,
-    );
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share);
     let params = serde_json::json!({ "teacher": llm.model }).to_string();
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
@@ -288,13 +297,13 @@ pub async fn run_stage(
                             steps: None,
                             sufficient: None,
                         };
-                        sft.add(s, &mut summary).await?;
+                        sft.add(s, pw.tag(), part.shard).await?;
                     }
                     sft.flush(&mut pw).await?;
                     if !bad.is_empty() {
                         pw.write(
                             TableKind::Quarantine,
-                            0,
+                            part.shard,
                             &to_batch(TableKind::Quarantine, &bad)?,
                         )
                         .await?;
@@ -305,5 +314,5 @@ pub async fn run_stage(
         }
     }
     let files = sft.finish().await?;
-    Ok(teacher.finish(summary, written, files, started))
+    Ok(teacher.finish_shard(summary, written, files, started))
 }

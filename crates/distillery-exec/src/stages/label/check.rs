@@ -31,6 +31,10 @@ impl Stage for Label {
         Partitioning::Questions
     }
 
+    fn merges(&self) -> bool {
+        true
+    }
+
     fn outputs(&self, _stage: &StageSpec) -> Declared {
         Declared {
             tables: vec![TableKind::Labels, TableKind::Sft],

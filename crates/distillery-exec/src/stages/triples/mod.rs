@@ -39,11 +39,11 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, QuarantineRecord, TableKind, Triple};
 use distillery_llm::Budget;
-use distillery_triples::openie::{ExportWriter, entity_key};
+use distillery_triples::openie::{ExportWriter, doc_json, entity_key};
 use distillery_triples::prompt::Prompts;
 use distillery_triples::{
     Extraction, Extractor, Passage, TRIPLE_EXPORTS, TriplesOptions, Unit, passages, ras,
@@ -54,13 +54,14 @@ use serde_json::json;
 use tracing::info;
 
 use crate::error::ExecError;
+use crate::kit::fragments::{Fragments, concat, fragments};
 use crate::kit::jsonl::TextFile;
 use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
-use crate::stages::{Declared, EstimateCx, RunCx, Stage};
-use crate::store::Location;
+use crate::stages::{Declared, EstimateCx, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
 
 mod estimate;
 
@@ -121,8 +122,26 @@ impl Stage for Triples {
         }
     }
 
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Shards
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
+        let capped =
+            crate::stages::options::<TriplesOptions>(stage).is_ok_and(|o| o.max_passages.is_some());
+        capped.then_some(1)
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts))
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(merge_exports(cx))
     }
 
     fn estimate<'a>(
@@ -139,17 +158,12 @@ pub const RAS_EXPORT: &str = "openie/ras.jsonl";
 /// Documents read per batch.
 const DOC_BATCH: usize = 64;
 
-/// Runs the stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-) -> Result<StageOutput, ExecError> {
+/// Runs one task of the stage: the documents parts of its shards.
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
     let opts: &TriplesOptions = crate::stages::options(stage)?;
     let started = Instant::now();
-    let (llm, teacher) = Teacher::for_stage(p, stage)?;
+    let (llm, teacher) = Teacher::for_task(&cx)?;
     let extractor = teacher.extractor(llm, opts, Prompts::load(opts.templates.as_deref())?);
     info!(
         stage = %stage.name,
@@ -176,17 +190,17 @@ pub async fn run_stage(
         budget: teacher.budget,
         concurrency: llm.max_concurrency.max(1),
         summary: StageSummary::new(&stage.name),
-        hippo: opts.exports.iter().any(|e| e == "hipporag").then(|| {
-            (
-                TextFile::new(out, staging, OPENIE_EXPORT),
-                ExportWriter::new(),
-            )
-        }),
+        hippo: opts
+            .exports
+            .iter()
+            .any(|e| e == "hipporag")
+            .then(|| Fragments::new(out, staging, OPENIE_EXPORT)),
         ras: opts
             .exports
             .iter()
             .any(|e| e == "ras")
-            .then(|| TextFile::new(out, staging, RAS_EXPORT)),
+            .then(|| Fragments::new(out, staging, RAS_EXPORT)),
+        part: (String::new(), 0),
         cache_display: teacher.cache_display.clone(),
     };
     for c in [
@@ -219,6 +233,7 @@ pub async fn run_stage(
         }
         let w = &mut writer.as_mut().expect("set above").1;
         st.summary.bytes_in += part.bytes;
+        st.part = (tag.clone(), shard);
         let mut stream = Box::pin(read_part_rows(out, &part.path(), DOC_BATCH).await?);
         while let Some(batch) = stream.next().await {
             if left == 0 {
@@ -244,16 +259,48 @@ pub async fn run_stage(
     }
 
     let mut files = Vec::new();
-    if let Some((mut f, export)) = st.hippo.take() {
-        f.write(&export.finish()).await?;
-        let mut m = f.finish().await?;
+    for f in [st.hippo.take(), st.ras.take()].into_iter().flatten() {
+        files.extend(f.finish().await?);
+    }
+    Ok(teacher.finish_shard(st.summary, written, files, started))
+}
+
+/// The merge task: the exports' fragments joined in part order, the bytes one task writes.
+async fn merge_exports(cx: MergeCx<'_>) -> Result<StageOutput, ExecError> {
+    let started = Instant::now();
+    let opts: &TriplesOptions = crate::stages::options(cx.stage)?;
+    let mut files = Vec::new();
+    if opts.exports.iter().any(|e| e == "hipporag") {
+        use tokio::io::AsyncBufReadExt;
+        let mut file = TextFile::new(cx.out, cx.dir, OPENIE_EXPORT);
+        let mut export = ExportWriter::new();
+        for (_, _, rel) in fragments(cx.shards, OPENIE_EXPORT) {
+            let bad = |e: String| ExecError::Task(format!("{}: {e}", cx.out.show(&rel)));
+            let mut lines = cx.out.reader(&rel).await?.lines();
+            while let Some(doc) = lines.next_line().await.map_err(|e| bad(e.to_string()))? {
+                let v: serde_json::Value =
+                    serde_json::from_str(&doc).map_err(|e| bad(e.to_string()))?;
+                let entities: Vec<String> =
+                    serde_json::from_value(v["extracted_entities"].clone()).unwrap_or_default();
+                file.write(&export.push(&doc, &entities)).await?;
+            }
+        }
+        file.write(&export.finish()).await?;
+        let mut m = file.finish().await?;
         m.rows = 1;
         files.push(m);
     }
-    if let Some(f) = st.ras.take() {
-        files.push(f.finish().await?);
+    if opts.exports.iter().any(|e| e == "ras") {
+        files.push(concat(cx.out, cx.dir, cx.shards, RAS_EXPORT).await?);
     }
-    Ok(teacher.finish(st.summary, written, files, started))
+    let mut summary = StageSummary::new(&cx.stage.name);
+    summary.bytes_out = files.iter().map(|f| f.bytes).sum();
+    summary.seconds = started.elapsed().as_secs_f64();
+    Ok(StageOutput {
+        summary,
+        files,
+        ..Default::default()
+    })
 }
 
 struct State {
@@ -263,8 +310,11 @@ struct State {
     budget: Budget,
     concurrency: usize,
     summary: StageSummary,
-    hippo: Option<(TextFile, ExportWriter)>,
-    ras: Option<TextFile>,
+    /// Fragments of the exports (a doc, a line per passage), joined by the merge task.
+    hippo: Option<Fragments>,
+    ras: Option<Fragments>,
+    /// The documents part being read: its tag and shard name the fragments.
+    part: (String, u32),
     cache_display: String,
 }
 
@@ -409,9 +459,11 @@ impl State {
             return Ok(());
         }
         let (id, content) = (ps.chunk_id(), ps.content());
-        if let Some((f, export)) = &mut self.hippo {
-            let piece = export.doc(&id, &content, entities, ts);
-            f.write(&piece).await?;
+        let (tag, shard) = (&self.part.0, self.part.1);
+        if let Some(f) = &mut self.hippo {
+            let mut line = doc_json(&id, &content, entities, ts);
+            line.push('\n');
+            f.write(tag, shard, &line).await?;
         }
         if let Some(f) = &mut self.ras {
             let mut line = json!({
@@ -422,7 +474,7 @@ impl State {
             })
             .to_string();
             line.push('\n');
-            f.write(&line).await?;
+            f.write(tag, shard, &line).await?;
         }
         Ok(())
     }

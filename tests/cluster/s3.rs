@@ -1,0 +1,324 @@
+//! The distributed paths on a real S3-compatible server, named by `DISTILLERY_S3_ENDPOINT`
+//! (`.ci/run` starts moto's): the server honours create-only and versioned puts, the output
+//! lock holds on it, and a job on two worker processes whose state, staging and output all
+//! live in S3 publishes the same output as `distillery run` into a local directory.
+//!
+//! Without `DISTILLERY_S3_ENDPOINT` these tests skip with a message, except in CI, where they
+//! fail. Locally: `moto_server -p 5000 &` and
+//! `DISTILLERY_S3_ENDPOINT=http://127.0.0.1:5000 cargo test -p distillery-cli --test cluster s3`.
+
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+use distillery_cluster::state::{CommitRecord, FinalRecord, JobRecord};
+use distillery_exec::lock::{self, LOCK_FILE, OutputLock};
+use distillery_exec::store::Location;
+use object_store::aws::AmazonS3Builder;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
+
+use super::*;
+
+/// The S3 endpoint, `None` (after saying so) when it is not set; in CI its absence fails.
+fn endpoint() -> Option<String> {
+    match std::env::var("DISTILLERY_S3_ENDPOINT") {
+        Ok(e) if !e.is_empty() => Some(e.trim_end_matches('/').to_string()),
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "DISTILLERY_S3_ENDPOINT is not set: .ci/run starts moto_server for these tests"
+            );
+            eprintln!(
+                "skipping: DISTILLERY_S3_ENDPOINT is not set (`moto_server -p 5000` and \
+                 DISTILLERY_S3_ENDPOINT=http://127.0.0.1:5000 run these tests)"
+            );
+            None
+        }
+    }
+}
+
+/// A fresh bucket on the S3 server.
+struct Bucket {
+    endpoint: String,
+    name: String,
+}
+
+impl Bucket {
+    /// Creates a bucket of its own (a plain path-style `PUT /bucket`, which moto takes
+    /// unsigned), so that runs against one server do not see each other's objects.
+    fn new(endpoint: &str) -> Bucket {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let name = format!("distillery-{}-{nanos}-{n}", std::process::id());
+        let url = url::Url::parse(endpoint).unwrap();
+        assert_eq!(url.scheme(), "http", "an http:// endpoint: {endpoint}");
+        let host = url.host_str().unwrap().to_string();
+        let port = url.port_or_known_default().unwrap();
+        let mut s = std::net::TcpStream::connect((host.as_str(), port))
+            .unwrap_or_else(|e| panic!("cannot reach the S3 server at {endpoint}: {e}"));
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(
+            s,
+            "PUT /{name} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 200") || answer.starts_with("HTTP/1.0 200"),
+            "creating bucket {name} at {endpoint}: {answer}"
+        );
+        Bucket {
+            endpoint: endpoint.to_string(),
+            name,
+        }
+    }
+
+    /// What the coordinator and workers read through `AmazonS3Builder::from_env`.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL", self.endpoint.clone()),
+            ("AWS_ALLOW_HTTP", "true".to_string()),
+            ("AWS_ACCESS_KEY_ID", "testing".to_string()),
+            ("AWS_SECRET_ACCESS_KEY", "testing".to_string()),
+            ("AWS_REGION", "us-east-1".to_string()),
+        ]
+    }
+
+    fn url(&self, prefix: &str) -> String {
+        format!("s3://{}/{prefix}", self.name)
+    }
+
+    /// `s3://bucket/prefix` for this process: the client `open_location` builds from [`Self::env`]
+    /// (this process's environment is left alone, other tests run beside it).
+    fn location(&self, prefix: &str) -> Location {
+        let store = AmazonS3Builder::new()
+            .with_endpoint(&self.endpoint)
+            .with_allow_http(true)
+            .with_access_key_id("testing")
+            .with_secret_access_key("testing")
+            .with_region("us-east-1")
+            .with_bucket_name(&self.name)
+            .build()
+            .unwrap();
+        Location {
+            store: Arc::new(store),
+            root: object_store::path::Path::from(prefix),
+            display: self.url(prefix),
+            local_dir: None,
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Copies every object under `loc` into the directory `to`; returns their names.
+async fn download(loc: &Location, to: &Path) -> Vec<String> {
+    let mut names = Vec::new();
+    for (rel, _) in loc.list("").await.unwrap() {
+        let bytes = loc.read(&rel).await.unwrap();
+        let p = to.join(&rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, &bytes).unwrap();
+        names.push(rel);
+    }
+    names
+}
+
+async fn read_json<T: serde::de::DeserializeOwned>(loc: &Location, rel: &str) -> T {
+    let bytes = loc.read(rel).await.unwrap();
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", loc.show(rel)))
+}
+
+#[test]
+fn s3_conditional_puts_and_the_output_lock() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let bucket = Bucket::new(&endpoint);
+    runtime().block_on(async {
+        // The server honours what commits and locks rely on: a create-only put (`If-None-Match:
+        // *`) refused when the object exists, a versioned put (`If-Match`) refused once the
+        // version read is stale.
+        let loc = bucket.location("probe");
+        let p = loc.path("object");
+        let put = |mode: PutMode, body: &'static [u8]| {
+            let (store, p) = (loc.store.clone(), p.clone());
+            async move {
+                store
+                    .put_opts(&p, body.into(), PutOptions::from(mode))
+                    .await
+            }
+        };
+        put(PutMode::Create, b"first").await.unwrap();
+        match put(PutMode::Create, b"second").await {
+            Err(object_store::Error::AlreadyExists { .. }) => {}
+            other => panic!(
+                "a create-only put over an object was not refused (the server ignores \
+                 If-None-Match; moto honours it from 5.1.5 on): {other:?}"
+            ),
+        }
+        let head = loc.store.head(&p).await.unwrap();
+        let read = UpdateVersion {
+            e_tag: head.e_tag.clone(),
+            version: head.version.clone(),
+        };
+        assert!(read.e_tag.is_some(), "no ETag: {head:?}");
+        put(PutMode::Update(read.clone()), b"third").await.unwrap();
+        match put(PutMode::Update(read), b"fourth").await {
+            Err(object_store::Error::Precondition { .. }) => {}
+            other => panic!(
+                "a put on a stale version was not refused (the server ignores If-Match; moto \
+                 honours it from 5.1.5 on): {other:?}"
+            ),
+        }
+        assert_eq!(loc.read("object").await.unwrap().as_ref(), b"third");
+
+        // The output lock: one job at a time, the holder named.
+        let out = bucket.location("out");
+        let a = OutputLock::new("job-a", "p");
+        lock::acquire(&out, &a, |_| false).await.unwrap();
+        assert_eq!(lock::holder(&out).await.unwrap(), Some(a.clone()));
+        // The same job again (a coordinator resuming it) keeps it.
+        lock::acquire(&out, &a, |_| false).await.unwrap();
+        let b = OutputLock::new("job-b", "q");
+        let e = lock::acquire(&out, &b, |_| false)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in use by job job-a"), "{e}");
+        assert!(e.contains(&out.show(LOCK_FILE)), "{e}");
+        // A lock whose job ended is taken over (a versioned put on the lock read).
+        lock::acquire(&out, &b, |j| j == "job-a").await.unwrap();
+        assert_eq!(lock::holder(&out).await.unwrap(), Some(b.clone()));
+        // A lock another job took meanwhile is not taken over on the strength of a stale read:
+        // job-a's lock came back (as if its coordinator resumed it) after job-b's was read.
+        let stale = {
+            let got = out.store.get(&out.path(LOCK_FILE)).await.unwrap();
+            UpdateVersion {
+                e_tag: got.meta.e_tag.clone(),
+                version: got.meta.version.clone(),
+            }
+        };
+        out.write(LOCK_FILE, serde_json::to_vec_pretty(&a).unwrap())
+            .await
+            .unwrap();
+        let c = serde_json::to_vec_pretty(&OutputLock::new("job-c", "r")).unwrap();
+        match out
+            .store
+            .put_opts(
+                &out.path(LOCK_FILE),
+                c.into(),
+                PutOptions::from(PutMode::Update(stale)),
+            )
+            .await
+        {
+            Err(object_store::Error::Precondition { .. }) => {}
+            other => panic!("a take-over on a stale read replaced the lock: {other:?}"),
+        }
+        assert_eq!(lock::holder(&out).await.unwrap(), Some(a.clone()));
+        // Giving back: only the holder's release frees it; nothing else is left.
+        lock::release(&out, "job-b").await.unwrap();
+        assert_eq!(lock::holder(&out).await.unwrap(), Some(a));
+        let names: Vec<String> = out
+            .list("")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|f| f.0)
+            .collect();
+        assert_eq!(names, [LOCK_FILE]);
+        lock::release(&out, "job-a").await.unwrap();
+        assert_eq!(lock::holder(&out).await.unwrap(), None);
+        assert!(out.list("").await.unwrap().is_empty());
+    });
+}
+
+#[test]
+fn s3_a_job_on_two_workers_with_state_staging_and_output_in_s3() {
+    let Some(endpoint) = endpoint() else {
+        return;
+    };
+    let bucket = Bucket::new(&endpoint);
+    let s = setup();
+    let env = bucket.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut c = Cluster::with_state(&s.dir, &[], &bucket.url("state"), &env);
+    let out_url = bucket.url("out");
+    let rt = runtime();
+    let out = bucket.location("out");
+    let state = bucket.location("state");
+
+    // No worker yet, so the job cannot end: it holds the output's lock in S3, and a second job
+    // into that output is refused, naming it.
+    let job = c.submit(&s.pipeline, Path::new(&out_url));
+    let held = rt.block_on(lock::holder(&out)).unwrap();
+    assert_eq!(held.map(|h| h.job).as_deref(), Some(job.as_str()));
+    let o = c.cli(&[
+        "submit",
+        s.pipeline.to_str().unwrap(),
+        "--set",
+        &format!("output={out_url}"),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a second job was accepted: {err}");
+    assert!(err.contains(&format!("in use by job {job}")), "{err}");
+
+    c.start_workers(&["w1", "w2"], &[]);
+    let end = c.wait_end(&job);
+    assert!(
+        end.contains(" succeeded "),
+        "{end}\ncoordinator log:\n{}",
+        c.read_log("coordinator")
+    );
+
+    // The output in S3 is the local run's, file for file and byte for byte; the lock was given
+    // back and no staging is left.
+    let got = s.dir.join("downloaded");
+    let names = rt.block_on(download(&out, &got));
+    assert!(
+        !names.iter().any(|n| n.starts_with("_staging/")),
+        "staging left after the publish: {names:?}"
+    );
+    assert!(!names.iter().any(|n| n == LOCK_FILE), "{names:?}");
+    assert_same_output(&s.reference, &got);
+
+    // The state in S3: the job, one commit record per task (both workers committed some), and
+    // how it ended (written just after the job reads as succeeded).
+    rt.block_on(async {
+        let rec: JobRecord = read_json(&state, &format!("jobs/{job}/job.json")).await;
+        let mut commits = Vec::new();
+        for (rel, _) in state.list(&format!("jobs/{job}/commits")).await.unwrap() {
+            assert!(rel.ends_with(".json"), "{rel}");
+            commits.push(read_json::<CommitRecord>(&state, &rel).await);
+        }
+        let mut committed: Vec<&str> = commits.iter().map(|c| c.task_id.as_str()).collect();
+        committed.sort();
+        let mut tasks: Vec<&str> = rec.task_ids.iter().map(String::as_str).collect();
+        tasks.sort();
+        assert!(tasks.len() > 4, "{tasks:?}");
+        assert_eq!(committed, tasks, "one commit record per task");
+        let workers: BTreeSet<&str> = commits.iter().map(|c| c.worker_id.as_str()).collect();
+        assert_eq!(workers, BTreeSet::from(["w1", "w2"]));
+
+        let fin = format!("jobs/{job}/final.json");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !state.exists(&fin).await.unwrap() {
+            assert!(Instant::now() < deadline, "no {}", state.show(&fin));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let fin: FinalRecord = read_json(&state, &fin).await;
+        assert_eq!(fin.state, "succeeded", "{fin:?}");
+        assert_eq!(fin.output, out_url);
+    });
+}
