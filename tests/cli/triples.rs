@@ -5,10 +5,9 @@
 
 use std::path::Path;
 use std::process::Output;
-use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::fault::{Fault, FaultServer};
 pub(crate) use crate::stand_in::teacher;

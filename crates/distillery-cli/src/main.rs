@@ -18,7 +18,7 @@
 //! dependency of this crate alone (it is the heaviest part of the build), for `inspect`.
 //! `tikv-jemallocator` (jemalloc) is the global allocator: faster than glibc's for the
 //! labeller's many small strings, and at least as fast as mimalloc with less peak memory
-//! (measured with `scripts/bench-label.sh`, see ARCHITECTURE.md).
+//! (measured with `scripts/bench-label.sh`, see docs/benchmarks.md).
 
 mod cluster;
 mod inspect;
@@ -345,7 +345,7 @@ fn parse_qa_format(s: &str) -> Result<Format, String> {
 /// short-lived strings per question (glibc malloc was a quarter of its profile) and
 /// multi-megabyte buffers per Parquet page and row group; against mimalloc, jemalloc cut the
 /// stage's time by about a tenth on 10,000 questions (inside the noise on 100,000) and its
-/// peak memory by 5-25% (figures in ARCHITECTURE.md).
+/// peak memory by 5-25% (figures in docs/benchmarks.md).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

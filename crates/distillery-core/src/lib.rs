@@ -23,7 +23,8 @@
 //! assert_eq!(batch.num_rows(), 1);
 //! ```
 //!
-//! Dependencies: `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
+//! Dependencies: `schemars` (JSON schemas of the options types, from which `docs/pipelines.md`
+//! is generated), `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
 //! traced from the record types, so each table has one definition), `toml` + `toml_edit` (the
 //! pipeline file, and positions of keys for error messages), `serde_path_to_error` (the exact
 //! key of a bad value), `sha1` (stable ids), `thiserror` (error types), `rustix` (the CPU-time

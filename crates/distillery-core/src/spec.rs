@@ -183,7 +183,7 @@ fn yes() -> bool {
 }
 
 /// `mediawiki` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MediaWikiOptions {
     /// Namespaces to keep (default `[0]`, articles). An empty list keeps all.
@@ -212,7 +212,7 @@ impl Default for MediaWikiOptions {
 }
 
 /// `freebase` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FreebaseOptions {
     /// The English filter of Hydra/PoG: subject `m.`/`g.`; object an `ns:` IRI, an untagged
@@ -238,7 +238,7 @@ fn default_langs() -> Vec<String> {
 }
 
 /// `wikidata` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WikidataOptions {
     /// Label/description/alias languages to keep (default `["en"]`).
@@ -255,7 +255,7 @@ impl Default for WikidataOptions {
 }
 
 /// `fb15k` options: the triple files are the input paths; names come from side files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fb15kOptions {
     /// mid-to-name files (`/m/x<TAB>name`), e.g. `FB15k_mid2name.txt` or `entity2text.txt`.
@@ -264,7 +264,7 @@ pub struct Fb15kOptions {
 }
 
 /// `hybridqa` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HybridQaOptions {
     /// The WikiTables-WithLinks directory (holding `tables_tok/` and `request_tok/`).
@@ -274,7 +274,7 @@ pub struct HybridQaOptions {
 }
 
 /// `metaqa` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetaQaOptions {
     /// Hop count of the questions; default read from the path (`1-hop/`, `2-hop/`, ...).
@@ -287,7 +287,7 @@ pub struct MetaQaOptions {
 }
 
 /// Options of formats that take none.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoOptions {}
 
@@ -305,6 +305,20 @@ pub enum FormatOptions {
 }
 
 impl FormatOptions {
+    /// The JSON schema of a format's options (names, types, defaults, doc comments), for the
+    /// pipeline reference.
+    pub fn schema_for(format: Format) -> schemars::Schema {
+        match format {
+            Format::MediaWiki => schemars::schema_for!(MediaWikiOptions),
+            Format::Freebase => schemars::schema_for!(FreebaseOptions),
+            Format::Wikidata => schemars::schema_for!(WikidataOptions),
+            Format::Fb15k => schemars::schema_for!(Fb15kOptions),
+            Format::HybridQa => schemars::schema_for!(HybridQaOptions),
+            Format::MetaQa => schemars::schema_for!(MetaQaOptions),
+            _ => schemars::schema_for!(NoOptions),
+        }
+    }
+
     /// Default options of a format.
     pub fn default_for(format: Format) -> FormatOptions {
         match format {
@@ -331,16 +345,34 @@ pub struct InputSpec {
     pub options: FormatOptions,
 }
 
-#[derive(Debug, Deserialize)]
+/// An `[[inputs]]` entry: one reader over one or more files.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawInput {
+    /// The input's name (letters, digits, `_`, `.`, `-`): stages name it in `inputs`, and it
+    /// tags every Parquet part the input's files produce.
     name: String,
+    /// The reader: one of the formats listed below.
     format: String,
+    /// Files, globs or object-store URLs (relative paths: from the working directory).
     paths: Vec<String>,
+    /// Split name of a QA dataset (default: guessed from the file name, else `unknown`).
     #[serde(default)]
     split: Option<String>,
+    /// The reader's options (below, per format).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     options: Option<toml::Table>,
+}
+
+/// The JSON schema of an `[[inputs]]` entry, for the pipeline reference.
+pub fn input_schema() -> schemars::Schema {
+    schemars::schema_for!(RawInput)
+}
+
+/// The JSON schema of a `[[stages]]` entry, for the pipeline reference.
+pub fn stage_schema() -> schemars::Schema {
+    schemars::schema_for!(RawStage)
 }
 
 /// What the executor's stage registry tells the pipeline checks: the stage kinds this build
@@ -459,7 +491,7 @@ fn default_retries() -> u32 {
 }
 
 /// Prices per million tokens (any currency; the summary's cost is in the same unit).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PriceSpec {
     #[serde(default)]
@@ -470,7 +502,7 @@ pub struct PriceSpec {
 
 /// Spending limits of one run. At a limit the run stops cleanly, publishes nothing, and a
 /// later run resumes: every answer already received is in the cache.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetSpec {
     /// Prompt + completion tokens spent by this run's calls (cache hits are free).
@@ -482,7 +514,7 @@ pub struct BudgetSpec {
 }
 
 /// The `[llm]` section: the OpenAI-compatible server the teacher stages call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LlmSpec {
     /// API root, e.g. `http://vllm:8000/v1`.
@@ -556,19 +588,28 @@ pub struct StageSpec {
     pub tasks: Option<u32>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A `[[stages]]` entry.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawStage {
+    /// The stage: one of the kinds listed below.
     kind: String,
+    /// The stage's name (default: its kind): `--set stages.<name>.…`, output folders of its
+    /// files, the tag of its parts.
     #[serde(default)]
     name: Option<String>,
+    /// GPUs a worker must offer to run its tasks (0: any worker). Not part of the hash.
     #[serde(default)]
     gpus: u32,
+    /// Tasks a stage that splits runs as (default `run.shards`). Not part of the hash.
     #[serde(default)]
     tasks: Option<u32>,
+    /// Names of the inputs it reads (default: all).
     #[serde(default)]
     inputs: Option<Vec<String>>,
+    /// The stage's options (below, per kind).
     #[serde(default)]
+    #[schemars(with = "Option<serde_json::Map<String, serde_json::Value>>")]
     options: Option<toml::Table>,
 }
 
@@ -583,7 +624,7 @@ fn default_bad_ratio() -> f64 {
 }
 
 /// Execution settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     /// Parquet shards per table (records are assigned by stable id hash), and the tasks a

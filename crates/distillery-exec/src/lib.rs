@@ -30,7 +30,8 @@
 //! bridged with `SyncIoBridge`, tasks aborted on drop with `AbortOnDropHandle`), `indicatif`
 //! (progress bars on a terminal), `glob` (input patterns), `url` (output URLs), `tracing`
 //! (structured logs), `thiserror` (error types), `twox-hash` (XXH64, the label stage's
-//! duplicate-sample hashes: fast, and already built for parquet), `toml` (a stage's option
+//! duplicate-sample hashes: fast, and already built for parquet), `schemars` (the stages'
+//! options schemas: [`reference`] generates `docs/pipelines.md` from them), `toml` (a stage's option
 //! check reading another `[[stages]]` entry as written),
 //! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple
 //! extraction of the `triples` stage), `distillery-distill` (the CIRAG loop, planner, relevance and
@@ -45,6 +46,7 @@ pub mod lock;
 pub mod parts;
 pub mod plan;
 pub mod publish;
+pub mod reference;
 pub mod run;
 pub mod sink;
 pub mod stages;

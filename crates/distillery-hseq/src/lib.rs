@@ -45,7 +45,8 @@
 //! assert_eq!(v.counts().documents_ok, 1);
 //! ```
 //!
-//! Dependencies: `distillery-core` (the [`Segment`], record and option types, stable ids and
+//! Dependencies: `schemars` (the schema of [`HseqOptions`] for `docs/pipelines.md`),
+//! `distillery-core` (the [`Segment`], record and option types, stable ids and
 //! the SHA-1 of segment integrity hashes and κ evidence ids, char offsets, error kinds);
 //! `serde` (evidence items and counts are serialized to JSON by the CLI and the summary);
 //! `serde_json` (table rows and triplet raw fields are JSON; the workspace enables

@@ -8,7 +8,7 @@ fn yes() -> bool {
 }
 
 /// `hseq` stage options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HseqOptions {
     /// Also emit one `table_cell` segment per cell (rows alone already make tables

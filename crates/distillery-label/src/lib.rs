@@ -19,7 +19,8 @@
 //! [`report`] compares labels with gold evidence (precision/recall/F1 per dataset, method,
 //! question type and level).
 //!
-//! Dependencies: `distillery-core` (records, options, stable ids) and `distillery-hseq` (the
+//! Dependencies: `schemars` (the schema of [`LabelOptions`] for `docs/pipelines.md`),
+//! `distillery-core` (records, options, stable ids) and `distillery-hseq` (the
 //! S_h encoders and the stream order); `serde`/`serde_json` (records, `params` JSON, the
 //! report); `tokenizers` (exact prompt token counts when a pipeline names a `tokenizer.json`);
 //! `memchr` (the SIMD substring search behind whole-word answer matching); `foldhash` (a fast

@@ -47,7 +47,7 @@ pub const LABEL_METHODS: &[&str] = &["hseq-paper", "answer-aware"];
 pub const LABEL_PRESETS: &[&str] = &["small", "medium", "large"];
 
 /// `label` stage options (HSEQ appendix 9.2 and 9.3; HANRAG teacher-free tasks).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelOptions {
     /// Weak-positive methods to run (`hseq-paper`, `answer-aware`); all are reported.
@@ -60,11 +60,13 @@ pub struct LabelOptions {
     /// `large` (k=5, 32, 2048).
     #[serde(default = "default_preset")]
     pub preset: String,
-    /// Overrides of the preset.
+    /// Segments selected per step (k), overriding the preset's.
     #[serde(default)]
     pub top_k: Option<u32>,
+    /// Candidate segments shown per step at most, overriding the preset's.
     #[serde(default)]
     pub max_segments: Option<u32>,
+    /// Prompt token budget of a step, overriding the preset's.
     #[serde(default)]
     pub max_tokens: Option<u32>,
     /// Candidate window W over the ordered stream: how many candidate segments a step shows.
@@ -87,6 +89,7 @@ pub struct LabelOptions {
     /// A Hugging Face `tokenizer.json` to count tokens; without it, `chars_per_token`.
     #[serde(default)]
     pub tokenizer: Option<String>,
+    /// Characters per token when no `tokenizer` is given.
     #[serde(default = "default_cpt")]
     pub chars_per_token: f64,
     /// Characters of segment text shown per candidate line (truncated for display).

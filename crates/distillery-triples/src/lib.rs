@@ -13,7 +13,8 @@
 //! - [`openie`]: HippoRAG's OpenIE JSON export and normalised entity keys;
 //! - [`ras`]: the RAS text-to-triple form `(S> s| P> p| O> o)` and Python `repr` of lists.
 //!
-//! Dependencies: `distillery-llm` (client and cache), `md-5` (HippoRAG's chunk ids are MD5),
+//! Dependencies: `schemars` (the schema of [`TriplesOptions`] for `docs/pipelines.md`),
+//! `distillery-llm` (client and cache), `md-5` (HippoRAG's chunk ids are MD5),
 //! `hex`, `serde_json`, `serde` (the `triples` stage options, [`TriplesOptions`], live here because
 //! every stage that extracts triples builds its extractor from them).
 

@@ -23,7 +23,7 @@ fn default_exports() -> Vec<String> {
 pub const TRIPLE_EXPORTS: &[&str] = &["hipporag", "ras"];
 
 /// `triples` stage options (HippoRAG NER + OpenIE; formats.md "Triple extraction").
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TriplesOptions {
     /// What one LLM call reads: `paragraph` (each paragraph of a document, the whole text

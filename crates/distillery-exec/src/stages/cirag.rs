@@ -79,7 +79,7 @@ fn default_min_f1() -> f64 {
 }
 
 /// `cirag` stage options (CIRAG paper 003, 3.3-3.5: K, N, L; formats.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CiragOptions {
     /// Inputs whose documents form the retrieval corpus (default: the stage's inputs).
@@ -134,6 +134,10 @@ impl Stage for Cirag {
 
     fn uses_llm(&self) -> bool {
         true
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(CiragOptions)
     }
 
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {

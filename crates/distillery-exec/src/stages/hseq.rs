@@ -34,6 +34,10 @@ impl Stage for Hseq {
         "hseq"
     }
 
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(HseqOptions)
+    }
+
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
         cx.options::<HseqOptions>().map(StageOptions::new)
     }

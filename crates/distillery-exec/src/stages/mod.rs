@@ -101,6 +101,10 @@ pub trait Stage: Send + Sync {
     /// through `cx`.
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions>;
 
+    /// The JSON schema of its options type (`schemars::schema_for!`): names, types, defaults
+    /// and the doc comment of every option, from which `docs/pipelines.md` is generated.
+    fn options_schema(&self) -> schemars::Schema;
+
     /// How its work is cut into tasks.
     fn partitioning(&self) -> Partitioning {
         Partitioning::Whole

@@ -51,7 +51,7 @@ fn default_plan_tokens() -> u32 {
 }
 
 /// `planner` stage options (HSEQ planner guidance, paper 000 9.3.3).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PlannerOptions {
     /// A local guidance cache directory the plans are also written to (plans already there
@@ -81,6 +81,10 @@ impl Stage for Planner {
 
     fn uses_llm(&self) -> bool {
         true
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(PlannerOptions)
     }
 
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {

@@ -76,7 +76,7 @@ fn default_ras_tokens() -> u32 {
 }
 
 /// `ras` stage options (RAS HotpotQA-SUBQ, paper 002 appendix B).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RasOptions {
     /// The sentence-embedding model deciding `[NO_RETRIEVAL]`: a directory with
@@ -122,6 +122,10 @@ impl Stage for Ras {
 
     fn uses_llm(&self) -> bool {
         true
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(RasOptions)
     }
 
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {

@@ -54,7 +54,7 @@ fn default_judgement_tokens() -> u32 {
 }
 
 /// `relevance` stage options (HANRAG `<Q, D, IS_REL>`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelevanceOptions {
     /// Label the context documents of at most this many questions (in part order).
@@ -89,6 +89,10 @@ impl Stage for Relevance {
 
     fn uses_llm(&self) -> bool {
         true
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(RelevanceOptions)
     }
 
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {

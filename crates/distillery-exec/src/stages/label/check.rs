@@ -21,6 +21,10 @@ impl Stage for Label {
         "label"
     }
 
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(LabelOptions)
+    }
+
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
         let o: LabelOptions = cx.options()?;
         check_options(cx, &o);

@@ -78,6 +78,10 @@ impl Stage for Triples {
         true
     }
 
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(TriplesOptions)
+    }
+
     fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
         let o: TriplesOptions = cx.options()?;
         if !["paragraph", "document"].contains(&o.unit.as_str()) {
