@@ -947,3 +947,114 @@ fn triples_pipeline_in_four_tasks_on_three_workers_equals_one_shard_run() {
         );
     }
 }
+
+/// A multistream dump of `streams` streams of 10 pages each between a header and a footer
+/// stream, each compressed on its own, with its `-index.txt` (`offset:page id:title`) beside it.
+fn write_multistream_dump(dir: &Path, streams: usize) -> PathBuf {
+    use std::io::Write;
+    let bz2 = |text: &str| {
+        let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::new(1));
+        e.write_all(text.as_bytes()).unwrap();
+        e.finish().unwrap()
+    };
+    let mut dump = bz2(concat!(
+        "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\" ",
+        "xml:lang=\"en\">\n  <siteinfo>\n    <sitename>Test</sitename>\n    ",
+        "<dbname>testwiki</dbname>\n  </siteinfo>\n"
+    ));
+    let mut index = String::new();
+    for s in 0..streams {
+        let offset = dump.len();
+        let mut text = String::new();
+        for i in s * 10..s * 10 + 10 {
+            index.push_str(&format!("{offset}:{i}:Page {i}\n"));
+            let words: String = (0..200)
+                .map(|w| format!("w{}x{} ", (i * 7919 + w * 104_729) % 100_003, w % 13))
+                .collect();
+            text.push_str(&format!(
+                "  <page>\n    <title>Page {i}</title>\n    <ns>0</ns>\n    <id>{i}</id>\n    \
+                 <revision>\n      <id>{rev}</id>\n      <text xml:space=\"preserve\">\
+                 '''Page {i}''' links [[Page {next}]].\n\n== Facts ==\n{{| class=\"wikitable\"\n\
+                 ! A !! B\n|-\n| x{i} || {i}\n|}}\n{words}.</text>\n    </revision>\n  </page>\n",
+                rev = 1000 + i,
+                next = i + 1
+            ));
+        }
+        dump.extend(bz2(&text));
+    }
+    dump.extend(bz2("</mediawiki>\n"));
+    let path = dir.join("testwiki-20240101-pages-articles-multistream.xml.bz2");
+    std::fs::write(&path, dump).unwrap();
+    std::fs::write(
+        dir.join("testwiki-20240101-pages-articles-multistream-index.txt"),
+        index,
+    )
+    .unwrap();
+    path
+}
+
+/// A multistream dump with its index, cut into byte-range ingest tasks on 3 workers, gives the
+/// documents, tables and segments of the same dump read as one task.
+#[test]
+fn a_multistream_dump_is_read_as_byte_range_tasks_like_one_task() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let dump = write_multistream_dump(dir, 12);
+    let size = std::fs::metadata(&dump).unwrap().len();
+    let pipeline = dir.join("wiki.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "version = 1\nname = \"wiki\"\noutput = \"unused\"\n[run]\nshards = 2\n\
+             [[inputs]]\nname = \"wiki\"\nformat = \"mediawiki\"\npaths = [\"{}\"]\n\
+             [[stages]]\nkind = \"hseq\"\n",
+            dump.display()
+        ),
+    )
+    .unwrap();
+    let one = dir.join("one");
+    run_into(&pipeline, &one, &["run.split_bytes=0"]);
+
+    let mut c = Cluster::new(dir, &[]);
+    c.start_workers(&["w1", "w2", "w3"], &[]);
+    let split = dir.join("split");
+    let split_bytes = format!("run.split_bytes={}", size / 4);
+    let o = c.cli(&[
+        "submit",
+        pipeline.to_str().unwrap(),
+        "--set",
+        &split_bytes,
+        "--set",
+        &format!("output={}", split.display()),
+        "--wait",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(split.join("_summary.json")).unwrap()).unwrap();
+    let ingest = summary["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stage"] == "ingest/wiki")
+        .unwrap()
+        .clone();
+    let tasks: Vec<&str> = ingest["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task"].as_str().unwrap())
+        .collect();
+    assert!(tasks.len() >= 2, "{tasks:?}");
+    assert!(
+        tasks.iter().all(|t| t.starts_with("ingest/wiki-0000.")),
+        "{tasks:?}"
+    );
+    for table in ["documents", "tables", "segments"] {
+        let (a, b) = (sorted_rows(&one, table), sorted_rows(&split, table));
+        assert!(a.len() >= 100, "{table}: {} rows", a.len());
+        assert!(
+            a == b,
+            "table {table} differs between one task and byte ranges"
+        );
+    }
+}

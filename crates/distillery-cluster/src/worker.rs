@@ -19,9 +19,7 @@ use distillery_exec::ExecError;
 use distillery_exec::parts::WrittenPart;
 use distillery_exec::run::ProgressMode;
 use distillery_exec::store::open_location;
-use distillery_exec::task::{
-    JobPlan, ShardOutput, TaskDef, TaskKind, TaskOutput, plan_tasks, run_task,
-};
+use distillery_exec::task::{ShardOutput, TaskDef, TaskOutput, run_task};
 use tokio::sync::{Notify, watch};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -164,7 +162,7 @@ impl WorkerMetrics {
 }
 
 type Muted = Arc<Mutex<Option<Instant>>>;
-type Plans = Arc<Mutex<HashMap<String, Arc<(Pipeline, JobPlan)>>>>;
+type Plans = Arc<Mutex<HashMap<String, Arc<Pipeline>>>>;
 
 /// Runs a worker until `shutdown` turns true and its tasks are done (or the grace period
 /// ends).
@@ -544,7 +542,7 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
         .unwrap_or_else(|e| e.into_inner())
         .get(&t.job_id)
         .cloned();
-    let planned = match cached {
+    let p = match cached {
         Some(p) => p,
         None => {
             let p = distillery_exec::stages::parse_pipeline(
@@ -553,28 +551,17 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
                 &t.overrides,
             )
             .map_err(|e| ExecError::Inputs(e.to_string()))?;
-            let jp = plan_tasks(&p)?;
-            let v = Arc::new((p, jp));
+            let p = Arc::new(p);
             plans
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(t.job_id.clone(), v.clone());
-            v
+                .insert(t.job_id.clone(), p.clone());
+            p
         }
     };
-    let (p, jp) = (&planned.0, &planned.1);
-    if let TaskKind::Ingest { file } = def.kind
-        && jp.plan.files.get(file).map(|f| format!("ingest/{}", f.tag)) != Some(def.id.clone())
-    {
-        return Err(ExecError::Inputs(format!(
-            "{}: this worker sees other input files than the coordinator (shared storage?)",
-            def.id
-        )));
-    }
     let out = open_location(&p.output, true)?;
     let mut output = run_task(
-        p,
-        &jp.plan,
+        &p,
         &def,
         &out,
         &t.dir,

@@ -188,7 +188,8 @@ pub struct Triple {
     pub sentence: Option<u32>,
     pub start: Option<u32>,
     pub end: Option<u32>,
-    /// 1-based line of the input for line-oriented sources.
+    /// 1-based line of the input for line-oriented sources; `None` when the file was read as
+    /// byte ranges (`run.split_bytes`), which cannot know how many lines come before them.
     pub line: Option<u64>,
 }
 

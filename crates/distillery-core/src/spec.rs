@@ -642,11 +642,31 @@ pub struct RunSpec {
     /// above this share. 1.0 never fails.
     #[serde(default = "default_bad_ratio")]
     pub max_bad_ratio: f64,
+    /// Input files bigger than this (bytes) are read as several ingest tasks of about this
+    /// many bytes each where the format allows: a multistream bz2 MediaWiki dump at bz2
+    /// stream starts (from its `-index.txt(.bz2)` beside it, else by scanning), plain
+    /// N-Triples and Wikidata JSON at line starts. 0 reads every file as one task. The
+    /// records are those of a whole read, in the same order of ids, except that triples read
+    /// from a range carry no line number (their quarantine rows give byte offsets). Default
+    /// 1 GiB.
+    #[serde(
+        default = "default_split_bytes",
+        skip_serializing_if = "is_default_split"
+    )]
+    pub split_bytes: u64,
+}
+
+fn default_split_bytes() -> u64 {
+    1 << 30
+}
+fn is_default_split(v: &u64) -> bool {
+    *v == default_split_bytes()
 }
 
 impl Default for RunSpec {
     fn default() -> Self {
         RunSpec {
+            split_bytes: default_split_bytes(),
             shards: default_shards(),
             batch_size: default_batch(),
             parallelism: 0,

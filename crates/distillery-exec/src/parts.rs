@@ -78,6 +78,8 @@ pub struct PartId {
     pub stage: Option<String>,
     /// Index of the input's file.
     pub file: u32,
+    /// The byte range of the file, for a file read as several ranges (`…-NNNN.RRRRR`).
+    pub range: Option<u32>,
     /// The part's tag as written in its name: `INPUT-NNNN` or `INPUT@STAGE-NNNN`.
     pub tag: String,
 }
@@ -90,7 +92,12 @@ impl PartId {
         let rest = file.strip_prefix("part-")?.strip_suffix(".parquet")?;
         let (shard, tag) = rest.split_once('-')?;
         let (name, index) = tag.rsplit_once('-')?;
-        if index.len() < 4 || !index.bytes().all(|b| b.is_ascii_digit()) {
+        let (index, range) = match index.split_once('.') {
+            Some((i, r)) => (i, Some(r)),
+            None => (index, None),
+        };
+        let digits = |s: &str| s.len() >= 4 && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(index) || range.is_some_and(|r| !digits(r)) {
             return None;
         }
         let (input, stage) = match name.split_once('@') {
@@ -103,6 +110,10 @@ impl PartId {
             input: input.to_string(),
             stage,
             file: index.parse().ok()?,
+            range: match range {
+                Some(r) => Some(r.parse().ok()?),
+                None => None,
+            },
             tag: tag.to_string(),
         })
     }
@@ -476,6 +487,17 @@ mod tests {
         assert!(!id.is_input() && id.of(&["wiki-en".into()]));
         assert_eq!(id.tag, "wiki-en@my-triples-0012");
         assert!(PartId::parse("documents/part-00001-nodigits.parquet").is_none());
+        let ranged = PartId::parse("documents/part-00001-wiki-0002.00013.parquet").unwrap();
+        assert_eq!((ranged.file, ranged.range), (2, Some(13)));
+        let derived = PartId::parse("triples/part-00001-wiki@t-0002.00013.parquet").unwrap();
+        assert_eq!(
+            (
+                derived.input.as_str(),
+                derived.stage.as_deref(),
+                derived.range
+            ),
+            ("wiki", Some("t"), Some(13))
+        );
     }
 
     /// Asserts that `path` names a leaf column of `table`: a path that names no leaf would

@@ -3,23 +3,28 @@
 use std::fmt;
 
 use distillery_core::TableKind;
-use distillery_core::spec::{Format, Pipeline};
+use distillery_core::spec::{Format, FormatOptions, Pipeline};
+use distillery_ingest::{ByteRange, InputCtx, LocalFs, find_multistream_index, split_ranges};
 
 use crate::error::ExecError;
 use crate::stages::stage_of;
 use crate::store::{is_url, resolve_paths};
 
-/// One input file to read.
-#[derive(Debug, Clone, PartialEq)]
+/// One input file (or byte range of one) to read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlannedFile {
     pub input: String,
     pub format: Format,
     /// Index of the file within its input.
     pub index: usize,
     pub location: String,
+    /// Bytes this task reads: the file's size, or its range's length.
     pub size: Option<u64>,
-    /// Part tag: `<input>-<index>`; every part this file produces carries it.
+    /// Part tag: `<input>-<index>`, or `<input>-<index>.<range>` for a byte range of a split
+    /// file; every part this file (range) produces carries it.
     pub tag: String,
+    /// The byte range of the file this task reads (`None`: all of it). See [`split_file`].
+    pub range: Option<ByteRange>,
 }
 
 /// What a run will do.
@@ -50,6 +55,50 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
 /// file-name-safe characters by the pipeline checks, so tags of different inputs never collide.
 pub fn file_tag(input: &str, index: usize) -> String {
     format!("{input}-{index:04}")
+}
+
+/// The tag of the parts of range `r` of a split file: `<input>-<index>.<range>` (5 digits, so
+/// tags sort in file order).
+pub fn range_tag(input: &str, index: usize, r: usize) -> String {
+    format!("{input}-{index:04}.{r:05}")
+}
+
+/// Formats whose big files are read as byte ranges: a multistream bz2 MediaWiki dump (cut at
+/// bz2 stream starts, from its `-index.txt(.bz2)` when it lies beside the dump, else by
+/// scanning), plain N-Triples and Wikidata JSON (cut anywhere; each range reads the lines that
+/// start in it). QA files are not split: their questions share context documents, which a
+/// range cannot know an earlier range wrote.
+const SPLITTABLE: [Format; 3] = [Format::MediaWiki, Format::Freebase, Format::Wikidata];
+
+/// The byte ranges one local file is read in: more than one only when `run.split_bytes` is set,
+/// the file is bigger and its format splits ([`SPLITTABLE`]; the ingest crate's
+/// `split_ranges` also keeps compressed line files and single-stream dumps whole).
+/// Object-store inputs are read whole for now.
+pub fn split_file(
+    format: Format,
+    options: &FormatOptions,
+    location: &str,
+    size: Option<u64>,
+    split_bytes: u64,
+) -> Result<Vec<ByteRange>, ExecError> {
+    let Some(size) = size.filter(|s| split_bytes > 0 && *s > split_bytes) else {
+        return Ok(Vec::new());
+    };
+    if !SPLITTABLE.contains(&format) || is_url(location) {
+        return Ok(Vec::new());
+    }
+    let ctx = InputCtx::opened_by(location, options, &LocalFs);
+    let index = (format == Format::MediaWiki)
+        .then(|| find_multistream_index(&LocalFs, location))
+        .flatten();
+    let ranges = split_ranges(format, &ctx, split_bytes, index.as_deref())?;
+    Ok(
+        if ranges.len() > 1 || ranges.first().is_some_and(|r| !r.covers(size)) {
+            ranges
+        } else {
+            Vec::new()
+        },
+    )
 }
 
 /// The tag of the parts a stage derives from a file's parts: `<input>@<stage>-<index>`.
@@ -89,14 +138,36 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
                     } else {
                         std::fs::metadata(&location).ok().map(|m| m.len())
                     };
-                    files.push(PlannedFile {
+                    let file = PlannedFile {
                         input: input.name.clone(),
                         format: input.format,
                         index,
                         tag: file_tag(&input.name, index),
                         location,
                         size,
-                    });
+                        range: None,
+                    };
+                    let ranges = split_file(
+                        input.format,
+                        &input.options,
+                        &file.location,
+                        size,
+                        p.run.split_bytes,
+                    );
+                    match ranges {
+                        Ok(ranges) if !ranges.is_empty() => {
+                            for (r, range) in ranges.into_iter().enumerate() {
+                                files.push(PlannedFile {
+                                    tag: range_tag(&input.name, index, r),
+                                    size: Some(range.end - range.start),
+                                    range: Some(range),
+                                    ..file.clone()
+                                });
+                            }
+                        }
+                        Ok(_) => files.push(file),
+                        Err(e) => errors.push(format!("{}: {}", file.location, inputs_message(e))),
+                    }
                 }
             }
             Err(e) => errors.push(inputs_message(e)),
@@ -228,5 +299,35 @@ mod tests {
         let derived = stage_tag(&file_tag("wiki-en", 3), "my-triples");
         assert_eq!(derived, "wiki-en@my-triples-0003");
         assert_eq!(input(&derived).as_deref(), Some("wiki-en"));
+    }
+
+    #[test]
+    fn big_plain_line_files_split_and_small_or_compressed_ones_do_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let nt = tmp.path().join("kb.nt");
+        let line = "<http://rdf.freebase.com/ns/m.0a> <http://rdf.freebase.com/ns/p> \"x\"@en .\n";
+        std::fs::write(&nt, line.repeat(1000)).unwrap();
+        let size = std::fs::metadata(&nt).unwrap().len();
+        let loc = nt.to_str().unwrap();
+        let opts = FormatOptions::default_for(Format::Freebase);
+        let ranges = split_file(Format::Freebase, &opts, loc, Some(size), size / 3).unwrap();
+        assert!(ranges.len() >= 3, "{ranges:?}");
+        assert_eq!(ranges.first().unwrap().start, 0);
+        assert_eq!(ranges.last().unwrap().end, size);
+        assert!(ranges.windows(2).all(|w| w[0].end == w[1].start));
+        // Not bigger than the target, splitting off, or a format that does not split: whole.
+        for (f, bytes) in [
+            (Format::Freebase, size),
+            (Format::Freebase, 0),
+            (Format::HotpotQa, 10),
+        ] {
+            let o = FormatOptions::default_for(f);
+            assert!(
+                split_file(f, &o, loc, Some(size), bytes)
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+        assert_eq!(range_tag("kb", 1, 7), "kb-0001.00007");
     }
 }

@@ -129,7 +129,7 @@ pub(crate) async fn ingest_file(
     let handle = tokio::runtime::Handle::current();
     let (shards, batch_size) = (p.run.shards, p.run.batch_size);
     let location = file.location.clone();
-    let (format, index) = (file.format, file.index);
+    let (format, index, range) = (file.format, file.index, file.range);
     let reader_counter = counter.clone();
     let reader = tokio::task::spawn_blocking(move || {
         let opener = StoreOpener::new(handle);
@@ -141,6 +141,7 @@ pub(crate) async fn ingest_file(
             options: &input.options,
             opener: &opener,
             bytes_read: reader_counter,
+            range,
         };
         let mut sink = BatchingSink::new(shards, batch_size, tx);
         let read = read_input(format, &ctx, &mut sink);

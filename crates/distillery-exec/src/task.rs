@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
-use crate::plan::{Plan, plan, primary_table};
+use crate::plan::{Plan, PlannedFile, plan, primary_table};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, ingest_file, rfc3339};
 use crate::sink::QUARANTINE_EXAMPLES;
@@ -94,6 +94,10 @@ pub struct TaskDef {
     pub gpus: u32,
     /// The group whose durations are compared to spot stragglers: `ingest` or the stage name.
     pub group: String,
+    /// For an ingest task, the file (or byte range) it reads, as the coordinator planned it:
+    /// workers read what was planned and never resolve the input globs again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PlannedFile>,
 }
 
 impl TaskDef {
@@ -190,6 +194,7 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
             level: 0,
             gpus: 0,
             group: "ingest".to_string(),
+            file: Some(f.clone()),
         });
     }
     let mut level = 0u32;
@@ -211,6 +216,7 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
                 level,
                 gpus: s.gpus,
                 group: s.name.clone(),
+                file: None,
             });
         }
         if how != Partitioning::Whole && stage_of(s).is_ok_and(|st| st.merges()) {
@@ -221,6 +227,7 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
                 level,
                 gpus: 0,
                 group: s.name.clone(),
+                file: None,
             });
         }
     }
@@ -242,7 +249,6 @@ pub fn attempt_dir(job: &str, task: &str, attempt: &str) -> String {
 #[allow(clippy::too_many_arguments)]
 pub async fn run_task(
     p: &Pipeline,
-    plan: &Plan,
     task: &TaskDef,
     out: &Location,
     dir: &str,
@@ -252,12 +258,11 @@ pub async fn run_task(
     mode: ProgressMode,
 ) -> Result<TaskOutput, ExecError> {
     match &task.kind {
-        TaskKind::Ingest { file } => {
-            let file = plan
-                .files
-                .get(*file)
-                .ok_or_else(|| ExecError::Task(format!("{}: no such planned file", task.id)))?
-                .clone();
+        TaskKind::Ingest { .. } => {
+            let file = task
+                .file
+                .clone()
+                .ok_or_else(|| ExecError::Task(format!("{}: no planned file", task.id)))?;
             let input = p
                 .input(&file.input)
                 .ok_or_else(|| ExecError::Task(format!("{}: no input {}", task.id, file.input)))?

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use distillery_core::spec::FormatOptions;
 
 use crate::error::IngestError;
+use crate::range::ByteRange;
 
 /// Gives readers access to their input and its side files (name maps, table directories).
 /// [`LocalFs`] reads the local disk; the executor provides one backed by object_store for
@@ -181,6 +182,9 @@ pub struct InputCtx<'a> {
     pub opener: &'a dyn Opener,
     /// Compressed bytes consumed so far.
     pub bytes_read: Arc<AtomicU64>,
+    /// The part of the file this read covers, `None` for all of it; see [`ByteRange`] for what
+    /// each format reads of a range and [`crate::split_ranges`] for how ranges are planned.
+    pub range: Option<ByteRange>,
 }
 
 impl<'a> InputCtx<'a> {
@@ -204,7 +208,14 @@ impl<'a> InputCtx<'a> {
             options,
             opener,
             bytes_read: Arc::new(AtomicU64::new(0)),
+            range: None,
         }
+    }
+
+    /// The same context reading only `range` of the file.
+    pub fn with_range(mut self, range: ByteRange) -> InputCtx<'a> {
+        self.range = Some(range);
+        self
     }
 
     /// Opens the input decompressed.

@@ -96,6 +96,15 @@ impl<R: BufRead> JsonItems<R> {
         }
     }
 
+    /// Elements of input that starts at byte `offset` of a file (a byte range of a JSON-lines
+    /// file): offsets are absolute; lines and indexes count from the range's start.
+    pub fn starting_at(reader: R, offset: u64) -> JsonItems<R> {
+        JsonItems {
+            offset,
+            ..JsonItems::new(reader)
+        }
+    }
+
     fn peek_byte(&mut self) -> io::Result<Option<u8>> {
         let buf = self.reader.fill_buf()?;
         Ok(buf.first().copied())

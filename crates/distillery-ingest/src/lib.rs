@@ -12,6 +12,15 @@
 //! before the cut and quarantines the cut itself. [`IngestError`] is for inputs that cannot be
 //! read at all.
 //!
+//! Big inputs are read in parts: [`split_ranges`] cuts a file into [`ByteRange`]s (at line
+//! boundaries of plain line files, at bz2 stream starts of multistream MediaWiki dumps, found
+//! with [`find_multistream_index`] or by scanning), and a reader given
+//! [`InputCtx::range`] reads its part only; the ranges of a file together give the records of
+//! a whole read, in the same order, placed by byte offset instead of line (see [`ByteRange`]
+//! for the details, and for the context documents two ranges of a QA file both write). A
+//! compressed line file cannot be split: it is decompressed on one thread and parsed on the
+//! others.
+//!
 //! | format | module | produces |
 //! |---|---|---|
 //! | `mediawiki` | [`mediawiki`] | documents (sections, paragraphs, sentences, infobox, links), tables |
@@ -22,7 +31,9 @@
 //! | `hotpotqa`, `musique`, `2wiki`, `hybridqa`, `tatqa`, `metaqa`, `cwq`, `simpleqa` | [`qa`] | questions, plus their contexts as documents and tables |
 //!
 //! Dependencies: `quick-xml` (streaming XML pull parser for MediaWiki dumps), `bzip2` (pure
-//! Rust backend; multistream dumps) and `flate2` (gzip), `serde_json` (QA and Wikidata JSON),
+//! Rust backend; multistream dumps) and `flate2` (gzip, with the `zlib-rs` backend: pure Rust
+//! like `miniz_oxide` but faster to inflate, and already built for the Parquet writer's gzip),
+//! `serde_json` (QA and Wikidata JSON),
 //! `memchr` (fast line and marker scanning), `unicode-segmentation` (UAX #29 sentence
 //! boundaries). Wikitext is turned into text by hand-written code in [`mediawiki`]: the
 //! available wikitext crates are either unmaintained with known hangs on real pages
@@ -33,7 +44,10 @@ pub mod input;
 pub mod jsonstream;
 pub mod kb;
 pub mod mediawiki;
+mod parlines;
 pub mod qa;
+mod range;
+mod split;
 pub mod text;
 
 use distillery_core::RecordSink;
@@ -41,13 +55,20 @@ use distillery_core::spec::Format;
 
 pub use error::IngestError;
 pub use input::{InputCtx, LocalFs, Opener};
+pub use range::ByteRange;
+pub use split::{find_multistream_index, split_ranges};
 
-/// Reads one input file of `format` into `sink`.
+/// Reads one input file of `format` into `sink` (the part [`InputCtx::range`] names, when
+/// set; an error for a range that cuts a file that cannot be split).
 pub fn read_input(
     format: Format,
     ctx: &InputCtx<'_>,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
+    if range::Shape::of(format) == range::Shape::Other {
+        // Readers of these formats know nothing of ranges: accept only a whole-file one.
+        range::read_mode(range::Shape::Other, ctx)?;
+    }
     match format {
         Format::MediaWiki => mediawiki::read(ctx, sink),
         Format::Freebase => kb::freebase::read(ctx, sink),

@@ -94,7 +94,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             object_kind: "entity".to_string(),
             subject_name: names.get(s).cloned(),
             object_name: names.get(o).cloned(),
-            line: Some(line.number),
+            line: line.number,
             ..Triple::default()
         }))?;
     }

@@ -25,16 +25,24 @@
 //! excluded characters and with only `\u`/`\U` escapes, blank node labels, literals with
 //! ECHAR/UCHAR escapes, language tags `[a-zA-Z]+(-[a-zA-Z0-9]+)*`, datatype IRIs, the final
 //! `.` and an optional trailing comment. Blank and comment-only lines are skipped.
+//!
+//! A plain dump can be read in byte ranges (the lines starting in the range, positions by byte
+//! offset only: see [`crate::ByteRange`]); a compressed one is read whole, decompressed on one
+//! thread and parsed on the others (`crate::parlines`), with the same records in the same order.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::io::BufRead;
 
 use distillery_core::id::stable_id;
 use distillery_core::spec::{FormatOptions, FreebaseOptions};
-use distillery_core::{Entity, Record, RecordSink, Triple};
+use distillery_core::{Entity, Record, RecordSink, Triple, VecSink};
 use memchr::{memchr, memchr3};
 
-use super::{ByteLines, bad_line, truncated, utf8_line};
+use super::{ByteLines, LineRef, bad_line, truncated, utf8_line};
+use crate::input::{Compression, open_decompressed};
+use crate::parlines::{self, LineChunk};
+use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "freebase";
@@ -53,54 +61,41 @@ struct Counts {
     skipped: u64,
 }
 
-/// Reads a Freebase N-Triples dump.
+impl Counts {
+    fn add(&mut self, o: Counts) {
+        self.kept += o.kept;
+        self.dropped += o.dropped;
+        self.entities += o.entities;
+        self.quarantined += o.quarantined;
+        self.skipped += o.skipped;
+    }
+}
+
+/// Reads a Freebase N-Triples dump: the lines of its byte range when it has one (see
+/// [`crate::ByteRange`]), else the whole file, a compressed one decompressed on one thread and
+/// parsed on the others.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let default = FreebaseOptions::default();
     let opts = match ctx.options {
         FormatOptions::Freebase(o) => o,
         _ => &default,
     };
-    let mut lines = ByteLines::new(ctx.open()?);
     let mut n = Counts::default();
-    loop {
-        let line = match lines.next_line() {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
-            Err(e) => {
-                let (offset, number) = lines.position();
-                sink.emit(truncated(DATASET, ctx, e, offset, number)?)?;
-                n.quarantined += 1;
-                break;
-            }
-        };
-        let Some(text) = utf8_line(DATASET, ctx, &line, sink)? else {
-            n.quarantined += 1;
-            continue;
-        };
-        let st = match parse_line(text) {
-            Ok(Some(st)) => st,
-            Ok(None) => {
-                n.skipped += 1;
-                continue;
-            }
-            Err(e) => {
-                sink.emit(bad_line(DATASET, ctx, "bad_ntriples", e.to_string(), &line))?;
-                n.quarantined += 1;
-                continue;
-            }
-        };
-        if opts.english_only && !english(&st) {
-            n.dropped += 1;
-            continue;
+    match read_mode(Shape::NTriples, ctx)? {
+        ReadMode::Lines(range) => {
+            let (reader, first) = LineRange::open(ctx, range)?;
+            read_lines(ctx, opts, ByteLines::ranged(reader, first), &mut n, sink)?;
         }
-        n.kept += 1;
-        if opts.names
-            && let Some(e) = name_entity(ctx, &st)
-        {
-            sink.emit(Record::Entity(e))?;
-            n.entities += 1;
+        _ => {
+            let counter = ctx.bytes_read.clone();
+            let (mut reader, compression) = open_decompressed(ctx.opener, &ctx.location, counter)?;
+            let parsers = parlines::parsers();
+            if compression != Compression::None && parsers > 0 {
+                read_parallel(ctx, opts, &mut *reader, parsers, &mut n, sink)?;
+            } else {
+                read_lines(ctx, opts, ByteLines::new(reader), &mut n, sink)?;
+            }
         }
-        sink.emit(Record::Triple(triple(ctx, &st, line.number)))?;
     }
     tracing::debug!(
         location = %ctx.location,
@@ -114,8 +109,107 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     Ok(())
 }
 
+/// Reads lines one after the other on this thread.
+fn read_lines<R: BufRead>(
+    ctx: &InputCtx<'_>,
+    opts: &FreebaseOptions,
+    mut lines: ByteLines<R>,
+    n: &mut Counts,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    loop {
+        match lines.next_line() {
+            Ok(Some(line)) => read_line(ctx, opts, &line, n, sink)?,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                let (offset, number) = lines.position();
+                sink.emit(truncated(DATASET, ctx, e, offset, number)?)?;
+                n.quarantined += 1;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Decompresses on one thread and parses chunks of lines on `parsers` others.
+fn read_parallel(
+    ctx: &InputCtx<'_>,
+    opts: &FreebaseOptions,
+    reader: &mut (dyn BufRead + Send),
+    parsers: usize,
+    n: &mut Counts,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    let parse = |chunk: LineChunk| {
+        let mut out = VecSink::default();
+        let mut counts = Counts::default();
+        for line in chunk.lines() {
+            read_line(ctx, opts, &line, &mut counts, &mut out)?;
+        }
+        Ok::<_, IngestError>((out.records, counts))
+    };
+    let cut = parlines::run(reader, parsers, parse, |parsed| {
+        let (records, counts) = parsed?;
+        n.add(counts);
+        for r in records {
+            sink.emit(r)?;
+        }
+        Ok(())
+    })?;
+    if let Some(cut) = cut {
+        sink.emit(truncated(
+            DATASET,
+            ctx,
+            cut.error,
+            cut.offset,
+            Some(cut.line),
+        )?)?;
+        n.quarantined += 1;
+    }
+    Ok(())
+}
+
+/// The records of one line.
+fn read_line(
+    ctx: &InputCtx<'_>,
+    opts: &FreebaseOptions,
+    line: &LineRef<'_>,
+    n: &mut Counts,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    let Some(text) = utf8_line(DATASET, ctx, line, sink)? else {
+        n.quarantined += 1;
+        return Ok(());
+    };
+    let st = match parse_line(text) {
+        Ok(Some(st)) => st,
+        Ok(None) => {
+            n.skipped += 1;
+            return Ok(());
+        }
+        Err(e) => {
+            sink.emit(bad_line(DATASET, ctx, "bad_ntriples", e.to_string(), line))?;
+            n.quarantined += 1;
+            return Ok(());
+        }
+    };
+    if opts.english_only && !english(&st) {
+        n.dropped += 1;
+        return Ok(());
+    }
+    n.kept += 1;
+    if opts.names
+        && let Some(e) = name_entity(ctx, &st)
+    {
+        sink.emit(Record::Entity(e))?;
+        n.entities += 1;
+    }
+    sink.emit(Record::Triple(triple(ctx, &st, line.number)))?;
+    Ok(())
+}
+
 /// The triple of a statement.
-fn triple(ctx: &InputCtx<'_>, st: &Statement<'_>, line: u64) -> Triple {
+fn triple(ctx: &InputCtx<'_>, st: &Statement<'_>, line: Option<u64>) -> Triple {
     let subject = term_key(&st.subject);
     let predicate = short(&unescape(st.predicate)).to_string();
     let (object, kind, lang, datatype) = match st.object {
@@ -155,7 +249,7 @@ fn triple(ctx: &InputCtx<'_>, st: &Statement<'_>, line: u64) -> Triple {
         object_kind: kind.to_string(),
         lang,
         datatype,
-        line: Some(line),
+        line,
         ..Triple::default()
     }
 }

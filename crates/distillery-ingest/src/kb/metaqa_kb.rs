@@ -57,7 +57,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             object_kind: "entity".to_string(),
             subject_name: Some(s.to_string()),
             object_name: Some(o.to_string()),
-            line: Some(line.number),
+            line: line.number,
             ..Triple::default()
         }))?;
     }

@@ -2,7 +2,8 @@
 //!
 //! All four are line-oriented: `ByteLines` reads the decompressed input one line at a time
 //! as raw bytes (so invalid UTF-8 is a per-line quarantine, never a failure of the whole file),
-//! into one reused buffer, tracking the byte offset and the 1-based number of each line. An I/O
+//! into one reused buffer, tracking the byte offset and the 1-based number of each line (no
+//! number for the lines of a byte range, which cannot know it: see [`crate::ByteRange`]). An I/O
 //! error mid-stream (a truncated gzip or bzip2 file) ends the read: everything before it has
 //! been emitted, and `truncated` turns the error into a `truncated_input` quarantine record.
 
@@ -24,8 +25,8 @@ pub(crate) struct LineRef<'a> {
     pub bytes: &'a [u8],
     /// Byte offset of the line's first byte in the decompressed input.
     pub offset: u64,
-    /// 1-based line number.
-    pub number: u64,
+    /// 1-based line number; `None` when reading a byte range.
+    pub number: Option<u64>,
 }
 
 /// Reads a `BufRead` line by line into one reused byte buffer (memory: the longest line).
@@ -34,15 +35,27 @@ pub(crate) struct ByteLines<R> {
     buf: Vec<u8>,
     next_offset: u64,
     lines: u64,
+    numbered: bool,
 }
 
 impl<R: BufRead> ByteLines<R> {
+    /// Lines of a whole input, numbered from 1.
     pub fn new(reader: R) -> ByteLines<R> {
         ByteLines {
             reader,
             buf: Vec::with_capacity(4096),
             next_offset: 0,
             lines: 0,
+            numbered: true,
+        }
+    }
+
+    /// Lines of a byte range whose first byte is at `offset` in the file: offsets only.
+    pub fn ranged(reader: R, offset: u64) -> ByteLines<R> {
+        ByteLines {
+            next_offset: offset,
+            numbered: false,
+            ..ByteLines::new(reader)
         }
     }
 
@@ -69,13 +82,13 @@ impl<R: BufRead> ByteLines<R> {
         Ok(Some(LineRef {
             bytes: &self.buf[..end],
             offset,
-            number: self.lines,
+            number: self.numbered.then_some(self.lines),
         }))
     }
 
     /// Byte offset and 1-based line number of the next (not yet complete) line.
-    pub fn position(&self) -> (u64, u64) {
-        (self.next_offset, self.lines + 1)
+    pub fn position(&self) -> (u64, Option<u64>) {
+        (self.next_offset, self.numbered.then_some(self.lines + 1))
     }
 }
 
@@ -86,24 +99,25 @@ pub(crate) fn truncated(
     ctx: &InputCtx<'_>,
     err: io::Error,
     offset: u64,
-    line: u64,
+    line: Option<u64>,
 ) -> Result<Record, IngestError> {
     if !crate::input::is_data_error(&err) {
         // Not bad data but a failed read (network, disk): the whole input fails, so a partial
         // KB is never published as if the file ended there.
         return Err(IngestError::io(&ctx.location, err));
     }
-    Ok(Record::Quarantine(
-        QuarantineRecord::new(
-            dataset,
-            &ctx.location,
-            "truncated_input",
-            err.to_string(),
-            b"",
-        )
-        .at_byte(offset)
-        .at_line(line),
-    ))
+    let q = QuarantineRecord::new(
+        dataset,
+        &ctx.location,
+        "truncated_input",
+        err.to_string(),
+        b"",
+    )
+    .at_byte(offset);
+    Ok(Record::Quarantine(match line {
+        Some(l) => q.at_line(l),
+        None => q,
+    }))
 }
 
 /// A quarantine record for one bad line, with the raw line as its excerpt.
@@ -114,11 +128,12 @@ pub(crate) fn bad_line(
     detail: impl Into<String>,
     line: &LineRef<'_>,
 ) -> Record {
-    Record::Quarantine(
-        QuarantineRecord::new(dataset, &ctx.location, reason, detail, line.bytes)
-            .at_line(line.number)
-            .at_byte(line.offset),
-    )
+    let q = QuarantineRecord::new(dataset, &ctx.location, reason, detail, line.bytes);
+    let q = match line.number {
+        Some(n) => q.at_line(n),
+        None => q,
+    };
+    Record::Quarantine(q.at_byte(line.offset))
 }
 
 /// The line as UTF-8; `None` when it is not, after emitting its `invalid_utf8` quarantine
@@ -147,12 +162,21 @@ mod tests {
     fn lines_have_offsets_numbers_and_no_terminators() {
         let mut l = ByteLines::new(&b"ab\r\n\ncd"[..]);
         let a = l.next_line().unwrap().unwrap();
-        assert_eq!((a.bytes, a.offset, a.number), (&b"ab"[..], 0, 1));
+        assert_eq!((a.bytes, a.offset, a.number), (&b"ab"[..], 0, Some(1)));
         let b = l.next_line().unwrap().unwrap();
-        assert_eq!((b.bytes, b.offset, b.number), (&b""[..], 4, 2));
+        assert_eq!((b.bytes, b.offset, b.number), (&b""[..], 4, Some(2)));
         let c = l.next_line().unwrap().unwrap();
-        assert_eq!((c.bytes, c.offset, c.number), (&b"cd"[..], 5, 3));
+        assert_eq!((c.bytes, c.offset, c.number), (&b"cd"[..], 5, Some(3)));
         assert!(l.next_line().unwrap().is_none());
-        assert_eq!(l.position(), (7, 4));
+        assert_eq!(l.position(), (7, Some(4)));
+        let mut r = ByteLines::ranged(
+            &b"x
+y"[..],
+            100,
+        );
+        let x = r.next_line().unwrap().unwrap();
+        assert_eq!((x.offset, x.number), (100, None));
+        assert_eq!(r.next_line().unwrap().unwrap().offset, 102);
+        assert_eq!(r.position(), (103, None));
     }
 }

@@ -23,17 +23,25 @@
 //! Inputs not in that layout (a pretty-printed array or entity, a one-line array) are split
 //! with [`crate::jsonstream::JsonItems`] instead, chosen from the first bytes. Memory is bounded
 //! by one entity.
+//!
+//! A plain dump in the line layout can be read in byte ranges (the lines starting in the range,
+//! positions by byte offset only: see [`crate::ByteRange`]); a compressed one is read whole,
+//! decompressed on one thread and parsed on the others (`crate::parlines`), with the same
+//! records in the same order.
 
 use std::io::BufRead;
 
 use distillery_core::id::stable_id;
 use distillery_core::spec::{FormatOptions, WikidataOptions};
-use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple};
+use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple, VecSink};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ByteLines, truncated};
+use super::{ByteLines, LineRef, truncated};
+use crate::input::{Compression, open_decompressed};
 use crate::jsonstream::{JsonItems, SplitError};
+use crate::parlines::{self, LineChunk};
+use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "wikidata";
@@ -57,39 +65,49 @@ struct RawEntity {
     statements: Value,
 }
 
-/// Where an entity came from in the input.
+/// Where an entity came from in the input (line and index are unknown in a byte range).
 #[derive(Debug, Clone, Copy)]
 struct Pos {
-    line: u64,
+    line: Option<u64>,
     offset: u64,
-    index: u64,
+    index: Option<u64>,
 }
 
-/// Reads a Wikidata JSON dump.
+/// Reads a Wikidata JSON dump: the lines of its byte range when it has one (see
+/// [`crate::ByteRange`]), else the whole file, a compressed one in the line layout
+/// decompressed on one thread and parsed on the others.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let default = WikidataOptions::default();
     let opts = match ctx.options {
         FormatOptions::Wikidata(o) => o,
         _ => &default,
     };
-    let mut reader = ctx.open()?;
+    if let ReadMode::Lines(range) = read_mode(Shape::WikidataJson, ctx)? {
+        let (reader, first) = LineRange::open(ctx, range)?;
+        return read_lines(ctx, opts, ByteLines::ranged(reader, first), sink);
+    }
+    let counter = ctx.bytes_read.clone();
+    let (mut reader, compression) = open_decompressed(ctx.opener, &ctx.location, counter)?;
     let line_layout = match reader.fill_buf() {
         Ok(head) => is_line_layout(head),
         Err(e) => {
-            sink.emit(truncated(DATASET, ctx, e, 0, 1)?)?;
+            sink.emit(truncated(DATASET, ctx, e, 0, Some(1))?)?;
             return Ok(());
         }
     };
-    if line_layout {
-        read_lines(ctx, opts, reader, sink)
-    } else {
+    let parsers = parlines::parsers();
+    if !line_layout {
         read_items(ctx, opts, reader, sink)
+    } else if compression != Compression::None && parsers > 0 {
+        read_parallel(ctx, opts, &mut *reader, parsers, sink)
+    } else {
+        read_lines(ctx, opts, ByteLines::new(reader), sink)
     }
 }
 
 /// Whether the input starts like a dump (`[` alone on its line, then an entity on one line) or
 /// a JSON-lines file, rather than a pretty-printed or one-line array or entity.
-fn is_line_layout(head: &[u8]) -> bool {
+pub(crate) fn is_line_layout(head: &[u8]) -> bool {
     let mut rest = head.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(head);
     let mut seen_bracket = false;
     loop {
@@ -114,39 +132,93 @@ fn is_line_layout(head: &[u8]) -> bool {
     }
 }
 
-fn read_lines(
+/// Reads the dump line by line on this thread.
+fn read_lines<R: BufRead>(
     ctx: &InputCtx<'_>,
     opts: &WikidataOptions,
-    reader: impl BufRead,
+    mut lines: ByteLines<R>,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
-    let mut lines = ByteLines::new(reader);
     let mut index = 0;
     loop {
-        let line = match lines.next_line() {
-            Ok(Some(l)) => l,
-            Ok(None) => break,
+        match lines.next_line() {
+            Ok(Some(line)) => entity_line(ctx, opts, &line, &mut index, sink)?,
+            Ok(None) => return Ok(()),
             Err(e) => {
                 let (offset, number) = lines.position();
                 sink.emit(truncated(DATASET, ctx, e, offset, number)?)?;
-                break;
+                return Ok(());
             }
-        };
-        let bytes = line.bytes.trim_ascii();
-        if bytes.is_empty() || bytes == b"[" || bytes == b"]" {
-            continue;
         }
-        let bytes = bytes.strip_suffix(b",").unwrap_or(bytes);
-        let lead = line.bytes.len() - line.bytes.trim_ascii_start().len();
-        let pos = Pos {
-            line: line.number,
-            offset: line.offset + lead as u64,
-            index,
-        };
-        index += 1;
-        entity(ctx, opts, bytes, pos, sink)?;
+    }
+}
+
+/// Decompresses on one thread and parses chunks of lines on `parsers` others. A chunk numbers
+/// its entities from 0; the indexes in its quarantine records are made absolute here.
+fn read_parallel(
+    ctx: &InputCtx<'_>,
+    opts: &WikidataOptions,
+    reader: &mut (dyn BufRead + Send),
+    parsers: usize,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    let parse = |chunk: LineChunk| {
+        let mut out = VecSink::default();
+        let mut entities = 0;
+        for line in chunk.lines() {
+            entity_line(ctx, opts, &line, &mut entities, &mut out)?;
+        }
+        Ok::<_, IngestError>((out.records, entities))
+    };
+    let mut base = 0;
+    let cut = parlines::run(reader, parsers, parse, |parsed| {
+        let (records, entities) = parsed?;
+        for r in records {
+            let r = match r {
+                Record::Quarantine(q) => match q.record {
+                    Some(i) => Record::Quarantine(q.at_record(base + i)),
+                    None => Record::Quarantine(q),
+                },
+                r => r,
+            };
+            sink.emit(r)?;
+        }
+        base += entities;
+        Ok(())
+    })?;
+    if let Some(cut) = cut {
+        sink.emit(truncated(
+            DATASET,
+            ctx,
+            cut.error,
+            cut.offset,
+            Some(cut.line),
+        )?)?;
     }
     Ok(())
+}
+
+/// One line of the dump: an entity (counted in `index`), or `[`, `]` or blank (skipped).
+fn entity_line(
+    ctx: &InputCtx<'_>,
+    opts: &WikidataOptions,
+    line: &LineRef<'_>,
+    index: &mut u64,
+    sink: &mut dyn RecordSink,
+) -> Result<(), IngestError> {
+    let bytes = line.bytes.trim_ascii();
+    if bytes.is_empty() || bytes == b"[" || bytes == b"]" {
+        return Ok(());
+    }
+    let bytes = bytes.strip_suffix(b",").unwrap_or(bytes);
+    let lead = line.bytes.len() - line.bytes.trim_ascii_start().len();
+    let pos = Pos {
+        line: line.number,
+        offset: line.offset + lead as u64,
+        index: line.number.map(|_| *index),
+    };
+    *index += 1;
+    entity(ctx, opts, bytes, pos, sink)
 }
 
 fn read_items(
@@ -163,14 +235,14 @@ fn read_items(
                 end = it.offset + it.bytes.len() as u64;
                 end_line = it.line + memchr::memchr_iter(b'\n', &it.bytes).count() as u64;
                 let pos = Pos {
-                    line: it.line,
+                    line: Some(it.line),
                     offset: it.offset,
-                    index: it.index,
+                    index: Some(it.index),
                 };
                 entity(ctx, opts, &it.bytes, pos, sink)?;
             }
             Err(SplitError::Io(e)) => {
-                sink.emit(truncated(DATASET, ctx, e, end, end_line)?)?;
+                sink.emit(truncated(DATASET, ctx, e, end, Some(end_line))?)?;
                 break;
             }
             Err(e @ SplitError::TooLarge { .. }) => {
@@ -206,12 +278,15 @@ fn quarantine(
     detail: impl Into<String>,
     excerpt: &[u8],
 ) -> Record {
-    Record::Quarantine(
-        QuarantineRecord::new(DATASET, &ctx.location, reason, detail, excerpt)
-            .at_line(pos.line)
-            .at_byte(pos.offset)
-            .at_record(pos.index),
-    )
+    let mut q = QuarantineRecord::new(DATASET, &ctx.location, reason, detail, excerpt);
+    if let Some(line) = pos.line {
+        q = q.at_line(line);
+    }
+    q = q.at_byte(pos.offset);
+    if let Some(index) = pos.index {
+        q = q.at_record(index);
+    }
+    Record::Quarantine(q)
 }
 
 /// Emits the entity rows and triples of one entity's JSON.
@@ -320,7 +395,7 @@ fn entity(
                 subject_name: subject_name.clone(),
                 object_name: None,
                 time: qualifier_time(st),
-                line: Some(pos.line),
+                line: pos.line,
                 ..Triple::default()
             };
             sink.emit(Record::Triple(triple))?;

@@ -31,8 +31,18 @@
 //!
 //! Multistream bz2 dumps (`pages-articles-multistream.xml.bz2`) are decoded in parallel, one
 //! bz2 stream per job, with records emitted in stream order: see the `multistream` module.
+//!
+//! A bz2 dump can be read in byte ranges ([`crate::ByteRange`]): a range reads the bz2 streams
+//! that start in it, see the `ranged` module. Its quarantine records cannot know their offset in
+//! the whole decompressed input: they name the compressed offset of the stream where decoding
+//! started and the decompressed offset from there, in their detail and id, with no
+//! `byte_offset` and no page index. Plain and gzip dumps cannot be split.
 
 mod multistream;
+mod ranged;
+mod streams;
+
+pub(crate) use streams::{MAX_STREAM, find_stream_start, first_start_from};
 mod table;
 mod wikitext;
 mod xml;
@@ -43,12 +53,14 @@ use distillery_core::id::{sha1_hex, stable_id};
 use distillery_core::spec::{FormatOptions, MediaWikiOptions};
 use distillery_core::{Document, QuarantineRecord, Record, RecordSink, Table};
 
+use crate::range::{ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 use xml::{PageBytes, PageError, PageSplitter, Split, SplitEnd};
 
 const DATASET: &str = "mediawiki";
 
-/// Reads one MediaWiki XML export into documents and tables.
+/// Reads one MediaWiki XML export into documents and tables (the streams starting in its byte
+/// range when it has one).
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let default = MediaWikiOptions::default();
     let opts = match ctx.options {
@@ -56,6 +68,9 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         _ => &default,
     };
     let pctx = PageCtx::new(ctx, opts);
+    if let ReadMode::Streams(range) = read_mode(Shape::MediaWiki, ctx)? {
+        return ranged::read(ctx, &pctx, range, opts.parallel_streams, sink);
+    }
     if opts.parallel_streams && multistream::read(ctx, &pctx, sink)? {
         return Ok(());
     }
@@ -118,6 +133,9 @@ pub(crate) enum Item {
 pub(crate) struct Base {
     pub offset: u64,
     pub page: u64,
+    /// Reading a byte range: `offset` counts from the start of the bz2 stream at this
+    /// compressed offset, and quarantine records are placed by both (see the module docs).
+    pub stream: Option<u64>,
 }
 
 /// Whether the `<mediawiki>` root's start and end tags were seen.
@@ -148,12 +166,39 @@ pub(crate) fn emit_items(
                 }
             }
             Item::Quarantine(p) => {
-                let mut q =
-                    QuarantineRecord::new(DATASET, &pctx.location, p.reason, p.detail, &p.excerpt)
-                        .at_byte(base.offset + p.offset);
-                if let Some(page) = p.page {
-                    q = q.at_record(base.page + page);
-                }
+                let offset = base.offset + p.offset;
+                let q = match base.stream {
+                    None => {
+                        let q = QuarantineRecord::new(
+                            DATASET,
+                            &pctx.location,
+                            p.reason,
+                            p.detail,
+                            &p.excerpt,
+                        )
+                        .at_byte(offset);
+                        match p.page {
+                            Some(page) => q.at_record(base.page + page),
+                            None => q,
+                        }
+                    }
+                    Some(stream) => {
+                        let detail = format!(
+                            "at byte {offset} of the text decoded from the bz2 stream at \
+                             compressed byte {stream}: {}",
+                            p.detail
+                        );
+                        let mut q = QuarantineRecord::new(
+                            DATASET,
+                            &pctx.location,
+                            p.reason,
+                            detail,
+                            &p.excerpt,
+                        );
+                        q.id = stable_id(&[&q.id, &stream.to_string(), &offset.to_string()]);
+                        q
+                    }
+                };
                 sink.emit(Record::Quarantine(q))?;
             }
         }

@@ -17,6 +17,7 @@
 //! table of the file, e.g. about 20 MB for the ~900k distinct paragraphs of HotpotQA train.
 
 use std::collections::HashSet;
+use std::io::BufRead;
 
 use distillery_core::id::stable_id;
 use distillery_core::{
@@ -26,6 +27,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::jsonstream::{JsonItems, RawItem, SplitError};
+use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::text::sentence_spans;
 use crate::{IngestError, InputCtx};
 
@@ -112,6 +114,9 @@ pub(crate) struct Qa<'c, 's> {
     sink: &'s mut dyn RecordSink,
     /// Ids of the documents and tables written so far (see the module docs for the bound).
     written: HashSet<u128>,
+    /// Whether quarantine records get line numbers and element indexes (not in a byte range,
+    /// which cannot know them: see [`crate::ByteRange`]).
+    numbered: bool,
 }
 
 impl<'c, 's> Qa<'c, 's> {
@@ -122,6 +127,7 @@ impl<'c, 's> Qa<'c, 's> {
             split: ctx.split(),
             sink,
             written: HashSet::new(),
+            numbered: true,
         }
     }
 
@@ -159,10 +165,18 @@ impl<'c, 's> Qa<'c, 's> {
         reason: &str,
         detail: impl Into<String>,
     ) -> QuarantineRecord {
-        self.quarantine_record(reason, detail, &raw.bytes)
-            .at_byte(raw.offset)
-            .at_line(raw.line)
-            .at_record(raw.index)
+        let q = self.quarantine_record(reason, detail, &raw.bytes);
+        self.locate(q, raw)
+    }
+
+    /// Places a quarantine record at a raw element: its byte offset, and its line and index
+    /// when they are known.
+    fn locate(&self, q: QuarantineRecord, raw: &RawItem) -> QuarantineRecord {
+        let q = q.at_byte(raw.offset);
+        match self.numbered {
+            true => q.at_line(raw.line).at_record(raw.index),
+            false => q,
+        }
     }
 
     /// A quarantine record for one part of a raw element (the `part`-th question of a TAT-QA
@@ -176,11 +190,7 @@ impl<'c, 's> Qa<'c, 's> {
         detail: impl Into<String>,
         excerpt: &[u8],
     ) -> QuarantineRecord {
-        let mut q = self
-            .quarantine_record(reason, detail, excerpt)
-            .at_byte(raw.offset)
-            .at_line(raw.line)
-            .at_record(raw.index);
+        let mut q = self.locate(self.quarantine_record(reason, detail, excerpt), raw);
         q.id = stable_id(&[&q.id, "part", &part.to_string()]);
         q
     }
@@ -258,14 +268,27 @@ impl<'c, 's> Qa<'c, 's> {
 
     /// Streams the elements of the input, deserializes each as `T` and hands it to `f`; every
     /// element that fails (here or in `f`) becomes one quarantine record.
+    ///
+    /// Under a byte range, a JSON-lines file gives the elements of the lines starting in the
+    /// range, located by byte offset only (see [`crate::ByteRange`]). Documents and tables are
+    /// written once per range then: one shared by questions of two ranges is written by both,
+    /// with the same id and content.
     pub fn for_each_json<T, F>(&mut self, mut f: F) -> Result<(), IngestError>
     where
         T: DeserializeOwned,
         F: FnMut(&mut Self, T, &RawItem) -> Result<(), ItemError>,
     {
-        let reader = self.ctx.open()?;
+        let ctx = self.ctx;
+        let items = match read_mode(Shape::JsonQa, ctx)? {
+            ReadMode::Lines(range) => {
+                let (reader, first) = LineRange::open(ctx, range)?;
+                self.numbered = false;
+                JsonItems::starting_at(Box::new(reader) as Box<dyn BufRead + '_>, first)
+            }
+            _ => JsonItems::new(ctx.open()? as Box<dyn BufRead + '_>),
+        };
         let mut end = 0u64;
-        for item in JsonItems::new(reader) {
+        for item in items {
             let raw = match item {
                 Ok(raw) => raw,
                 Err(SplitError::Truncated {
@@ -279,8 +302,8 @@ impl<'c, 's> Qa<'c, 's> {
                             "the input ends inside this element; everything before it was kept",
                             &excerpt,
                         )
-                        .at_byte(offset)
-                        .at_line(line);
+                        .at_byte(offset);
+                    let q = if self.numbered { q.at_line(line) } else { q };
                     self.quarantine(q)?;
                     break;
                 }

@@ -5,3 +5,5 @@ mod common;
 mod kb;
 mod mediawiki;
 mod qa;
+mod ranges;
+mod ranges_mediawiki;

@@ -114,6 +114,7 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
                 options: &options,
                 opener: &opener,
                 bytes_read: counter.clone(),
+                range: file.range,
             };
             let mut sink = SampleSink {
                 docs: Vec::new(),

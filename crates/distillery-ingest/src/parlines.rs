@@ -1,0 +1,302 @@
+//! Decompression on one thread, parsing on the others, for line inputs that cannot be split
+//! into byte ranges (a single-stream gzip or bzip2 Freebase or Wikidata dump).
+//!
+//! A cutter thread pulls the decompressed bytes, cuts them into chunks of whole lines (about
+//! 1 MiB each) and places each chunk in the input (offset of its first byte, number of its first
+//! line). A pool of parser threads turns chunks into the reader's output; the calling thread
+//! hands the outputs over in chunk order, so the records come out exactly as a sequential read
+//! gives them, line numbers and offsets included. A window of chunks in flight (twice the
+//! parsers) bounds memory: the cutter takes a token per chunk and the caller gives it back once
+//! that chunk's output is handed over.
+//!
+//! A decompression error ends the input as in a sequential read with `ByteLines`: every
+//! complete line before it is parsed and handed over, the partial line after the last newline
+//! is dropped, and [`run`] returns where it started.
+
+use std::collections::BTreeMap;
+use std::io::{self, BufRead};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
+
+use memchr::{memchr, memchr_iter, memrchr};
+
+use crate::IngestError;
+use crate::kb::LineRef;
+
+/// Decompressed bytes per chunk (more when a line is longer).
+const CHUNK: usize = 1 << 20;
+
+/// A run of whole lines of the decompressed input.
+#[derive(Debug)]
+pub(crate) struct LineChunk {
+    pub bytes: Vec<u8>,
+    /// Offset of `bytes[0]` in the decompressed input.
+    pub offset: u64,
+    /// 1-based number of the first line.
+    pub first_line: u64,
+}
+
+impl LineChunk {
+    /// The chunk's lines without their `\n` / `\r\n` terminators, as `ByteLines` gives them.
+    pub fn lines(&self) -> impl Iterator<Item = LineRef<'_>> {
+        let mut start = 0usize;
+        let mut number = self.first_line;
+        std::iter::from_fn(move || {
+            if start >= self.bytes.len() {
+                return None;
+            }
+            let rest = &self.bytes[start..];
+            let (len, next) = match memchr(b'\n', rest) {
+                Some(i) => (i, start + i + 1),
+                None => (rest.len(), self.bytes.len()),
+            };
+            let line = &rest[..len];
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let r = LineRef {
+                bytes: line,
+                offset: self.offset + start as u64,
+                number: Some(number),
+            };
+            start = next;
+            number += 1;
+            Some(r)
+        })
+    }
+}
+
+/// Where the decompressed input broke: the error, and the offset and line number of the
+/// partial line it cut.
+#[derive(Debug)]
+pub(crate) struct Cut {
+    pub error: io::Error,
+    pub offset: u64,
+    pub line: u64,
+}
+
+/// Parser threads for one reader: every core but the cutter's; none on a single core (read
+/// sequentially then).
+pub(crate) fn parsers() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .saturating_sub(1)
+}
+
+/// Reads `reader` to its end on a cutter thread, runs `parse` on each chunk on `parsers`
+/// threads (at least one), and hands the outputs to `emit` in input order on this thread.
+/// Returns the cut when the input broke (see the module docs); an `emit` error stops
+/// everything and is returned.
+pub(crate) fn run<T, P, E>(
+    reader: &mut (dyn BufRead + Send),
+    parsers: usize,
+    parse: P,
+    mut emit: E,
+) -> Result<Option<Cut>, IngestError>
+where
+    T: Send,
+    P: Fn(LineChunk) -> T + Sync,
+    E: FnMut(T) -> Result<(), IngestError>,
+{
+    let parsers = parsers.max(1);
+    let window = 2 * parsers;
+    let stop = AtomicBool::new(false);
+    let (job_tx, job_rx) = mpsc::sync_channel::<(u64, LineChunk)>(window);
+    let job_rx = Mutex::new(job_rx);
+    std::thread::scope(|s| {
+        let (res_tx, res_rx) = mpsc::channel::<(u64, T)>();
+        let (tok_tx, tok_rx) = mpsc::sync_channel::<()>(window);
+        for _ in 0..window {
+            let _ = tok_tx.send(());
+        }
+        let stop = &stop;
+        let cutter = s.spawn(move || cut_chunks(reader, &tok_rx, &job_tx, stop));
+        for _ in 0..parsers {
+            let (job_rx, res_tx, parse) = (&job_rx, res_tx.clone(), &parse);
+            s.spawn(move || {
+                loop {
+                    let job = match job_rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((index, chunk)) = job else {
+                        return;
+                    };
+                    if res_tx.send((index, parse(chunk))).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(res_tx);
+        let mut waiting: BTreeMap<u64, T> = BTreeMap::new();
+        let mut next = 0u64;
+        let mut result = Ok(());
+        'recv: for (index, out) in res_rx.iter() {
+            waiting.insert(index, out);
+            while let Some(out) = waiting.remove(&next) {
+                if let Err(e) = emit(out) {
+                    result = Err(e);
+                    break 'recv;
+                }
+                next += 1;
+                let _ = tok_tx.send(());
+            }
+        }
+        // On an error: the cutter stops at its next token, the parsers when their results
+        // cannot be sent. No send blocks: at most `window` chunks are ever queued.
+        stop.store(true, Ordering::Relaxed);
+        drop(tok_tx);
+        drop(res_rx);
+        let cut = match cutter.join() {
+            Ok(cut) => cut,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        result.map(|()| cut)
+    })
+}
+
+/// The cutter: reads the input into chunks of whole lines and queues them.
+fn cut_chunks(
+    reader: &mut (dyn BufRead + Send),
+    tokens: &mpsc::Receiver<()>,
+    jobs: &mpsc::SyncSender<(u64, LineChunk)>,
+    stop: &AtomicBool,
+) -> Option<Cut> {
+    let mut carry: Vec<u8> = Vec::new();
+    let (mut offset, mut line, mut index) = (0u64, 1u64, 0u64);
+    loop {
+        let mut buf = std::mem::take(&mut carry);
+        buf.reserve(CHUNK + (1 << 16));
+        let mut searched = 0;
+        let mut eof = false;
+        let mut failure = None;
+        loop {
+            if buf.len() >= CHUNK {
+                if memchr(b'\n', &buf[searched..]).is_some() {
+                    break;
+                }
+                searched = buf.len();
+            }
+            match reader.fill_buf() {
+                Ok([]) => {
+                    eof = true;
+                    break;
+                }
+                Ok(b) => {
+                    let n = b.len();
+                    buf.extend_from_slice(b);
+                    reader.consume(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        let cut = if eof {
+            buf.len()
+        } else {
+            memrchr(b'\n', &buf).map_or(0, |i| i + 1)
+        };
+        carry = buf.split_off(cut);
+        if !buf.is_empty() {
+            if tokens.recv().is_err() || stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let (len, lines) = (buf.len() as u64, memchr_iter(b'\n', &buf).count() as u64);
+            let chunk = LineChunk {
+                bytes: buf,
+                offset,
+                first_line: line,
+            };
+            if jobs.send((index, chunk)).is_err() {
+                return None;
+            }
+            index += 1;
+            offset += len;
+            line += lines;
+        }
+        if let Some(error) = failure {
+            return Some(Cut {
+                error,
+                offset,
+                line,
+            });
+        }
+        if eof {
+            return None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kb::ByteLines;
+
+    /// (bytes, offset, number) of every line, read sequentially.
+    fn sequential(data: &[u8]) -> Vec<(Vec<u8>, u64, Option<u64>)> {
+        let mut lines = ByteLines::new(data);
+        let mut out = Vec::new();
+        while let Some(l) = lines.next_line().unwrap() {
+            out.push((l.bytes.to_vec(), l.offset, l.number));
+        }
+        out
+    }
+
+    #[test]
+    fn chunks_give_the_lines_of_a_sequential_read_in_order() {
+        let mut data = Vec::new();
+        for i in 0..200_000 {
+            data.extend_from_slice(format!("line {i} {}\r\n", "x".repeat(i % 37)).as_bytes());
+            if i % 1000 == 0 {
+                data.push(b'\n');
+            }
+        }
+        // One line longer than a chunk, and a last line without a newline.
+        data.extend_from_slice(&vec![b'y'; CHUNK + 10]);
+        data.extend_from_slice(b"\nlast");
+        let want = sequential(&data);
+        for parsers in [1, 3] {
+            let mut got = Vec::new();
+            let mut reader = io::BufReader::new(&data[..]);
+            let cut = run(
+                &mut reader,
+                parsers,
+                |chunk| {
+                    chunk
+                        .lines()
+                        .map(|l| (l.bytes.to_vec(), l.offset, l.number))
+                        .collect::<Vec<_>>()
+                },
+                |lines| {
+                    got.extend(lines);
+                    Ok(())
+                },
+            )
+            .unwrap();
+            assert!(cut.is_none());
+            assert_eq!(got.len(), want.len());
+            assert!(got == want, "parsers {parsers}");
+        }
+    }
+
+    #[test]
+    fn an_emit_error_stops_the_threads() {
+        let data = "a line\n".repeat(1_000_000);
+        let mut reader = io::BufReader::new(data.as_bytes());
+        let mut calls = 0;
+        let r = run(
+            &mut reader,
+            2,
+            |chunk| chunk.bytes.len(),
+            |_| {
+                calls += 1;
+                Err(IngestError::invalid("x", "stop"))
+            },
+        );
+        assert!(r.is_err());
+        assert_eq!(calls, 1);
+    }
+}
