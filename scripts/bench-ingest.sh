@@ -9,6 +9,9 @@
 # 2. N-Triples parse + English filter + Parquet write of NT_LINES lines (gz) vs
 #    `gzip -dc FILE | wc -l`; also triples per second.
 # 3. Peak RSS of ingest + HSEQ of a synthetic plain-XML dump of BIG_MB (>= 1 GB).
+# 4. A multistream dump of WIKI_MB with its index: ingest + HSEQ as byte-range tasks
+#    (run.split_bytes = size / 8) on 2 worker processes pinned to a core each, vs the same dump
+#    in one task on 1 worker, parallel stream decoding off in both; the outputs compared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WIKI_MB=${1:-200}
@@ -44,3 +47,38 @@ echo "== 3. peak RSS on a synthetic dump of ${BIG_MB} MB"
 ls -l "$WORK/big.xml"
 /usr/bin/time -v $BIN --quiet ingest mediawiki "$WORK/big.xml" --out "$WORK/out-big" --hseq --shards 4 2> "$WORK/time.txt" > /dev/null
 grep -E "Maximum resident set size|Elapsed" "$WORK/time.txt"
+
+echo "== 4. a multistream dump with its index: byte-range tasks on 2 workers vs one task on 1 worker (one core each)"
+[ -f "$WORK/ms-multistream.xml.bz2" ] || python3 scripts/gen_bench_data.py multistream "$WORK/ms-multistream.xml.bz2" "$WIKI_MB"
+command -v taskset >/dev/null || { echo "   skipped: needs taskset"; exit 0; }
+[ "$(nproc)" -ge 2 ] || { echo "   skipped: needs 2 cores"; exit 0; }
+source scripts/bench/cluster.sh
+MS_SIZE=$(stat -c %s "$WORK/ms-multistream.xml.bz2")
+cat > "$WORK/ms.toml" <<TOML
+version = 1
+name = "bench-multistream"
+output = "unused"
+[run]
+shards = 4
+[[inputs]]
+name = "wiki"
+format = "mediawiki"
+paths = ["$WORK/ms-multistream.xml.bz2"]
+options = { parallel_streams = false }
+[[stages]]
+kind = "hseq"
+TOML
+whole=$(run_job ms-whole 1 "$WORK/ms.toml" "$WORK/out-ms-whole" run.split_bytes=0)
+ranged=$(run_job ms-ranges 2 "$WORK/ms.toml" "$WORK/out-ms-ranges" "run.split_bytes=$((MS_SIZE / 8))")
+ingest_secs() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); t=[x for st in s['stages'] if st['stage']=='ingest/wiki' for x in st['tasks']]; w={}
+for x in t: w[x['worker']]=w.get(x['worker'],0)+x['seconds']
+print(f\"{max(w.values()):.2f} {len(t)}\")" "$1"; }
+read -r w1 n1 <<<"$(ingest_secs "$WORK/out-ms-whole")"
+read -r w2 n2 <<<"$(ingest_secs "$WORK/out-ms-ranges")"
+python3 -c "print(f'job: one task {$whole:.2f} s, {$n2} ranges on 2 workers {$ranged:.2f} s ({$whole/$ranged:.2f}x); ingest stage: {$w1:.2f} s vs {$w2:.2f} s on the busiest worker ({$w1/$w2:.2f}x)')"
+for t in documents tables segments; do
+  q="SELECT * FROM $t ORDER BY id"
+  cmp -s <("$BIN" --quiet inspect "$WORK/out-ms-whole" --sql "$q" --format csv) \
+         <("$BIN" --quiet inspect "$WORK/out-ms-ranges" --sql "$q" --format csv) \
+    && echo "   table $t identical" || echo "   table $t DIFFERENT"
+done

@@ -74,7 +74,16 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     if opts.parallel_streams && multistream::read(ctx, &pctx, sink)? {
         return Ok(());
     }
-    let mut reader = ctx.open()?;
+    let (reader, compression) =
+        crate::input::open_decompressed(ctx.opener, &ctx.location, ctx.bytes_read.clone())?;
+    // A single compressed stream: decompressed on a thread of its own, parsed on this one.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut reader: Box<dyn std::io::BufRead + Send> =
+        if compression != crate::input::Compression::None && threads > 1 {
+            Box::new(crate::input::ReadAhead::new(reader))
+        } else {
+            reader
+        };
     read_sequential(
         &mut *reader,
         Base::default(),
