@@ -42,9 +42,10 @@ EXTERNAL_SECRETS = {"distillery-token", "distillery-object-store"}
 # Secret keys whose committed values must be placeholders.
 SECRET_KEY_RE = re.compile(r"TOKEN|SECRET|PASSWORD|ACCESS_KEY|PRIVATE|API_KEY", re.I)
 PLACEHOLDER_PREFIX = "EXAMPLE-ONLY"
-# Keys a pipeline file may have at the top level (crates/distillery-core/src/spec.rs).
+# Keys a pipeline file may have at the top level (crates/distillery-core/src/spec/check.rs,
+# TOP_KEYS) and in [run] (spec/run.rs, RunSpec).
 PIPELINE_TOP_KEYS = {"version", "name", "description", "output", "run", "inputs", "stages", "llm"}
-PIPELINE_RUN_KEYS = {"shards", "batch_size", "parallelism", "max_bad_ratio"}
+PIPELINE_RUN_KEYS = {"shards", "batch_size", "parallelism", "max_bad_ratio", "split_bytes"}
 PIPELINE_LLM_KEYS = {"base_url", "model", "api_key_env", "model_revision", "max_concurrency",
                      "timeout_secs", "max_retries", "seed", "cache", "price", "budget"}
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "CronJob"}

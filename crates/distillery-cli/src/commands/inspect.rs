@@ -10,6 +10,7 @@
 //! `labels` tables.
 
 use crate::out::{out, outln};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
@@ -27,7 +28,13 @@ use distillery_core::schema::schema_of;
 use distillery_exec::publish::{read_manifest, read_summary};
 use distillery_exec::store::open_location;
 
-use crate::OutFormat;
+use crate::args::{InspectArgs, OutFormat};
+
+/// `distillery inspect URL [--sql QUERY] [--format table|csv|json]`.
+pub async fn run(a: &InspectArgs) -> Result<ExitCode> {
+    inspect(&a.url, a.sql.as_deref(), a.format).await?;
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Builds a DataFusion session with the output's tables registered.
 pub async fn session_for(url: &str) -> Result<SessionContext> {

@@ -6,6 +6,7 @@
 //! are never held.
 
 use std::collections::HashMap;
+use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use distillery_core::schema::from_batch;
@@ -17,7 +18,14 @@ use distillery_exec::store::{Location, open_location};
 use distillery_label::report;
 use futures::StreamExt;
 
-use crate::ReportFormat;
+use crate::args::ReportFormat;
+use crate::out::out;
+
+/// `distillery report labels URL [--format table|json]`.
+pub async fn run(url: &str, format: ReportFormat) -> Result<ExitCode> {
+    out!("{}", labels(url, format).await?);
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Streams the rows of one table of an output to `each`.
 async fn for_rows<T: serde::de::DeserializeOwned>(

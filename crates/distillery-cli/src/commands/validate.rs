@@ -1,0 +1,37 @@
+//! `distillery validate FILE`: checks a pipeline file and its inputs, printing every problem.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use distillery_exec::run::plan_pipeline;
+
+use super::load;
+use crate::args::ValidateArgs;
+use crate::out::outln;
+
+pub fn run(a: &ValidateArgs) -> Result<ExitCode> {
+    let file = &a.file;
+    match load(file, &a.set)? {
+        Err(errors) => {
+            eprint!("{errors}");
+            Ok(ExitCode::FAILURE)
+        }
+        Ok(p) => match plan_pipeline(&p) {
+            Ok(plan) => {
+                outln!(
+                    "{}: ok (pipeline `{}`, {} input file(s), {} stage(s), output {})",
+                    file.display(),
+                    p.name,
+                    plan.files.len(),
+                    plan.stages.len(),
+                    p.output
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                Ok(ExitCode::FAILURE)
+            }
+        },
+    }
+}
