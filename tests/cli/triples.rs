@@ -1,5 +1,6 @@
 //! The `triples` stage end to end: against a deterministic stand-in teacher on loopback
-//! (extraction, provenance, quarantine, exports, the zero-call rerun, budgets and resume),
+//! (extraction, provenance, quarantine, exports, the zero-call rerun, budgets and resume,
+//! refusals kept in the cache, passages split to fit a small context),
 //! through a fault-injecting server, and against a real vLLM when `DISTILLERY_VLLM_URL` is
 //! set (`.ci/run` starts one; see `scripts/vllm-cpu/`).
 
@@ -311,8 +312,9 @@ pub(crate) fn vllm() -> Option<(String, String)> {
 }
 
 /// `pipelines/triples.toml` on the shared samples against a real vLLM (tiny random model:
-/// structure only), the zero-call rerun, and the same run through a fault-injecting proxy in
-/// front of it giving the same outputs.
+/// structure only; `max_model_len` 2048), passages fitted to its context, the zero-call
+/// rerun, and the same run through a fault-injecting proxy in front of it (which forwards
+/// `/v1/models` and `/tokenize` as they are) giving the same outputs.
 #[test]
 fn triples_pipeline_against_a_real_vllm() {
     let Some((url, model)) = vllm() else { return };
@@ -340,12 +342,16 @@ fn triples_pipeline_against_a_real_vllm() {
     let calls = counter(&s, "llm.calls");
     assert!(calls >= 6, "{calls}");
     assert!(counter(&s, "llm.tokens_in") > 0 && counter(&s, "llm.tokens_out") > 0);
+    // vLLM says its context (`max_model_len`) and counts with `/tokenize`: a passage too
+    // long for it is cut into pieces, each a doc of the export.
+    assert_eq!(counter(&s, "context.counted_chars"), 0);
+    let units = 6 - counter(&s, "passages.split") + counter(&s, "pieces");
     let export: Value =
         serde_json::from_slice(&std::fs::read(out.join("openie/openie_results.json")).unwrap())
             .unwrap();
     assert_eq!(
         export["docs"].as_array().unwrap().len() as u64,
-        6 - counter(&s, "passages.invalid")
+        units - counter(&s, "passages.invalid")
     );
     let rows = crate::count(
         &out,
@@ -354,8 +360,15 @@ fn triples_pipeline_against_a_real_vllm() {
     assert_eq!(rows as u64, counter(&s, "triples"));
     let before = made(&out);
 
+    // The rerun makes no call at all: answers, refusals (a request too long for the model
+    // included) and cuts all come from the cache.
     assert!(run_file(&file, &set).status.success());
-    assert_eq!(counter(&summary(&out), "llm.calls"), 0);
+    let s_again = summary(&out);
+    assert_eq!(counter(&s_again, "llm.calls"), 0);
+    assert_eq!(
+        counter(&s_again, "llm.rejected"),
+        counter(&s, "llm.rejected")
+    );
     assert_eq!(made(&out), before);
     // The estimate counts with vLLM's /tokenize.
     let mut c = bin();
@@ -398,7 +411,8 @@ fn triples_pipeline_against_a_real_vllm() {
 }
 
 /// A request the server rejects as it is (400: too long for the model, say) quarantines that
-/// passage and the job goes on; the rejection is not cached, so a rerun asks again.
+/// passage (`llm_rejected`) and the job goes on; the cache keeps the refusal, so a rerun
+/// quarantines it again without asking.
 #[test]
 fn a_rejected_request_quarantines_its_passage() {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -409,10 +423,13 @@ fn a_rejected_request_quarantines_its_passage() {
     assert!(run_file(&file, &[]).status.success());
     let s = summary(&out);
     assert_eq!(counter(&s, "passages.invalid"), 2);
+    assert_eq!(counter(&s, "llm.rejected"), 1);
     let q = sql_json(
         &out,
-        "SELECT detail FROM quarantine WHERE dataset = 'openie' ORDER BY detail DESC",
+        "SELECT reason, detail, excerpt FROM quarantine WHERE dataset = 'openie' ORDER BY reason DESC",
     );
+    assert_eq!(q.len(), 2);
+    assert_eq!(q[0]["reason"], "llm_rejected");
     assert!(
         q[0]["detail"]
             .as_str()
@@ -420,8 +437,152 @@ fn a_rejected_request_quarantines_its_passage() {
             .contains("request rejected: llm server"),
         "{q:?}"
     );
+    assert_eq!(q[0]["excerpt"], "injected 400");
+    assert_eq!(q[1]["reason"], "llm_invalid_answer");
+    let before = made(&out);
+    let requests = server.requests();
     assert!(run_file(&file, &[]).status.success());
     let s = summary(&out);
-    assert_eq!(counter(&s, "passages.invalid"), 1);
-    assert_eq!(counter(&s, "llm.calls"), 2);
+    assert_eq!(counter(&s, "passages.invalid"), 2);
+    assert_eq!(counter(&s, "llm.rejected"), 1);
+    assert_eq!(counter(&s, "llm.calls"), 0);
+    assert_eq!(server.requests(), requests);
+    assert_eq!(made(&out), before);
 }
+
+/// The stand-in's tokens: a quarter of each message's characters, rounded up, plus 4.
+fn stand_in_tokens() -> crate::fault::TokenCounter {
+    std::sync::Arc::new(|body: &Value| {
+        body["messages"]
+            .as_array()
+            .map(|ms| {
+                ms.iter()
+                    .map(|m| {
+                        let chars = m["content"].as_str().unwrap_or_default().chars().count();
+                        chars.div_ceil(4) as u64 + 4
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    })
+}
+
+/// A teacher whose context is too small for the longer passages (its `/v1/models` says so,
+/// its `/tokenize` counts, and it refuses what does not fit, as vLLM does): those passages
+/// are cut into pieces that fit, each extracted on its own, with provenance in the original
+/// document; a rerun makes no call, even for the request the server refused.
+#[test]
+fn passages_too_long_for_the_context_are_split_into_pieces() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(vec![Fault::Status(400)], teacher()));
+    server.serve_models(&[("stand-in", CONTEXT)]);
+    server.tokenize_with(stand_in_tokens());
+    let tmp = tempfile::tempdir().unwrap();
+    let file = pipeline(tmp.path(), &server.url, &tmp.path().join("cache"));
+    let out = tmp.path().join("out");
+    let set = vec!["stages.triples.options.max_tokens=64".to_string()];
+    assert!(run_file(&file, &set).status.success());
+    let s = summary(&out);
+    eprintln!("{}", stage(&s, "triples")["counters"]);
+    let (passages, split, pieces) = (
+        counter(&s, "passages"),
+        counter(&s, "passages.split"),
+        counter(&s, "pieces"),
+    );
+    assert!(split > 0 && split < passages, "{split} of {passages}");
+    assert!(pieces >= 2 * split, "{pieces} pieces of {split} passages");
+    assert!(counter(&s, "context.counted_tokenize") > 0);
+    assert_eq!(counter(&s, "context.counted_chars"), 0);
+    // Only the scripted refusal: every piece fits.
+    assert_eq!(counter(&s, "llm.rejected"), 1);
+    let units = passages - split + pieces;
+    let invalid = counter(&s, "passages.invalid");
+    // The refused request, and the stand-in's refusals of the passage on Oskar Vey (or of
+    // its pieces).
+    let q = sql_json(
+        &out,
+        "SELECT reason, detail, excerpt FROM quarantine WHERE dataset = 'openie'",
+    );
+    assert_eq!(q.len() as u64, invalid);
+    assert_eq!(
+        q.iter().filter(|r| r["reason"] == "llm_rejected").count(),
+        1
+    );
+    for r in q.iter().filter(|r| r["reason"] != "llm_rejected") {
+        assert_eq!(r["excerpt"], "I would rather not say.", "{r}");
+    }
+    let calls = counter(&s, "llm.calls");
+    assert_eq!(server.requests() as u64, calls);
+    let ras = std::fs::read_to_string(out.join("openie/ras.jsonl")).unwrap();
+    assert_eq!(ras.lines().count() as u64, units - invalid);
+
+    // Every row points into its original document: the supporting sentence's offsets are
+    // that sentence's, and it holds a word of the subject or the object.
+    let rows = sql_json(
+        &out,
+        "SELECT t.subject_name, t.object_name, t.sentence, t.start, t.\"end\", d.text, d.sentences \
+         FROM triples t JOIN documents d ON t.document_id = d.id WHERE t.dataset = 'openie'",
+    );
+    assert_eq!(rows.len() as u64, counter(&s, "triples"));
+    assert!(!rows.is_empty());
+    for r in &rows {
+        let (a, b) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
+        let i = r["sentence"].as_u64().unwrap() as usize;
+        let sent = &r["sentences"][i];
+        assert_eq!(
+            (sent["start"].as_u64(), sent["end"].as_u64()),
+            (Some(a), Some(b)),
+            "{r}"
+        );
+        let text = char_slice(r["text"].as_str().unwrap(), a as usize, b as usize);
+        let words = |name: &str| -> Vec<String> {
+            name.split(|c: char| !c.is_alphanumeric())
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect()
+        };
+        let mut named = words(r["subject_name"].as_str().unwrap());
+        named.extend(words(r["object_name"].as_str().unwrap()));
+        assert!(
+            named.iter().any(|w| text.contains(w.as_str())),
+            "{text:?} for {r}"
+        );
+    }
+
+    // A rerun: no call (the refusal comes from the cache too), the same pieces (the cuts
+    // come from the cache), the same bytes.
+    let before = made(&out);
+    let requests = server.requests();
+    assert!(run_file(&file, &set).status.success());
+    let s2 = summary(&out);
+    assert_eq!(counter(&s2, "llm.calls"), 0);
+    assert_eq!(counter(&s2, "llm.rejected"), 1);
+    assert_eq!(counter(&s2, "passages.split"), split);
+    assert_eq!(counter(&s2, "pieces"), pieces);
+    assert_eq!(server.requests(), requests);
+    assert_eq!(made(&out), before);
+
+    // The context from `llm.context_tokens`, against a server that says nothing and does
+    // not count: passages are still split, counted at 4 characters a token.
+    let bare = rt.block_on(FaultServer::start_with(vec![], teacher()));
+    let out2 = tmp.path().join("out2");
+    let set2 = vec![
+        "stages.triples.options.max_tokens=64".to_string(),
+        format!("llm.base_url={}", bare.url),
+        format!("llm.cache={}", tmp.path().join("cache2").display()),
+        format!("output={}", out2.display()),
+        format!("llm.context_tokens={CONTEXT}"),
+    ];
+    assert!(run_file(&file, &set2).status.success());
+    let s3 = summary(&out2);
+    assert!(counter(&s3, "passages.split") > 0);
+    assert!(counter(&s3, "context.counted_chars") > 0);
+    assert_eq!(counter(&s3, "context.counted_tokenize"), 0);
+    // No `/models` (the context is configured), one `/tokenize` try per task (2 shards).
+    let side = bare.side_requests.load(std::sync::atomic::Ordering::SeqCst);
+    assert!((1..=2).contains(&side), "{side}");
+}
+
+/// The stand-in teacher's context in the splitting test: too small for the longer passages
+/// next to the prompts and the answers (64 tokens).
+const CONTEXT: u64 = 520;

@@ -11,6 +11,14 @@
 //!
 //! The script of faults is consumed one per request, in arrival order; requests after the
 //! script are answered normally.
+//!
+//! Besides chat and text completions it answers, like vLLM, `GET /v1/models` (the models of
+//! [`FaultServer::serve_models`] with their `max_model_len`; 404 when none were given) and
+//! `POST /tokenize` (`{"count": N}` by [`FaultServer::tokenize_with`]; 404 without one). These
+//! side requests are counted apart (`side_requests`), never consume a fault and are not in
+//! `bodies`; a proxy forwards them upstream. With both set, a completion request whose
+//! prompt count plus `max_tokens` exceeds its model's `max_model_len` is refused with 400, as
+//! vLLM refuses it.
 
 #![allow(dead_code)]
 
@@ -42,6 +50,17 @@ pub enum Fault {
 /// Computes the answer's content from the request body.
 pub type Responder = Arc<dyn Fn(&serde_json::Value) -> String + Send + Sync>;
 
+/// Counts the prompt tokens of a `/tokenize` body (`{"model", "messages", ...}`).
+pub type TokenCounter = Arc<dyn Fn(&serde_json::Value) -> u64 + Send + Sync>;
+
+/// What the server says about models and tokens (see the module docs).
+#[derive(Clone, Default)]
+struct Side {
+    models: Arc<Mutex<Vec<(String, u64)>>>,
+    tokenizer: Arc<Mutex<Option<TokenCounter>>>,
+    requests: Arc<AtomicUsize>,
+}
+
 #[derive(Clone)]
 enum Upstream {
     /// Fixed answers on kept-alive connections, no faults: a zero-latency server for
@@ -61,6 +80,9 @@ pub struct FaultServer {
     pub max_in_flight: Arc<AtomicUsize>,
     /// Requests answered with a fault.
     pub faults_served: Arc<AtomicUsize>,
+    /// `GET /models` and `/tokenize` requests served.
+    pub side_requests: Arc<AtomicUsize>,
+    side: Side,
 }
 
 impl FaultServer {
@@ -103,6 +125,8 @@ impl FaultServer {
         let max_in_flight = Arc::new(AtomicUsize::new(0));
         let faults_served = Arc::new(AtomicUsize::new(0));
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let side = Side::default();
+        let side2 = side.clone();
         let (b, a, max, f) = (
             bodies.clone(),
             auth.clone(),
@@ -116,10 +140,11 @@ impl FaultServer {
                 };
                 let (script, b, a, up) = (script.clone(), b.clone(), a.clone(), upstream.clone());
                 let (now, max, f) = (in_flight.clone(), max.clone(), f.clone());
+                let side = side2.clone();
                 tokio::spawn(async move {
                     let n = now.fetch_add(1, Ordering::SeqCst) + 1;
                     max.fetch_max(n, Ordering::SeqCst);
-                    serve(sock, script, b, a, up, f).await;
+                    serve(sock, script, b, a, up, f, side).await;
                     now.fetch_sub(1, Ordering::SeqCst);
                 });
             }
@@ -130,12 +155,33 @@ impl FaultServer {
             auth,
             max_in_flight,
             faults_served,
+            side_requests: side.requests.clone(),
+            side,
         }
     }
 
     pub fn requests(&self) -> usize {
         self.bodies.lock().unwrap().len()
     }
+
+    /// `GET /v1/models` lists these models (`id`, `max_model_len`).
+    pub fn serve_models(&self, models: &[(&str, u64)]) {
+        *self.side.models.lock().unwrap() =
+            models.iter().map(|(m, n)| (m.to_string(), *n)).collect();
+    }
+
+    /// `POST /tokenize` answers `{"count": counter(body)}`.
+    pub fn tokenize_with(&self, counter: TokenCounter) {
+        *self.side.tokenizer.lock().unwrap() = Some(counter);
+    }
+}
+
+/// The method and path of a request head.
+fn request_line(head: &str) -> (String, String) {
+    let mut words = head.lines().next().unwrap_or_default().split_whitespace();
+    let method = words.next().unwrap_or("POST").to_string();
+    let path = words.next().unwrap_or("/v1/chat/completions").to_string();
+    (method, path)
 }
 
 /// Reads one HTTP request: (head, body bytes). `None` when the peer went away.
@@ -226,35 +272,113 @@ async fn normal(up: &Upstream, head: &str, body: &[u8], json: &serde_json::Value
             reply(200, "", &ok_body, ok_body.len())
         }
         Upstream::Proxy(host, prefix) => {
-            let path = head
-                .lines()
-                .next()
-                .and_then(|l| l.split_whitespace().nth(1))
-                .unwrap_or("/v1/chat/completions");
-            let path = path.strip_prefix("/v1").unwrap_or(path);
-            let mut req = format!(
-                "POST {prefix}{path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
-                body.len()
-            );
-            if let Some(a) = header(head, "authorization") {
-                req.push_str(&format!("authorization: {a}\r\n"));
-            }
-            req.push_str("\r\n");
-            let Ok(mut s) = TcpStream::connect(host.as_str()).await else {
-                let e = r#"{"error": {"message": "upstream down"}}"#;
-                return reply(502, "", e, e.len());
-            };
-            let mut out = Vec::new();
-            if s.write_all(req.as_bytes()).await.is_err()
-                || s.write_all(body).await.is_err()
-                || s.read_to_end(&mut out).await.is_err()
-            {
-                let e = r#"{"error": {"message": "upstream broke"}}"#;
-                return reply(502, "", e, e.len());
-            }
-            out
+            let (_, path) = request_line(head);
+            let path = path.strip_prefix("/v1").unwrap_or(&path);
+            forward(host, "POST", &format!("{prefix}{path}"), head, body).await
         }
     }
+}
+
+/// Sends a request to `host` as it came (method, path, authorization, body) and relays
+/// the whole answer.
+async fn forward(host: &str, method: &str, path: &str, head: &str, body: &[u8]) -> Vec<u8> {
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    if let Some(a) = header(head, "authorization") {
+        req.push_str(&format!("authorization: {a}\r\n"));
+    }
+    req.push_str("\r\n");
+    let Ok(mut s) = TcpStream::connect(host).await else {
+        let e = r#"{"error": {"message": "upstream down"}}"#;
+        return reply(502, "", e, e.len());
+    };
+    let mut out = Vec::new();
+    if s.write_all(req.as_bytes()).await.is_err()
+        || s.write_all(body).await.is_err()
+        || s.read_to_end(&mut out).await.is_err()
+    {
+        let e = r#"{"error": {"message": "upstream broke"}}"#;
+        return reply(502, "", e, e.len());
+    }
+    out
+}
+
+/// The answer to `GET /models` or `/tokenize`: from the upstream of a proxy (`/models` under
+/// its API prefix, `/tokenize` at its root, as vLLM serves them), else from `side`.
+async fn side_answer(
+    up: &Upstream,
+    side: &Side,
+    method: &str,
+    path: &str,
+    head: &str,
+    body: &[u8],
+    json: &serde_json::Value,
+) -> Vec<u8> {
+    let models = path.ends_with("/models");
+    if let Upstream::Proxy(host, prefix) = up {
+        let target = if models {
+            format!("{prefix}/models")
+        } else {
+            "/tokenize".to_string()
+        };
+        return forward(host, method, &target, head, body).await;
+    }
+    let not_found = || {
+        let e = r#"{"error": {"message": "Not Found", "code": 404}}"#;
+        reply(404, "", e, e.len())
+    };
+    if models {
+        let listed = side.models.lock().unwrap().clone();
+        if listed.is_empty() {
+            return not_found();
+        }
+        let data: Vec<serde_json::Value> = listed
+            .iter()
+            .map(|(id, n)| serde_json::json!({"id": id, "object": "model", "owned_by": "vllm", "root": id, "max_model_len": n}))
+            .collect();
+        let b = serde_json::json!({"object": "list", "data": data}).to_string();
+        return reply(200, "", &b, b.len());
+    }
+    let counter = side.tokenizer.lock().unwrap().clone();
+    match counter {
+        Some(count) => {
+            let n = count(json);
+            let b = serde_json::json!({"count": n, "max_model_len": 0, "tokens": []}).to_string();
+            reply(200, "", &b, b.len())
+        }
+        None => not_found(),
+    }
+}
+
+/// vLLM's refusal of a prompt that does not fit its model's context: with a listed model
+/// and a token counter, the message when the prompt's count plus `max_tokens` exceeds
+/// `max_model_len`.
+fn too_long(up: &Upstream, side: &Side, json: &serde_json::Value) -> Option<String> {
+    if !matches!(up, Upstream::Local(_)) {
+        return None;
+    }
+    let model = json.get("model")?.as_str()?;
+    let len = side
+        .models
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(m, _)| m == model)
+        .map(|(_, n)| *n)?;
+    let count = side.tokenizer.lock().unwrap().clone()?;
+    let prompt = count(json);
+    let answer = json
+        .get("max_tokens")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    (prompt + answer > len).then(|| {
+        format!(
+            "This model's maximum context length is {len} tokens. However, you requested {} tokens ({prompt} in the messages, {answer} in the completion). Please reduce the length of the messages or completion.",
+            prompt + answer
+        )
+    })
 }
 
 async fn serve(
@@ -264,6 +388,7 @@ async fn serve(
     auth: Arc<Mutex<Vec<Option<String>>>>,
     up: Upstream,
     faults_served: Arc<AtomicUsize>,
+    side: Side,
 ) {
     if let Upstream::KeepAlive(content) = &up {
         let ok_body = chat_body(content);
@@ -285,6 +410,14 @@ async fn serve(
         return;
     };
     let json: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    let (method, path) = request_line(&head);
+    if (method == "GET" && path.ends_with("/models")) || path.ends_with("/tokenize") {
+        side.requests.fetch_add(1, Ordering::SeqCst);
+        let out = side_answer(&up, &side, &method, &path, &head, &body, &json).await;
+        let _ = sock.write_all(&out).await;
+        let _ = sock.shutdown().await;
+        return;
+    }
     bodies.lock().unwrap().push(json.clone());
     auth.lock().unwrap().push(header(&head, "authorization"));
     let fault = script.lock().unwrap().pop_front();
@@ -296,7 +429,14 @@ async fn serve(
             .to_string()
     };
     let out = match fault {
-        None => normal(&up, &head, &body, &json).await,
+        None => match too_long(&up, &side, &json) {
+            Some(message) => {
+                let e = serde_json::json!({"error": {"message": message, "type": "BadRequestError", "param": null, "code": 400}})
+                    .to_string();
+                reply(400, "", &e, e.len())
+            }
+            None => normal(&up, &head, &body, &json).await,
+        },
         Some(Fault::Status(s)) => {
             let e = error(s);
             reply(s, "", &e, e.len())

@@ -124,6 +124,7 @@ async fn main() {
                         usage: Usage::default(),
                         served_model: "bench".into(),
                         created_at: 0,
+                        rejected: None,
                     })
                     .await
                     .unwrap();

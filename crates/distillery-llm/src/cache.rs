@@ -13,6 +13,13 @@
 //!   text ([`cached_chat`] reports `reparsed`) and rewritten; no call is made.
 //! - Invalid answers are kept as raw text only (so a rerun does not pay for them again) and
 //!   come back as [`Outcome::Invalid`] with the reason, for the caller's quarantine table.
+//! - Refused requests: a request the server refuses as it is ([`LlmError::is_rejection`]:
+//!   400, 413, 422, e.g. a prompt longer than the model's context) is refused again every
+//!   time, so the refusal is kept too: an entry with the server's message as `raw`, no parsed
+//!   value and [`CacheEntry::rejected`] set. A hit on it returns the same
+//!   [`LlmError::Http`] error as the call did, without calling. Errors that may pass (429,
+//!   5xx, timeouts, broken answers) are never kept. A refusal stays until the entry is
+//!   deleted or a part of the key changes (the model revision, the template, the request).
 //! - [`ResponseCache::get_many`] looks keys up concurrently, for batches.
 
 use std::sync::Arc;
@@ -104,6 +111,17 @@ pub struct CacheEntry {
     pub served_model: String,
     /// Unix seconds.
     pub created_at: u64,
+    /// Set when the server refused the request as it is: `raw` is then the server's
+    /// message and `parsed` is `None` (see the module docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected: Option<Rejected>,
+}
+
+/// What refused a request: the error status and the URL that answered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub status: u16,
+    pub url: String,
 }
 
 /// Turns raw answers into values; its version is stored with every entry.
@@ -122,6 +140,8 @@ pub struct CacheStats {
     pub invalid: AtomicU64,
     /// Writes that found the entry already created by another writer.
     pub lost_races: AtomicU64,
+    /// Refused requests, from the server or the cache.
+    pub rejected: AtomicU64,
 }
 
 /// The cache: a prefix in an object store.
@@ -239,7 +259,9 @@ fn now_secs() -> u64 {
 }
 
 /// One chat call through the cache: a hit makes no call (re-parsing when the parser version
-/// changed); a miss calls the server, parses, and stores the answer.
+/// changed); a miss calls the server, parses, and stores the answer. A request the server
+/// refuses as it is is stored as refused and comes back as the server's error, from the
+/// server the first time and from the cache after that (see the module docs).
 /// `schema_version` versions the output schema the request asks for (part of the key); the
 /// parser's own version is not (see the module docs).
 pub async fn cached_chat(
@@ -255,6 +277,15 @@ pub async fn cached_chat(
     let stats = &cache.stats;
     if let Some(mut entry) = cache.get(&key).await? {
         stats.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = entry.rejected {
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(LlmError::Http {
+                url: r.url,
+                status: r.status,
+                message: entry.raw,
+                retry_after: None,
+            });
+        }
         if entry.parser_version != parser.version() {
             stats.reparsed.fetch_add(1, Ordering::Relaxed);
             let (parsed, reason) = split(parser.parse(&entry.raw));
@@ -267,7 +298,39 @@ pub async fn cached_chat(
         return Ok(outcome(entry, true, false, stats));
     }
     stats.misses.fetch_add(1, Ordering::Relaxed);
-    let resp = client.chat(req).await?;
+    let resp = match client.chat(req).await {
+        Ok(resp) => resp,
+        Err(e) if e.is_rejection() => {
+            // Refused as it is: asking again gives the same answer, so it is kept.
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            if let LlmError::Http {
+                url,
+                status,
+                message,
+                ..
+            } = &e
+            {
+                cache
+                    .put(&CacheEntry {
+                        key,
+                        raw: message.clone(),
+                        parsed: None,
+                        invalid_reason: Some(format!("refused by the server ({status})")),
+                        parser_version: parser.version().to_string(),
+                        usage: Usage::default(),
+                        served_model: String::new(),
+                        created_at: now_secs(),
+                        rejected: Some(Rejected {
+                            status: *status,
+                            url: url.clone(),
+                        }),
+                    })
+                    .await?;
+            }
+            return Err(e);
+        }
+        Err(e) => return Err(e),
+    };
     let (parsed, invalid_reason) = split(parser.parse(&resp.content));
     let entry = CacheEntry {
         key,
@@ -278,6 +341,7 @@ pub async fn cached_chat(
         usage: resp.usage,
         served_model: resp.model,
         created_at: now_secs(),
+        rejected: None,
     };
     cache.put(&entry).await?;
     Ok(outcome(entry, false, false, stats))

@@ -7,6 +7,12 @@
 //! when the server sent one (capped at `backoff_max`), else a uniformly random duration in
 //! `[0, min(backoff_max, backoff_base · 2^(n-1))]` ("full jitter"). 4xx answers other than 429
 //! are not retried. [`ClientStats`] counts calls, retries, failures and tokens.
+//!
+//! [`Client::context_tokens`] is the model's context length (prompt + answer tokens): the
+//! configured one, else what the server's `GET /models` says (vLLM's `max_model_len`), asked
+//! once per client; [`Client::count_tokens`] counts a chat's prompt tokens with vLLM's
+//! `/tokenize`. Callers use both to keep a request within the context instead of having it
+//! refused.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,7 +21,7 @@ use std::time::Duration;
 use distillery_core::HasKind;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 
 use crate::LlmError;
 
@@ -56,6 +62,9 @@ pub struct LlmConfig {
     pub max_retries: u32,
     pub backoff_base: Duration,
     pub backoff_max: Duration,
+    /// The model's context (prompt + answer tokens) when it is known without asking the
+    /// server: [`Client::context_tokens`] answers it instead of the server's `max_model_len`.
+    pub context_tokens: Option<u64>,
 }
 
 impl LlmConfig {
@@ -70,6 +79,7 @@ impl LlmConfig {
             max_retries: 6,
             backoff_base: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
+            context_tokens: None,
         }
     }
 
@@ -191,14 +201,16 @@ impl ClientStats {
     }
 }
 
-/// The client. Cheap to clone (clones share the connection pool, the semaphore and the
-/// counters).
+/// The client. Cheap to clone (clones share the connection pool, the semaphore, the
+/// counters and the model's context length once asked).
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
     config: Arc<LlmConfig>,
     permits: Arc<Semaphore>,
     stats: Arc<ClientStats>,
+    /// The server's `max_model_len` of the model, asked once.
+    model_len: Arc<OnceCell<Option<u64>>>,
 }
 
 impl Client {
@@ -217,6 +229,7 @@ impl Client {
             permits: Arc::new(Semaphore::new(config.max_concurrency.max(1))),
             config: Arc::new(config),
             stats: Arc::new(ClientStats::default()),
+            model_len: Arc::new(OnceCell::new()),
         })
     }
 
@@ -235,6 +248,7 @@ impl Client {
             }),
             permits: self.permits.clone(),
             stats: self.stats.clone(),
+            model_len: Arc::new(OnceCell::new()),
         }
     }
 
@@ -544,6 +558,102 @@ impl Client {
                 url,
                 message: "no `count` in the /tokenize answer".into(),
             })
+    }
+}
+
+impl Client {
+    /// The model's context length (prompt + answer tokens): the configured
+    /// [`LlmConfig::context_tokens`] when set, else [`Client::max_model_len`].
+    pub async fn context_tokens(&self) -> Result<Option<u64>, LlmError> {
+        match self.config.context_tokens {
+            Some(n) => Ok(Some(n)),
+            None => self.max_model_len().await,
+        }
+    }
+
+    /// The `max_model_len` the server reports for the configured model: vLLM's
+    /// `GET {base_url}/models` answers `{"data": [{"id": MODEL, "max_model_len": N, ...}]}`.
+    /// Asked once per client (clones share the answer). `None` when the server does not say:
+    /// an error status other than 429 and 5xx (no such endpoint), an answer that is not JSON,
+    /// no entry with the model's `id`, or an entry without `max_model_len`. 429, 5xx and
+    /// transport errors are retried as chat requests are; when they persist, the error.
+    pub async fn max_model_len(&self) -> Result<Option<u64>, LlmError> {
+        self.model_len
+            .get_or_try_init(|| self.ask_model_len())
+            .await
+            .copied()
+    }
+
+    async fn ask_model_len(&self) -> Result<Option<u64>, LlmError> {
+        let url = format!("{}/models", self.config.base_url);
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            match self.get_models_once(&url).await {
+                Ok(v) => {
+                    let len = v
+                        .get("data")
+                        .and_then(Value::as_array)
+                        .and_then(|models| {
+                            models.iter().find(|m| {
+                                m.get("id").and_then(Value::as_str) == Some(&self.config.model)
+                            })
+                        })
+                        .and_then(|m| m.get("max_model_len"))
+                        .and_then(Value::as_u64);
+                    tracing::debug!(url = %url, max_model_len = ?len, "model context length");
+                    return Ok(len);
+                }
+                Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
+                    let retry_after = match &e {
+                        LlmError::Http { retry_after, .. } => *retry_after,
+                        _ => None,
+                    };
+                    let delay = backoff(
+                        attempt,
+                        self.config.backoff_base,
+                        self.config.backoff_max,
+                        retry_after,
+                    );
+                    tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm models request failed, retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                Err(LlmError::Http { status, .. }) if status != 429 && status < 500 => {
+                    return Ok(None);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One `GET /models`: its JSON (`Null` for a success that is not JSON).
+    async fn get_models_once(&self, url: &str) -> Result<Value, LlmError> {
+        let mut rb = self.http.get(url).timeout(self.config.timeout);
+        if let Some(key) = &self.config.api_key {
+            rb = rb.bearer_auth(key.expose());
+        }
+        let transport = |e: reqwest::Error| LlmError::Transport {
+            url: url.to_string(),
+            message: error_chain(&e),
+        };
+        let resp = rb.send().await.map_err(transport)?;
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0);
+        let bytes = resp.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            return Err(LlmError::Http {
+                url: url.to_string(),
+                status: status.as_u16(),
+                message: error_message(&bytes),
+                retry_after,
+            });
+        }
+        Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 }
 

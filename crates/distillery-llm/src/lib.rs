@@ -6,15 +6,17 @@
 //!   and full jitter on 429 (honouring `Retry-After`), 5xx, connection errors, timeouts and
 //!   broken bodies; structured output through `response_format` (`json_schema` or
 //!   `json_object`; vLLM silently ignores the old `guided_json` field, so it is never sent);
-//!   token accounting from `usage`. The API key is read from an environment variable and never
-//!   printed (`Debug` shows `***`).
+//!   token accounting from `usage`; the model's context length (`max_model_len` of
+//!   `GET /models`, or configured) and prompt token counts (vLLM's `/tokenize`). The API
+//!   key is read from an environment variable and never printed (`Debug` shows `***`).
 //! - [`cache`]: every answer is stored through object_store under a key made of the template
 //!   id and version, a hash of the rendered request, the model id and revision, the decoding
 //!   parameters and the output schema version. The raw text is kept with the parsed value and
 //!   the parser version, so a parser upgrade re-parses cached answers without calling the
 //!   server; an answer the parser rejects is kept as raw text only (never as a result) and
-//!   reported as [`cache::Outcome::Invalid`] for quarantine. Entries are created with
-//!   create-if-not-exists, so many workers can share one cache.
+//!   reported as [`cache::Outcome::Invalid`] for quarantine; a request the server refuses as
+//!   it is (400, 413, 422) is kept as refused, so a rerun gets the same error without a call.
+//!   Entries are created with create-if-not-exists, so many workers can share one cache.
 //!
 //! Dependencies: `reqwest` (the HTTP client; rustls, the same build object_store already
 //! uses), `fastrand` (backoff jitter), `object_store` (the cache's storage: local disk, S3,
@@ -23,7 +25,9 @@
 pub mod cache;
 pub mod client;
 
-pub use cache::{CacheEntry, CacheKey, CacheStats, Outcome, Parser, ResponseCache, cached_chat};
+pub use cache::{
+    CacheEntry, CacheKey, CacheStats, Outcome, Parser, Rejected, ResponseCache, cached_chat,
+};
 pub use client::{
     Budget, ChatMessage, ChatRequest, ChatResponse, Client, ClientStats, LlmConfig, Price,
     ResponseFormat, Secret, Usage,

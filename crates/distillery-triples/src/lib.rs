@@ -4,6 +4,9 @@
 //!
 //! - [`passages`] cuts a [`Document`] into passages (its paragraphs, or the whole text) and
 //!   keeps each passage's sentences with their char offsets in the document;
+//!   [`Passage::split`] and [`Passage::pieces`] cut a passage too long for the teacher's
+//!   context into pieces at sentence starts (inside a sentence only when one sentence alone
+//!   is too long), each piece keeping its sentences' offsets in the document;
 //! - [`prompt`]: the NER and OpenIE chats (one-shot, templates replaceable from files);
 //! - [`parse`]: robust parsing (fences, prose around JSON, truncated JSON), only
 //!   three-string triples kept, duplicates dropped;
@@ -84,9 +87,14 @@ pub struct Passage {
     pub source: String,
     /// Position of the passage in its document (paragraph index, 0 for a whole document).
     pub index: u32,
+    /// Char offset of `text` in the document's text.
+    pub start: u32,
     pub text: String,
-    /// The sentences inside the passage, offsets in the document's text (chars).
+    /// The sentences inside the passage, offsets in the document's text (chars). A piece
+    /// cut inside a sentence keeps that whole sentence.
     pub sentences: Vec<SentenceSpan>,
+    /// `Some(k)` for the `k`-th piece of passage `index` ([`Passage::pieces`]).
+    pub piece: Option<u32>,
 }
 
 impl Passage {
@@ -95,9 +103,102 @@ impl Passage {
         format!("{}\n{}", self.title, self.text)
     }
 
-    /// HippoRAG's chunk id of the passage.
+    /// HippoRAG's chunk id of the passage: the MD5 of its content, so a piece (whose
+    /// content is its own text) has its own.
     pub fn chunk_id(&self) -> String {
         openie::chunk_id(&self.title, &self.text)
+    }
+
+    /// Char offset in the document where `text` ends.
+    pub fn end(&self) -> u32 {
+        self.start + self.text.chars().count() as u32
+    }
+
+    /// Where to cut the passage so that no piece's text is longer than `max_chars` chars:
+    /// the pieces' `(start, end)` char offsets in the document, in order, covering the
+    /// passage's text with no gap. Cuts fall at sentence starts, each piece taking as many
+    /// whole sentences as fit; a sentence longer than `max_chars` is cut after the last
+    /// whitespace of the second half of the window, else at `max_chars`. One span (the
+    /// whole passage) when it fits.
+    pub fn split(&self, max_chars: u32) -> Vec<(u32, u32)> {
+        let max = max_chars.max(1);
+        let (start, end) = (self.start, self.end());
+        let chars: Vec<char> = self.text.chars().collect();
+        let mut starts: Vec<u32> = self
+            .sentences
+            .iter()
+            .map(|s| s.start)
+            .filter(|&s| s > start && s < end)
+            .collect();
+        starts.sort_unstable();
+        starts.dedup();
+        let mut out = Vec::new();
+        let mut cur = start;
+        while end - cur > max {
+            let limit = cur + max;
+            let at_sentence = starts.iter().rev().find(|&&s| s > cur && s <= limit);
+            let cut = match at_sentence {
+                Some(&s) => s,
+                None => (cur + max / 2 + 1..=limit)
+                    .rev()
+                    .find(|&c| chars[(c - 1 - start) as usize].is_whitespace())
+                    .unwrap_or(limit),
+            };
+            out.push((cur, cut));
+            cur = cut;
+        }
+        out.push((cur, end));
+        out
+    }
+
+    /// The pieces of the passage at `spans` (offsets in the document inside the passage,
+    /// as [`Passage::split`] gives them), numbered in order; blank ones are left out. A
+    /// piece has the passage's document, title, source and index, its own text, and the
+    /// sentences it overlaps (a sentence cut in two is in both pieces, whole; a passage
+    /// without sentence spans gets the piece itself as its one sentence).
+    pub fn pieces(&self, spans: &[(u32, u32)]) -> Vec<Passage> {
+        let (start, end) = (self.start, self.end());
+        spans
+            .iter()
+            .map(|&(a, b)| (a.clamp(start, end), b.clamp(start, end)))
+            .filter(|&(a, b)| {
+                b > a
+                    && !char_slice(&self.text, a - start, b - start)
+                        .trim()
+                        .is_empty()
+            })
+            .enumerate()
+            .map(|(k, (a, b))| {
+                let text = char_slice(&self.text, a - start, b - start).to_string();
+                let sentences = self
+                    .sentences
+                    .iter()
+                    .filter(|s| s.start < b && s.end > a)
+                    .map(|s| {
+                        if s.index == u32::MAX {
+                            SentenceSpan {
+                                index: u32::MAX,
+                                start: a,
+                                end: b,
+                                text: text.clone(),
+                            }
+                        } else {
+                            s.clone()
+                        }
+                    })
+                    .collect();
+                Passage {
+                    document_id: self.document_id.clone(),
+                    title: self.title.clone(),
+                    source: self.source.clone(),
+                    index: self.index,
+                    start: a,
+                    text,
+                    sentences,
+                    piece: Some(k as u32),
+                }
+            })
+            .collect()
     }
 }
 
@@ -159,8 +260,10 @@ pub fn passages(doc: &Document, unit: Unit) -> Vec<Passage> {
                 title: doc.title.clone(),
                 source: doc.source.clone(),
                 index,
+                start: a,
                 text: text.to_string(),
                 sentences,
+                piece: None,
             })
         })
         .collect()
@@ -177,11 +280,14 @@ pub enum Extraction {
         /// Answers that were truncated and repaired.
         repaired: u32,
     },
-    /// The model's answer did not parse: nothing is extracted from the passage.
+    /// The model's answer did not parse, or the server refused the request as it is
+    /// (`rejected`; `raw` is then the server's message): nothing is extracted from the
+    /// passage.
     Invalid {
         template: &'static str,
         raw: String,
         reason: String,
+        rejected: bool,
     },
 }
 
@@ -261,7 +367,7 @@ impl Extractor {
         )
     }
 
-    /// The cache key of a passage's NER call.
+    /// The cache key of a passage's NER call (the first call of an extraction).
     pub fn ner_key(&self, passage: &Passage) -> CacheKey {
         CacheKey::new(
             (NER_TEMPLATE, &self.ner_version),
@@ -273,20 +379,19 @@ impl Extractor {
 
     /// NER, then OpenIE over the passage and its entities. A request the server rejects as
     /// it is ([`LlmError::is_rejection`], e.g. a passage longer than the model's context) is
-    /// an [`Extraction::Invalid`] of that passage, not an error.
+    /// an [`Extraction::Invalid`] of that passage (`rejected`, with the template refused),
+    /// not an error; the cache keeps the refusal, so a rerun gets it without a call.
     pub async fn extract(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
-        match self.extract_calls(passage).await {
-            Err(ExtractError::Llm(e)) if e.is_rejection() => Ok(Extraction::Invalid {
-                template: NER_TEMPLATE,
-                raw: String::new(),
+        let refused = |template: &'static str, e: LlmError| match e {
+            LlmError::Http { ref message, .. } if e.is_rejection() => Ok(Extraction::Invalid {
+                template,
+                raw: message.clone(),
                 reason: format!("request rejected: {e}"),
+                rejected: true,
             }),
-            other => other,
-        }
-    }
-
-    async fn extract_calls(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
-        let ner = cached_chat(
+            e => Err(ExtractError::Llm(e)),
+        };
+        let ner = match cached_chat(
             &self.client,
             &self.cache,
             (NER_TEMPLATE, &self.ner_version),
@@ -294,7 +399,11 @@ impl Extractor {
             &NerParser,
             &self.ner_request(passage),
         )
-        .await?;
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => return refused(NER_TEMPLATE, e),
+        };
         let (entities, mut cached, mut repaired) = match ner {
             Outcome::Parsed { value, cached, .. } => {
                 let rep = value.get("repaired").and_then(|v| v.as_bool()) == Some(true);
@@ -305,10 +414,11 @@ impl Extractor {
                     template: NER_TEMPLATE,
                     raw,
                     reason,
+                    rejected: false,
                 });
             }
         };
-        let ie = cached_chat(
+        let ie = match cached_chat(
             &self.client,
             &self.cache,
             (OPENIE_TEMPLATE, &self.openie_version),
@@ -316,7 +426,11 @@ impl Extractor {
             &OpenIeParser,
             &self.openie_request(passage, &entities),
         )
-        .await?;
+        .await
+        {
+            Ok(o) => o,
+            Err(e) => return refused(OPENIE_TEMPLATE, e),
+        };
         match ie {
             Outcome::Parsed {
                 value, cached: c, ..
@@ -335,6 +449,7 @@ impl Extractor {
                 template: OPENIE_TEMPLATE,
                 raw,
                 reason,
+                rejected: false,
             }),
         }
     }
@@ -395,5 +510,124 @@ mod tests {
         assert_eq!(whole.len(), 1);
         assert_eq!(whole[0].sentences.len(), 3);
         assert_eq!(whole[0].text, text);
+    }
+
+    fn doc(text: &str, sentences: &[(u32, u32)]) -> Document {
+        Document {
+            id: "d".into(),
+            title: "T".into(),
+            text: text.into(),
+            sentences: sentences
+                .iter()
+                .map(|&(start, end)| Sentence {
+                    start,
+                    end,
+                    paragraph: 0,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn slice(text: &str, a: u32, b: u32) -> String {
+        text.chars()
+            .skip(a as usize)
+            .take((b - a) as usize)
+            .collect()
+    }
+
+    #[test]
+    fn long_passages_split_at_sentences_and_keep_their_offsets() {
+        // Sentences of 20, 14 and 20 chars; "ü" checks that offsets are chars.
+        let text = "Zürich is a big one. Bern is small. Basel is on a river.";
+        let d = doc(text, &[(0, 20), (21, 35), (36, 56)]);
+        let p = &passages(&d, Unit::Document)[0];
+        assert_eq!((p.start, p.end(), p.piece), (0, 56, None));
+        assert_eq!(p.split(100), vec![(0, 56)]);
+        // Two sentences fit in 36 chars, the third does not.
+        let spans = p.split(36);
+        assert_eq!(spans, vec![(0, 36), (36, 56)]);
+        let pieces = p.pieces(&spans);
+        assert_eq!(pieces.len(), 2);
+        assert_eq!(pieces[0].text, "Zürich is a big one. Bern is small. ");
+        assert_eq!(pieces[1].text, "Basel is on a river.");
+        assert_eq!(pieces[1].content(), "T\nBasel is on a river.");
+        assert_eq!(
+            pieces.iter().map(|q| q.piece).collect::<Vec<_>>(),
+            vec![Some(0), Some(1)]
+        );
+        assert_ne!(pieces[0].chunk_id(), pieces[1].chunk_id());
+        for q in &pieces {
+            assert_eq!(slice(text, q.start, q.end()), q.text);
+            assert_eq!((q.document_id.as_str(), q.index), ("d", 0));
+            for s in &q.sentences {
+                assert_eq!(slice(text, s.start, s.end), s.text);
+            }
+        }
+        assert_eq!(pieces[0].sentences.len(), 2);
+        assert_eq!(pieces[1].sentences[0].index, 2);
+        // One sentence per piece.
+        assert_eq!(p.split(21), vec![(0, 21), (21, 36), (36, 56)]);
+    }
+
+    #[test]
+    fn a_sentence_too_long_alone_is_cut_at_whitespace_and_kept_whole_as_provenance() {
+        let text = "Alpha beta gamma delta epsilon zeta. Eta.";
+        let d = doc(text, &[(0, 36), (37, 41)]);
+        let p = &passages(&d, Unit::Document)[0];
+        let spans = p.split(16);
+        // Cuts after whitespace inside the first sentence, then at the sentence start.
+        assert_eq!(spans, vec![(0, 11), (11, 23), (23, 37), (37, 41)]);
+        let pieces = p.pieces(&spans);
+        assert_eq!(pieces[0].text, "Alpha beta ");
+        assert_eq!(pieces[3].text, "Eta.");
+        for q in &pieces[..3] {
+            assert_eq!(q.sentences.len(), 1);
+            assert_eq!((q.sentences[0].start, q.sentences[0].end), (0, 36));
+        }
+        assert_eq!(pieces[3].sentences[0].index, 1);
+        // No whitespace to cut at: hard cuts.
+        let solid = doc("abcdefghij", &[]);
+        let p = &passages(&solid, Unit::Document)[0];
+        let spans = p.split(4);
+        assert_eq!(spans, vec![(0, 4), (4, 8), (8, 10)]);
+        let pieces = p.pieces(&spans);
+        // Without sentence spans a piece is its own sentence.
+        assert_eq!(
+            (pieces[1].sentences[0].start, pieces[1].sentences[0].end),
+            (4, 8)
+        );
+        assert_eq!(pieces[1].sentences[0].text, "efgh");
+        assert_eq!(pieces[1].sentences[0].index, u32::MAX);
+    }
+
+    #[test]
+    fn pieces_of_a_paragraph_are_offsets_in_the_document() {
+        let text = "Intro.\n\nOne two. Three four. Five six.";
+        let d = Document {
+            paragraphs: vec![
+                Paragraph {
+                    start: 0,
+                    end: 6,
+                    section: -1,
+                },
+                Paragraph {
+                    start: 8,
+                    end: 38,
+                    section: -1,
+                },
+            ],
+            ..doc(text, &[(0, 6), (8, 16), (17, 28), (29, 38)])
+        };
+        let p = &passages(&d, Unit::Paragraph)[1];
+        assert_eq!((p.start, p.end()), (8, 38));
+        let pieces = p.pieces(&p.split(12));
+        assert_eq!(pieces.len(), 3);
+        for q in &pieces {
+            assert_eq!(slice(text, q.start, q.end()), q.text);
+            assert_eq!(q.index, 1);
+        }
+        assert_eq!(pieces[2].text, "Five six.");
+        assert_eq!(pieces[2].sentences[0].index, 3);
     }
 }

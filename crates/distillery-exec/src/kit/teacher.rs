@@ -34,6 +34,7 @@ impl Teacher {
         cfg.max_concurrency = llm.max_concurrency.max(1);
         cfg.timeout = Duration::from_secs(llm.timeout_secs.max(1));
         cfg.max_retries = llm.max_retries;
+        cfg.context_tokens = llm.context_tokens;
         if let Some(var) = &llm.api_key_env {
             cfg = cfg.api_key_from_env(var)?;
         }
@@ -127,7 +128,8 @@ impl Teacher {
 
     /// One teacher call through the cache: the budget checked first (a stop is
     /// [`ExecError::Budget`]); a request the server rejects as it is becomes
-    /// [`distillery_llm::Outcome::Invalid`] (quarantined by the caller), not an error.
+    /// [`distillery_llm::Outcome::Invalid`] (quarantined by the caller), not an error, and
+    /// the cache keeps the refusal, so a rerun gets it without a call.
     pub async fn ask(
         &self,
         template: (&str, &str),

@@ -198,6 +198,7 @@ async fn concurrent_writers_of_one_key_keep_the_first_entry() {
         usage: Usage::default(),
         served_model: "m".into(),
         created_at: 0,
+        rejected: None,
     };
     let writers: Vec<_> = (0..8)
         .map(|i| {
@@ -221,4 +222,103 @@ async fn concurrent_writers_of_one_key_keep_the_first_entry() {
         .unwrap();
     assert!(many[0].is_none() && many[2].is_none());
     assert_eq!(many[1].as_ref().unwrap().raw, got.raw);
+}
+
+#[tokio::test]
+async fn a_refused_request_is_kept_and_a_rerun_makes_no_call() {
+    let server = FaultServer::start(vec![Fault::Status(400)], "{\"ok\": 1}").await;
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir.path());
+    let ask = |client: Client, cache: ResponseCache, parser: &'static JsonParser| async move {
+        cached_chat(
+            &client,
+            &cache,
+            ("t", "1"),
+            ("r", "s1"),
+            parser,
+            &request("far too long"),
+        )
+        .await
+    };
+    static V1: JsonParser = JsonParser { version: "1" };
+    static V2: JsonParser = JsonParser { version: "2" };
+    let first = ask(client.clone(), cache.clone(), &V1).await.unwrap_err();
+    assert!(first.is_rejection(), "{first}");
+    assert_eq!(server.requests(), 1);
+    let entry = cache
+        .get(&CacheKey::new(
+            ("t", "1"),
+            "r",
+            "s1",
+            &client.request_body(&request("far too long")),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.raw, "injected 400");
+    assert_eq!(entry.parsed, None);
+    assert_eq!(entry.rejected.as_ref().map(|r| r.status), Some(400));
+
+    // Again, in this process and in a new one (another parser version too): the same error,
+    // from the cache, no call.
+    let again = ask(client.clone(), cache.clone(), &V1).await.unwrap_err();
+    assert_eq!(again.to_string(), first.to_string());
+    let client2 = Client::new(fast_config(&server.url)).unwrap();
+    let cache2 = cache_in(dir.path());
+    let third = ask(client2.clone(), cache2.clone(), &V2).await.unwrap_err();
+    assert!(third.is_rejection());
+    assert_eq!(third.to_string(), first.to_string());
+    assert_eq!(server.requests(), 1, "a refused request was asked again");
+    assert_eq!(cache.stats().rejected.load(Ordering::Relaxed), 2);
+    assert_eq!(cache2.stats().hits.load(Ordering::Relaxed), 1);
+    assert_eq!(client2.stats().snapshot()[0], 0);
+
+    // Errors that may pass are never kept: a 500 (no retries left) is asked again.
+    let flaky = FaultServer::start(vec![Fault::Status(500)], "{\"ok\": 2}").await;
+    let mut flaky_cfg = fast_config(&flaky.url);
+    flaky_cfg.max_retries = 0;
+    let flaky_client = Client::new(flaky_cfg).unwrap();
+    let dir2 = tempfile::tempdir().unwrap();
+    let fresh = cache_in(dir2.path());
+    let e = ask(flaky_client.clone(), fresh.clone(), &V1)
+        .await
+        .unwrap_err();
+    assert!(!e.is_rejection(), "{e}");
+    let o = ask(flaky_client, fresh, &V1).await.unwrap();
+    assert!(matches!(o, Outcome::Parsed { cached: false, .. }), "{o:?}");
+    assert_eq!(flaky.requests(), 2);
+}
+
+#[tokio::test]
+async fn the_context_length_comes_from_the_server_once_or_from_the_configuration() {
+    let server = FaultServer::start(vec![Fault::Status(500)], "{}").await;
+    server.serve_models(&[("other", 4096), ("tiny", 2048)]);
+    let client = Client::new(fast_config(&server.url)).unwrap();
+    assert_eq!(client.max_model_len().await.unwrap(), Some(2048));
+    assert_eq!(client.context_tokens().await.unwrap(), Some(2048));
+    // Asked once per client (clones share it); side requests consume no fault.
+    assert_eq!(client.clone().max_model_len().await.unwrap(), Some(2048));
+    assert_eq!(server.side_requests.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        client.with_model("other").max_model_len().await.unwrap(),
+        Some(4096)
+    );
+    assert_eq!(
+        client.with_model("absent").max_model_len().await.unwrap(),
+        None
+    );
+    assert_eq!(server.side_requests.load(Ordering::SeqCst), 3);
+    assert_eq!(server.faults_served.load(Ordering::SeqCst), 0);
+    // The configured length wins and asks nothing.
+    let mut cfg = fast_config(&server.url);
+    cfg.context_tokens = Some(100);
+    let configured = Client::new(cfg).unwrap();
+    assert_eq!(configured.context_tokens().await.unwrap(), Some(100));
+    assert_eq!(server.side_requests.load(Ordering::SeqCst), 3);
+    // A server without `/models` does not say.
+    let bare = FaultServer::start(vec![], "{}").await;
+    let c = Client::new(fast_config(&bare.url)).unwrap();
+    assert_eq!(c.context_tokens().await.unwrap(), None);
+    assert_eq!(bare.requests(), 0);
 }

@@ -157,3 +157,52 @@ async fn text_completions_against_a_real_server() {
     assert!(r.usage.prompt_tokens > 0);
     assert!(r.usage.completion_tokens > 0 && r.usage.completion_tokens <= 8);
 }
+
+/// vLLM says its model's context (`max_model_len` of `GET /v1/models`), and refuses a request
+/// that does not fit it with a 400 the cache keeps: the second ask makes no call.
+#[tokio::test]
+async fn the_context_length_and_a_kept_refusal_against_a_real_server() {
+    let Some((url, model)) = server() else { return };
+    let client = Client::new(LlmConfig::new(&url, &model)).unwrap();
+    let len = client
+        .max_model_len()
+        .await
+        .unwrap()
+        .expect("vLLM says max_model_len");
+    assert!(len > 0);
+    let prompt = vec![ChatMessage::new("user", "Say something.")];
+    let n = client.count_tokens(&prompt).await.unwrap();
+    assert!(n > 0 && n < len, "{n} of {len}");
+    // The prompt fits, the answer's allowance does not: refused as it is.
+    let req = ChatRequest {
+        messages: prompt,
+        temperature: Some(0.0),
+        max_tokens: Some(len as u32),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResponseCache::new(
+        Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap()),
+        "c",
+    );
+    let ask = || {
+        cached_chat(
+            &client,
+            &cache,
+            ("vllm-test", "1"),
+            ("random", "s1"),
+            &Strict,
+            &req,
+        )
+    };
+    let e = ask().await.unwrap_err();
+    assert!(e.is_rejection(), "{e}");
+    let calls = client.stats().snapshot()[0];
+    let again = ask().await.unwrap_err();
+    assert_eq!(again.to_string(), e.to_string());
+    assert_eq!(
+        client.stats().snapshot()[0],
+        calls,
+        "the refusal was asked again"
+    );
+}

@@ -9,32 +9,53 @@
 //! response cache at `llm.cache`; results are consumed in passage order, so the outputs do
 //! not depend on timing and a rerun writes the same bytes.
 //!
+//! The context: a passage whose prompts plus `max_tokens` would not fit the model's context
+//! (`llm.context_tokens`, else the server's `max_model_len`; tokens counted by the server's
+//! `/tokenize`, else 4 characters a token) is cut into pieces that fit, at sentence starts
+//! (inside a sentence only when one sentence alone does not fit), and each piece is extracted
+//! as a passage of its own (its own cache keys, its own export line); its rows keep the
+//! document's provenance. The cuts are kept in the response cache, so a rerun cuts the same
+//! way without asking the server anything (see `fit.rs`). A request the server still refuses
+//! as it is (400, 413, 422) quarantines its passage or piece (`llm_rejected`), and the cache
+//! keeps the refusal, so a rerun quarantines it again without a call.
+//!
 //! - `triples/part-SSSSS-INPUT@STAGE-NNNN.parquet` (the documents part's shard, and its tag
 //!   with the stage name, [`stage_tag`], so nothing of the input is overwritten): one row
 //!   per kept triple, `subject`/`object` the normalised entity keys (the model's text in
 //!   `subject_name`/`object_name`), `dataset = "openie"`, provenance `document_id`,
 //!   `sentence` (index into the document's sentences), `start`/`end` (char offsets of that
-//!   sentence in the document). The `hseq` stage, listed after this one, encodes them as KG
-//!   segments of the same input.
-//! - `quarantine/part-SSSSS-INPUT@STAGE-NNNN.parquet`: one row per passage whose answer did not parse
-//!   (`reason = "llm_invalid_answer"`, detail = template and parser message, excerpt = the
-//!   raw answer); the cache keeps such answers as raw text only, never as results.
-//! - `openie/openie_results.json` (export `hipporag`): HippoRAG's OpenIE result, streamed.
+//!   sentence in the document; for a piece cut inside a sentence, the whole sentence). Row
+//!   ids are made of the document, the passage index, the piece index of a piece, and the
+//!   triple. The `hseq` stage, listed after this one, encodes them as KG segments of the
+//!   same input.
+//! - `quarantine/part-SSSSS-INPUT@STAGE-NNNN.parquet`: one row per passage (or piece) whose
+//!   answer did not parse (`reason = "llm_invalid_answer"`, detail = template and parser
+//!   message, excerpt = the raw answer) or whose request the server refused
+//!   (`reason = "llm_rejected"`, detail = template and the server's error, excerpt = its
+//!   message); the cache keeps such answers as raw text only, never as results.
+//! - `openie/openie_results.json` (export `hipporag`): HippoRAG's OpenIE result, streamed
+//!   (a piece is a doc of its own: `passage` its title and text, `idx` their MD5).
 //! - `openie/ras.jsonl` (export `ras`): `{"id", "document_id", "passage", "target"}` with
 //!   the RAS text-to-triple target `(S> s| P> p| O> o), ...`.
 //!
-//! Budgets: before each passage the run's spending (this run's calls; cache hits are free)
+//! Budgets: before each passage (and each piece) the run's spending (this run's calls; cache hits are free)
 //! is checked against `llm.budget`; at a limit the stage stops with
 //! [`ExecError::Budget`], nothing is published, and a rerun resumes where it stopped because
 //! every answer received is in the cache.
 //!
-//! Counters: `passages`, `passages.skipped_short`, `passages.invalid`, `entities`,
-//! `triples`, `triples.unsupported` (no sentence found), `triples.no_key` (an entity that
-//! normalises to nothing), `llm.calls` (requests answered by the server), `llm.cache_hits`,
-//! `llm.reparsed`, `llm.retries`, `llm.failures`, `llm.repaired` (truncated answers
-//! repaired), `llm.tokens_in`, `llm.tokens_out`, `llm.quarantined`, `llm.cost_micro`
-//! (cost by `[llm.price]`, in millionths).
+//! Counters: `passages`, `passages.skipped_short`, `passages.split` (passages cut into
+//! pieces), `pieces` (the pieces they were cut into), `passages.invalid` (passages and
+//! pieces quarantined), `context.counted_tokenize` and `context.counted_chars` (prompts whose
+//! tokens the server's `/tokenize` counted, resp. counted at 4 characters a token, to fit
+//! passages), `entities`, `triples`, `triples.unsupported` (no sentence found),
+//! `triples.no_key` (an entity that normalises to nothing), `llm.calls` (requests answered
+//! by the server), `llm.cache_hits`, `llm.reparsed`, `llm.retries`, `llm.failures`,
+//! `llm.repaired` (truncated answers repaired), `llm.tokens_in`, `llm.tokens_out`,
+//! `llm.quarantined`, `llm.rejected` (quarantined because the server refused the request,
+//! from the server or the cache), `llm.cost_micro` (cost by `[llm.price]`, in millionths).
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use distillery_core::id::stable_id;
@@ -62,8 +83,10 @@ use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, EstimateCx, MergeCx, RunCx, Stage};
 use crate::task::Partitioning;
+use fit::Fitter;
 
 mod estimate;
+mod fit;
 
 /// The `triples` stage. Options: [`TriplesOptions`] (in `distillery-triples`, since every
 /// stage that extracts triples builds its extractor from them).
@@ -169,6 +192,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let extractor = teacher.extractor(llm, opts, Prompts::load(opts.templates.as_deref())?);
+    let fitter = Arc::new(Fitter::new(extractor.clone()));
     info!(
         stage = %stage.name,
         server = %llm.base_url,
@@ -191,6 +215,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         opts: opts.clone(),
         unit: Unit::from_name(&opts.unit).unwrap_or(Unit::Paragraph),
         extractor,
+        fitter: fitter.clone(),
         budget: teacher.budget,
         concurrency: llm.max_concurrency.max(1),
         summary: StageSummary::new(&stage.name),
@@ -210,6 +235,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     for c in [
         "passages",
         "passages.skipped_short",
+        "passages.split",
+        "pieces",
         "passages.invalid",
         "entities",
         "triples",
@@ -217,6 +244,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         "triples.no_key",
         "llm.repaired",
         "llm.quarantined",
+        "llm.rejected",
     ] {
         st.summary.add(c, 0);
     }
@@ -262,6 +290,14 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         written.extend(w.finish().await?);
     }
 
+    st.summary.add(
+        "context.counted_tokenize",
+        fitter.counted_tokenize.load(Ordering::Relaxed),
+    );
+    st.summary.add(
+        "context.counted_chars",
+        fitter.counted_chars.load(Ordering::Relaxed),
+    );
     let mut files = Vec::new();
     for f in [st.hippo.take(), st.ras.take()].into_iter().flatten() {
         files.extend(f.finish().await?);
@@ -311,6 +347,7 @@ struct State {
     opts: TriplesOptions,
     unit: Unit,
     extractor: Extractor,
+    fitter: Arc<Fitter>,
     budget: Budget,
     concurrency: usize,
     summary: StageSummary,
@@ -334,64 +371,52 @@ impl State {
             return Ok(());
         }
         let (extractor, budget) = (self.extractor.clone(), self.budget);
+        let fitter = self.fitter.clone();
         let cache = self.cache_display.clone();
         let mut results = futures::stream::iter(batch)
             .map(|ps| {
                 let extractor = extractor.clone();
+                let fitter = fitter.clone();
                 let cache = cache.clone();
                 async move {
-                    if let Some(why) = budget.exhausted(extractor.client.stats()) {
-                        return Err(ExecError::Budget(format!(
-                            "{why}; nothing was published; the answers received so far are in \
-                             the cache at {cache}, so a rerun resumes from there"
-                        )));
+                    let spent = || {
+                        budget.exhausted(extractor.client.stats()).map(|why| {
+                            ExecError::Budget(format!(
+                                "{why}; nothing was published; the answers received so far are \
+                                 in the cache at {cache}, so a rerun resumes from there"
+                            ))
+                        })
+                    };
+                    if let Some(e) = spent() {
+                        return Err(e);
                     }
-                    let x = extractor.extract(&ps).await?;
-                    Ok::<_, ExecError>((ps, x))
+                    // The passage, or its pieces when it does not fit the context; the
+                    // pieces are extracted together (the client limits what is in flight),
+                    // each after its own budget check.
+                    let pieces = fitter.fit(&ps).await?;
+                    let xs = futures::future::try_join_all(pieces.iter().map(|q| async {
+                        match spent() {
+                            Some(e) => Err(e),
+                            None => Ok(extractor.extract(q).await?),
+                        }
+                    }))
+                    .await?;
+                    Ok::<_, ExecError>((pieces, xs))
                 }
             })
             .buffered(self.concurrency);
         let mut triples: Vec<Triple> = Vec::new();
         let mut bad: Vec<QuarantineRecord> = Vec::new();
         while let Some(r) = results.next().await {
-            let (ps, x) = r?;
+            let (pieces, xs) = r?;
             self.summary.records_in += 1;
             self.summary.add("passages", 1);
-            match x {
-                Extraction::Done {
-                    entities,
-                    triples: ts,
-                    repaired,
-                    ..
-                } => {
-                    self.summary.add("entities", entities.len() as u64);
-                    self.summary.add("llm.repaired", u64::from(repaired));
-                    let rows = self.records(&ps, &ts);
-                    self.summary.add("triples", rows.len() as u64);
-                    self.summary.records_out += rows.len() as u64;
-                    self.export(&ps, &entities, &ts).await?;
-                    triples.extend(rows);
-                }
-                Extraction::Invalid {
-                    template,
-                    raw,
-                    reason,
-                } => {
-                    self.summary.add("passages.invalid", 1);
-                    self.summary.add("llm.quarantined", 1);
-                    self.summary.quarantined += 1;
-                    bad.push(QuarantineRecord {
-                        id: stable_id(&[&ps.document_id, &ps.index.to_string(), template]),
-                        dataset: "openie".into(),
-                        source: ps.document_id.clone(),
-                        byte_offset: None,
-                        line: None,
-                        record: Some(u64::from(ps.index)),
-                        reason: "llm_invalid_answer".into(),
-                        detail: format!("{template}: {reason}"),
-                        excerpt: excerpt(&raw),
-                    });
-                }
+            if pieces.iter().any(|q| q.piece.is_some()) {
+                self.summary.add("passages.split", 1);
+                self.summary.add("pieces", pieces.len() as u64);
+            }
+            for (ps, x) in pieces.iter().zip(xs) {
+                self.take(ps, x, &mut triples, &mut bad).await?;
             }
         }
         if !triples.is_empty() {
@@ -413,6 +438,68 @@ impl State {
         Ok(())
     }
 
+    /// What the extraction of one passage or piece gave: its rows and exports, or its
+    /// quarantine row.
+    async fn take(
+        &mut self,
+        ps: &Passage,
+        x: Extraction,
+        triples: &mut Vec<Triple>,
+        bad: &mut Vec<QuarantineRecord>,
+    ) -> Result<(), ExecError> {
+        match x {
+            Extraction::Done {
+                entities,
+                triples: ts,
+                repaired,
+                ..
+            } => {
+                self.summary.add("entities", entities.len() as u64);
+                self.summary.add("llm.repaired", u64::from(repaired));
+                let rows = self.records(ps, &ts);
+                self.summary.add("triples", rows.len() as u64);
+                self.summary.records_out += rows.len() as u64;
+                self.export(ps, &entities, &ts).await?;
+                triples.extend(rows);
+            }
+            Extraction::Invalid {
+                template,
+                raw,
+                reason,
+                rejected,
+            } => {
+                self.summary.add("passages.invalid", 1);
+                self.summary.add("llm.quarantined", 1);
+                if rejected {
+                    self.summary.add("llm.rejected", 1);
+                }
+                self.summary.quarantined += 1;
+                let index = ps.index.to_string();
+                let piece = ps.piece.map(|k| format!("piece {k}"));
+                let mut id = vec![ps.document_id.as_str(), &index];
+                id.extend(piece.as_deref());
+                id.push(template);
+                bad.push(QuarantineRecord {
+                    id: stable_id(&id),
+                    dataset: "openie".into(),
+                    source: ps.document_id.clone(),
+                    byte_offset: None,
+                    line: None,
+                    record: Some(u64::from(ps.index)),
+                    reason: if rejected {
+                        "llm_rejected"
+                    } else {
+                        "llm_invalid_answer"
+                    }
+                    .into(),
+                    detail: format!("{template}: {reason}"),
+                    excerpt: excerpt(&raw),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The `triples` rows of a passage's triples, with provenance.
     fn records(&mut self, ps: &Passage, ts: &[[String; 3]]) -> Vec<Triple> {
         let mut rows = Vec::with_capacity(ts.len());
@@ -426,15 +513,13 @@ impl State {
             if sup.is_none() {
                 self.summary.add("triples.unsupported", 1);
             }
+            // A piece's rows are told apart from its siblings' by the piece index.
+            let (index, piece) = (ps.index.to_string(), ps.piece.map(|k| format!("piece {k}")));
+            let mut id = vec!["openie", &ps.document_id, &index];
+            id.extend(piece.as_deref());
+            id.extend([t[0].as_str(), &t[1], &t[2]]);
             rows.push(Triple {
-                id: stable_id(&[
-                    "openie",
-                    &ps.document_id,
-                    &ps.index.to_string(),
-                    &t[0],
-                    &t[1],
-                    &t[2],
-                ]),
+                id: stable_id(&id),
                 dataset: "openie".into(),
                 source: ps.source.clone(),
                 subject: s,
