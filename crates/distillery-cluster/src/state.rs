@@ -2,14 +2,16 @@
 //!
 //! - `generations/NNNNNNNNNNNNNNNNNNNN`: created (if absent) by each coordinator start; the
 //!   highest is the current generation, and attempts of older ones are fenced;
-//! - `jobs/<job>/job.json`: the job as submitted (pipeline text, overrides, task ids);
+//! - `jobs/<job>/job.json`: the job as submitted (pipeline text, overrides, task ids, the
+//!   input files planned for it);
 //! - `jobs/<job>/commits/<task>.json`: one commit record per task, created only if absent, so
 //!   exactly one attempt of a task wins, whatever the races;
 //! - `jobs/<job>/final.json`: how the job ended.
 //!
-//! A restarted coordinator lists `jobs/`, reloads every job without a `final.json` and marks
-//! the committed tasks done from their commit records.
+//! A restarted coordinator lists `jobs/`, reloads every job without a `final.json` (its tasks
+//! from the planned files) and marks the committed tasks done from their commit records.
 
+use distillery_exec::plan::PlannedFile;
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::TaskOutput;
 use object_store::{PutMode, PutOptions};
@@ -26,6 +28,11 @@ pub struct JobRecord {
     pub overrides: Vec<String>,
     pub submitted_at_ms: i64,
     pub task_ids: Vec<String>,
+    /// The input files (or byte ranges) planned at submission: a restarted coordinator
+    /// rebuilds the job's tasks from them rather than resolving the input globs again.
+    /// `None` in records written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<PlannedFile>>,
 }
 
 /// The winning attempt of a task.
