@@ -604,6 +604,12 @@ impl Client {
                     tracing::debug!(url = %url, max_model_len = ?len, "model context length");
                     return Ok(len);
                 }
+                // No such endpoint (501 Not Implemented, 404, 405, ...): the server does not
+                // say, and asking again will not change that.
+                Err(LlmError::Http { status, .. }) if status == 501 || (status != 429 && status < 500) => {
+                    tracing::debug!(url = %url, status, "the server does not say its context length");
+                    return Ok(None);
+                }
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
                     let retry_after = match &e {
                         LlmError::Http { retry_after, .. } => *retry_after,
@@ -617,9 +623,6 @@ impl Client {
                     );
                     tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm models request failed, retrying");
                     tokio::time::sleep(delay).await;
-                }
-                Err(LlmError::Http { status, .. }) if status != 429 && status < 500 => {
-                    return Ok(None);
                 }
                 Err(e) => return Err(e),
             }

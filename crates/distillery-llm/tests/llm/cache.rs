@@ -321,4 +321,28 @@ async fn the_context_length_comes_from_the_server_once_or_from_the_configuration
     let c = Client::new(fast_config(&bare.url)).unwrap();
     assert_eq!(c.context_tokens().await.unwrap(), None);
     assert_eq!(bare.requests(), 0);
+    // Nor does one that answers 501 Not Implemented (Python's http.server to a GET it has no
+    // handler for), asked once: no retry, no error.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = sock.read(&mut buf).await;
+            let body = "<html>Unsupported method ('GET')</html>";
+            let head = format!(
+                "HTTP/1.1 501 Unsupported method ('GET')\r\nConnection: close\r\n\
+                 Content-Type: text/html\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            let _ = sock.write_all((head + body).as_bytes()).await;
+        }
+    });
+    let c = Client::new(fast_config(&url)).unwrap();
+    assert_eq!(c.context_tokens().await.unwrap(), None);
+    assert_eq!(asked.load(Ordering::SeqCst), 1);
 }
