@@ -315,16 +315,7 @@ impl Client {
                 }
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    let retry_after = match &e {
-                        LlmError::Http { retry_after, .. } => *retry_after,
-                        _ => None,
-                    };
-                    let delay = backoff(
-                        attempt,
-                        self.config.backoff_base,
-                        self.config.backoff_max,
-                        retry_after,
-                    );
+                    let delay = self.retry_delay(attempt, &e);
                     tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -571,12 +562,28 @@ impl Client {
         }
     }
 
+    /// How long to wait before retry `attempt` after `e`: the backoff, or the server's
+    /// `Retry-After` when it gave one.
+    fn retry_delay(&self, attempt: u32, e: &LlmError) -> Duration {
+        let retry_after = match e {
+            LlmError::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        };
+        backoff(
+            attempt,
+            self.config.backoff_base,
+            self.config.backoff_max,
+            retry_after,
+        )
+    }
+
     /// The `max_model_len` the server reports for the configured model: vLLM's
     /// `GET {base_url}/models` answers `{"data": [{"id": MODEL, "max_model_len": N, ...}]}`.
     /// Asked once per client (clones share the answer). `None` when the server does not say:
-    /// an error status other than 429 and 5xx (no such endpoint), an answer that is not JSON,
-    /// no entry with the model's `id`, or an entry without `max_model_len`. 429, 5xx and
-    /// transport errors are retried as chat requests are; when they persist, the error.
+    /// no such endpoint (an error status other than 429 and 5xx, or 501 Not Implemented), an
+    /// answer that is not JSON, no entry with the model's `id`, or an entry without
+    /// `max_model_len`. 429, other 5xx and transport errors are retried as chat requests
+    /// are; when they persist, the error.
     pub async fn max_model_len(&self) -> Result<Option<u64>, LlmError> {
         self.model_len
             .get_or_try_init(|| self.ask_model_len())
@@ -606,21 +613,14 @@ impl Client {
                 }
                 // No such endpoint (501 Not Implemented, 404, 405, ...): the server does not
                 // say, and asking again will not change that.
-                Err(LlmError::Http { status, .. }) if status == 501 || (status != 429 && status < 500) => {
+                Err(LlmError::Http { status, .. })
+                    if status == 501 || (status != 429 && status < 500) =>
+                {
                     tracing::debug!(url = %url, status, "the server does not say its context length");
                     return Ok(None);
                 }
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
-                    let retry_after = match &e {
-                        LlmError::Http { retry_after, .. } => *retry_after,
-                        _ => None,
-                    };
-                    let delay = backoff(
-                        attempt,
-                        self.config.backoff_base,
-                        self.config.backoff_max,
-                        retry_after,
-                    );
+                    let delay = self.retry_delay(attempt, &e);
                     tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm models request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
