@@ -4,11 +4,13 @@ use std::fmt;
 
 use distillery_core::TableKind;
 use distillery_core::spec::{Format, FormatOptions, Pipeline};
-use distillery_ingest::{ByteRange, InputCtx, LocalFs, find_multistream_index, split_ranges};
+use distillery_ingest::{
+    ByteRange, InputCtx, LocalFs, Opener, find_multistream_index, split_ranges,
+};
 
 use crate::error::ExecError;
 use crate::stages::stage_of;
-use crate::store::{is_url, resolve_paths};
+use crate::store::{StoreOpener, is_url, resolve_paths};
 
 /// One input file (or byte range of one) to read.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -70,10 +72,10 @@ pub fn range_tag(input: &str, index: usize, r: usize) -> String {
 /// range cannot know an earlier range wrote.
 const SPLITTABLE: [Format; 3] = [Format::MediaWiki, Format::Freebase, Format::Wikidata];
 
-/// The byte ranges one local file is read in: more than one only when `run.split_bytes` is set,
-/// the file is bigger and its format splits ([`SPLITTABLE`]; the ingest crate's
-/// `split_ranges` also keeps compressed line files and single-stream dumps whole).
-/// Object-store inputs are read whole for now.
+/// The byte ranges one file is read in: more than one only when `run.split_bytes` is set, the
+/// file is bigger and its format splits ([`SPLITTABLE`]; the ingest crate's `split_ranges` also
+/// keeps compressed line files and single-stream dumps whole). An object-store file's size,
+/// index and stream starts are read through object_store ([`split_remote`]).
 pub fn split_file(
     format: Format,
     options: &FormatOptions,
@@ -81,24 +83,65 @@ pub fn split_file(
     size: Option<u64>,
     split_bytes: u64,
 ) -> Result<Vec<ByteRange>, ExecError> {
-    let Some(size) = size.filter(|s| split_bytes > 0 && *s > split_bytes) else {
-        return Ok(Vec::new());
-    };
-    if !SPLITTABLE.contains(&format) || is_url(location) {
+    if split_bytes == 0 || !SPLITTABLE.contains(&format) {
         return Ok(Vec::new());
     }
+    if is_url(location) {
+        return split_remote(format, options, location, split_bytes);
+    }
+    let Some(size) = size.filter(|s| *s > split_bytes) else {
+        return Ok(Vec::new());
+    };
     let ctx = InputCtx::opened_by(location, options, &LocalFs);
     let index = (format == Format::MediaWiki)
         .then(|| find_multistream_index(&LocalFs, location))
         .flatten();
     let ranges = split_ranges(format, &ctx, split_bytes, index.as_deref())?;
-    Ok(
-        if ranges.len() > 1 || ranges.first().is_some_and(|r| !r.covers(size)) {
-            ranges
-        } else {
-            Vec::new()
-        },
-    )
+    Ok(whole_or(ranges, size))
+}
+
+/// No ranges when the planner gave one range over the whole file.
+fn whole_or(ranges: Vec<ByteRange>, size: u64) -> Vec<ByteRange> {
+    if ranges.len() > 1 || ranges.first().is_some_and(|r| !r.covers(size)) {
+        ranges
+    } else {
+        Vec::new()
+    }
+}
+
+/// [`split_file`] of an object-store file: its size by a HEAD request, then the index and the
+/// stream starts by ranged GETs, on a thread with a runtime of its own (planning is
+/// synchronous and may run inside the coordinator's runtime, which it must not block).
+fn split_remote(
+    format: Format,
+    options: &FormatOptions,
+    location: &str,
+    split_bytes: u64,
+) -> Result<Vec<ByteRange>, ExecError> {
+    let (options, location) = (options.clone(), location.to_string());
+    let planned = std::thread::spawn(move || -> Result<Vec<ByteRange>, ExecError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| ExecError::Task(format!("planning {location}: {e}")))?;
+        let opener = StoreOpener::new(rt.handle().clone());
+        let size = opener
+            .size(&location)
+            .map_err(|e| ExecError::Inputs(format!("{location}: {e}")))?;
+        if size <= split_bytes {
+            return Ok(Vec::new());
+        }
+        let ctx = InputCtx::opened_by(&location, &options, &opener);
+        let index = (format == Format::MediaWiki)
+            .then(|| find_multistream_index(&opener, &location))
+            .flatten();
+        let ranges = split_ranges(format, &ctx, split_bytes, index.as_deref())?;
+        Ok(whole_or(ranges, size))
+    });
+    planned
+        .join()
+        .map_err(|_| ExecError::Task("planning the byte ranges of an input panicked".into()))?
 }
 
 /// The tag of the parts a stage derives from a file's parts: `<input>@<stage>-<index>`.
