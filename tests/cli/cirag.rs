@@ -221,6 +221,51 @@ fn cirag_trajectories_become_exact_student_samples() {
     assert_eq!(counter(&summary(&out), "llm.calls"), 0);
     assert_eq!(made(&out), before);
 
+    // One task instead of two (run.shards = 2): the same counters, what every task reads (the
+    // corpus, its bytes) counted once, the same trajectories and samples.
+    let one = tmp.path().join("one-task");
+    let set = [
+        format!("output={}", one.display()),
+        "stages.cirag.tasks=1".to_string(),
+    ];
+    assert!(run_file(&file, &set).status.success());
+    let s1 = summary(&one);
+    for c in [
+        "corpus.passages",
+        "questions",
+        "steps",
+        "samples.train",
+        "samples.validation",
+        "duplicates_removed",
+    ] {
+        assert_eq!(counter(&s1, c), counter(&s, c), "{c}");
+    }
+    assert_eq!(
+        stage(&s1, "cirag")["bytes_in"],
+        stage(&s, "cirag")["bytes_in"]
+    );
+    assert_eq!(stage(&s, "cirag")["tasks"].as_array().unwrap().len(), 3);
+    for f in ["cirag/trajectories.jsonl", "cirag/dataset_info.json"] {
+        assert_eq!(
+            std::fs::read(one.join(f)).unwrap(),
+            std::fs::read(out.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+    let sorted = |p: &Path| {
+        let mut l: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        l.sort();
+        l
+    };
+    assert_eq!(
+        sorted(&one.join("cirag/train.jsonl")),
+        sorted(&out.join("cirag/train.jsonl"))
+    );
+
     // A budget stop mid-way, then a resume from the cache: the same outputs, and the two runs
     // together make the calls of one.
     let out2 = tmp.path().join("out2");

@@ -58,7 +58,8 @@ pub enum Partitioning {
     /// One task per shard of the questions: a task reads its shard's `questions` parts and
     /// every other part whole (the contexts and knowledge bases its questions cite), and
     /// writes its questions' rows into its own shard. A merge task then joins the files the
-    /// shard tasks staged for it, so the stage's outputs are the same for any shard count.
+    /// shard tasks staged for it, so the stage's rows, reports and files are the same for any
+    /// task count (its merged SFT JSONL holds the same lines, in the order of the tasks).
     Questions,
 }
 
@@ -87,8 +88,9 @@ pub struct TaskDef {
     /// `ingest/<tag>`, `stage/<name>` or `stage/<name>/shard-NNNNN`.
     pub id: String,
     pub kind: TaskKind,
-    /// 0 for ingest, 1 + the stage's index for stage tasks: every task of the lower levels
-    /// commits before this one starts, and this one reads their outputs.
+    /// 0 for ingest; each stage takes the next level, and its merge task the one after: every
+    /// task of the lower levels commits before this one starts, and this one reads their
+    /// outputs.
     pub level: u32,
     /// GPUs the worker must have.
     pub gpus: u32,
@@ -276,7 +278,10 @@ pub async fn run_task(
             s.bytes_in = r.bytes_in;
             s.bytes_out = r.parts.iter().map(|p| p.bytes).sum();
             s.seconds = r.seconds;
-            s.add("files", 1);
+            // A file read as byte ranges counts once, with its first range.
+            if r.file.range.is_none_or(|range| range.start == 0) {
+                s.add("files", 1);
+            }
             for (t, n) in &r.counts.rows {
                 if *t != TableKind::Quarantine {
                     s.add(&format!("rows.{}", t.name()), *n);

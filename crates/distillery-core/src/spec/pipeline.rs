@@ -48,7 +48,8 @@ mod hash_view {
     pub fn serialize<S: Serializer>(p: &&Pipeline, s: S) -> Result<S::Ok, S::Error> {
         // `output`, `run.parallelism` and `run.shards` are left out: where a run writes, how
         // many threads it uses and how many tasks it is spread over are not part of what it
-        // makes (every stage's outputs are the same for any shard count).
+        // makes (the records are the same for any shard count; which part file holds them,
+        // and so the order of a merged JSONL or export, follows the shards).
         let run = super::RunSpec {
             parallelism: 0,
             shards: 1,

@@ -17,8 +17,10 @@ fn default_bad_ratio() -> f64 {
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     /// Parquet shards per table (records are assigned by stable id hash), and the tasks a
-    /// stage that splits runs as (one per shard). An execution setting: the rows and files a
-    /// run makes are the same for any count, so it is not part of the pipeline's hash.
+    /// stage that splits runs as (one per shard). An execution setting, not part of the
+    /// pipeline's hash: the records a run makes are the same for any count; which part file
+    /// holds them, and so the order of lines in a merged JSONL or export, follows the shards
+    /// (and the KG segments of extracted triples group by part).
     #[serde(default = "default_shards")]
     pub shards: u32,
     /// Records per Arrow batch; with `shards` this bounds the memory of a run.

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use distillery_core::schema::from_batch;
-use distillery_core::summary::StageSummary;
 use distillery_core::{Document, TableKind};
 use futures::StreamExt;
 
@@ -32,16 +31,18 @@ pub fn parts_of<'a>(
     v
 }
 
-/// One QA input's context documents, by id (**memory: the input's documents**).
+/// One QA input's context documents, by id (**memory: the input's documents**), and the
+/// bytes of their parts. Every task of a stage split by questions reads them whole: count
+/// those bytes once ([`crate::kit::sft_out::SftOut::shared_bytes_in`]).
 pub async fn context_documents(
     out: &Location,
     parts: &[WrittenPart],
     input: &str,
-    summary: &mut StageSummary,
-) -> Result<std::collections::HashMap<String, Document>, ExecError> {
+) -> Result<(std::collections::HashMap<String, Document>, u64), ExecError> {
     let mut docs = std::collections::HashMap::new();
+    let mut bytes = 0;
     for (_, _, part) in parts_of(parts, TableKind::Documents, &[input.to_string()]) {
-        summary.bytes_in += part.bytes;
+        bytes += part.bytes;
         let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
@@ -49,7 +50,7 @@ pub async fn context_documents(
             }
         }
     }
-    Ok(docs)
+    Ok((docs, bytes))
 }
 
 /// One input's `questions` parts grouped by tag, in part order.

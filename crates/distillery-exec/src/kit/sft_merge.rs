@@ -40,6 +40,10 @@ pub(crate) const LEDGER: &str = "_merge/sft-ledger.jsonl";
 /// stage.
 pub(crate) const LEDGER_HEAD: &str = "_merge/sft-ledger.json";
 
+/// The `once` entry that is the stage's `bytes_in` of what every task reads alike, not a
+/// counter.
+pub(crate) const SHARED_BYTES_IN: &str = "_bytes_in";
+
 /// One sample of a shard task.
 #[derive(Debug, Serialize, Deserialize)]
 struct Entry {
@@ -251,7 +255,11 @@ pub(crate) async fn merge_sft(
     if let Some(first) = shards.first() {
         let head: Head = read_head(out, &ledger(first, LEDGER_HEAD)).await?;
         for (k, n) in head.once {
-            summary.add(&k, n);
+            if k == SHARED_BYTES_IN {
+                summary.bytes_in += n;
+            } else {
+                summary.add(&k, n);
+            }
         }
     }
     let splits = ["train", "validation"];

@@ -18,7 +18,7 @@ use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
 use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
-use crate::kit::sft_merge::{LedgerWriter, Merged, merge_sft};
+use crate::kit::sft_merge::{LedgerWriter, Merged, SHARED_BYTES_IN, merge_sft};
 use crate::parts::{PartWriters, part_name};
 use crate::run::StageOutput;
 use crate::stages::MergeCx;
@@ -31,6 +31,7 @@ pub(crate) struct SftOut {
     lines: JsonlLines,
     validation_share: f64,
     buffered: BTreeMap<u32, Vec<SftSample>>,
+    shared: BTreeMap<String, u64>,
 }
 
 impl SftOut {
@@ -42,6 +43,7 @@ impl SftOut {
             lines: JsonlLines::default(),
             validation_share,
             buffered: BTreeMap::new(),
+            shared: BTreeMap::new(),
         }
     }
 
@@ -66,6 +68,20 @@ impl SftOut {
         self.ledger.add(&s, content_hash(&s), &part).await?;
         self.buffered.entry(shard).or_default().push(s);
         Ok(())
+    }
+
+    /// Bytes every task of the stage reads alike (the context documents, a corpus): added to
+    /// the stage's `bytes_in` once, by the merge, however many tasks read them.
+    pub(crate) fn shared_bytes_in(&mut self, bytes: u64) {
+        self.shared(SHARED_BYTES_IN, bytes);
+    }
+
+    /// A counter every task of the stage counts alike (a corpus's passages): the merge adds
+    /// it once. Calls add up.
+    pub(crate) fn shared(&mut self, counter: &str, n: u64) {
+        let total = self.shared.entry(counter.to_string()).or_default();
+        *total += n;
+        self.ledger.once(counter, *total);
     }
 
     /// Writes the buffered samples as `sft` batches.

@@ -69,9 +69,10 @@ impl Teacher {
 
     /// The teacher of one task of a stage, under its share of the job-wide `[llm.budget]`:
     /// what the teacher tasks below it spent is taken off the budget and the rest is split
-    /// evenly among the stage's tasks, so every task of the job together stays within it (a
-    /// task that reaches its share stops the job like a budget reached; a rerun resumes from
-    /// the response cache).
+    /// evenly among the stage's tasks (rounded up, so no share is 0 while tokens remain: the
+    /// tasks together may pass the budget by fewer tokens than there are tasks). A task that
+    /// reaches its share stops the job like a budget reached; a rerun resumes from the
+    /// response cache.
     pub fn for_task<'a>(cx: &RunCx<'a>) -> Result<(&'a LlmSpec, Teacher), ExecError> {
         let (llm, mut teacher) = Self::for_stage(cx.pipeline, cx.stage)?;
         let (_, tasks) = crate::task::partitioning(cx.pipeline, cx.stage);
@@ -86,7 +87,7 @@ impl Teacher {
         teacher.budget.max_tokens = llm
             .budget
             .max_tokens
-            .map(|m| m.saturating_sub(tokens) / u64::from(tasks));
+            .map(|m| m.saturating_sub(tokens).div_ceil(u64::from(tasks)));
         teacher.budget.max_cost = llm
             .budget
             .max_cost

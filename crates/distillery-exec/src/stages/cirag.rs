@@ -21,7 +21,8 @@
 //! The stage runs as one task per shard of its questions (one when `max_questions` caps
 //! it), each indexing the whole corpus, and a merge task: exact duplicates removed across the
 //! tasks ([`crate::kit::sft_out::merge_stage`]) and the trajectory fragments joined in part
-//! order, so the outputs are the same for any task count.
+//! order, so the outputs are the same for any task count (the SFT JSONL as a set of lines, in
+//! task order).
 //!
 //! Counters: `questions`, `trajectories.kept`, `trajectories.wrong_answer`,
 //! `trajectories.invalid`, `trajectories.no_evidence`, `steps`, `facts.candidates`,
@@ -266,8 +267,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     };
     let mut corpus_passages: Vec<Passage> = Vec::new();
     let mut seen_docs: HashSet<String> = HashSet::new();
+    let mut corpus_bytes = 0;
     for (_, _, part) in parts_of(parts, TableKind::Documents, &corpus_inputs) {
-        summary.bytes_in += part.bytes;
+        corpus_bytes += part.bytes;
         let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
@@ -288,7 +290,6 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             .map_err(|e| ExecError::Task(e.to_string()))?
             .map_err(distill_err)?,
     );
-    summary.add("corpus.passages", n_passages as u64);
     info!(stage = %stage.name, passages = n_passages, "cirag corpus indexed");
 
     // --- the questions ---
@@ -297,6 +298,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         trajectories: Fragments::new(out, staging, &format!("{dir}/{TRAJECTORIES}")),
     };
     let mut sft = SftOut::new(out, staging, &dir, opts.validation_share);
+    // Every task indexes the whole corpus: counted once, by the merge.
+    sft.shared("corpus.passages", n_passages as u64);
+    sft.shared_bytes_in(corpus_bytes);
     let budget_fn = || teacher.budget.exhausted(teacher.client.stats());
     let params = json!({
         "top_k": opts.top_k, "candidates": opts.candidates, "max_steps": opts.max_steps,

@@ -272,8 +272,12 @@ fn write_new(path: &std::path::Path, plan: &str) -> Result<bool, ExecError> {
     }
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     std::fs::create_dir_all(dir).map_err(err)?;
+    // Unique per call: the tasks of a worker share its pid, and two of them may plan the
+    // same question text (a duplicate question in another shard) at once.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+        ".{}.{}.{n}.tmp",
         path.file_name().and_then(|n| n.to_str()).unwrap_or("plan"),
         std::process::id()
     ));

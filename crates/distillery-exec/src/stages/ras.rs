@@ -385,7 +385,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         if left == 0 {
             break;
         }
-        let docs = context_documents(out, parts, input, &mut summary).await?;
+        let (docs, doc_bytes) = context_documents(out, parts, input).await?;
+        sft.shared_bytes_in(doc_bytes);
         let ctx = Ctx {
             opts,
             teacher: &teacher,

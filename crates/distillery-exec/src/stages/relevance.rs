@@ -171,7 +171,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             break;
         }
         // The input's context documents.
-        let docs = context_documents(out, parts, input, &mut summary).await?;
+        let (docs, doc_bytes) = context_documents(out, parts, input).await?;
+        sft.shared_bytes_in(doc_bytes);
         for (tag, qparts) in question_tags(parts, input) {
             let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
             for part in qparts {
