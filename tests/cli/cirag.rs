@@ -325,3 +325,122 @@ fn cirag_pipeline_against_a_real_vllm() {
     assert_eq!(counter(&summary(&out), "llm.calls"), 0);
     assert_eq!(made(&out), before);
 }
+
+/// The `cirag` stage retrieving from an `index` stage built in the same job (hybrid: BM25
+/// and MiniLM vectors fused) and reranking candidate facts by MiniLM similarity; then from
+/// the same index root by URL (BM25). Skips without `DISTILLERY_EMBED_MODEL`.
+#[test]
+fn cirag_retrieves_from_a_built_index_and_reranks_by_embedding() {
+    let Some(model) = crate::embed_model("cirag over a built index") else {
+        return;
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(vec![], cirag_teacher()));
+    let tmp = tempfile::tempdir().unwrap();
+    let file = pipeline(tmp.path(), &server.url);
+    let out = tmp.path().join("out");
+    let mut toml = std::fs::read_to_string(&file).unwrap();
+    let cirag_at = toml.find("[[stages]]").unwrap();
+    toml.insert_str(
+        cirag_at,
+        &format!(
+            "[[stages]]\nname = \"passages\"\nkind = \"index\"\n\
+             options = {{ kinds = [\"bm25\", \"dense\"], embedding = {{ model = \"{model}\" }} }}\n"
+        ),
+    );
+    let toml = toml.replace(
+        "options = { top_k = 3,",
+        &format!(
+            "options = {{ index = \"passages\", retrieval = \"hybrid\", rerank = {{ model = \"{model}\" }}, top_k = 3,"
+        ),
+    );
+    std::fs::write(&file, &toml).unwrap();
+    let o = run_file(&file, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = summary(&out);
+    let built: Value =
+        serde_json::from_slice(&std::fs::read(out.join("indexes/passages.json")).unwrap()).unwrap();
+    let version = built["version"].as_str().unwrap();
+    assert_eq!(
+        counter(&s, "corpus.passages"),
+        built["manifest"]["passages"].as_u64().unwrap()
+    );
+    assert_eq!(counter(&s, "questions"), 6);
+    assert!(counter(&s, "steps") >= 6);
+    assert!(counter(&s, "trajectories.kept") > 0);
+
+    // Candidates come from the index's passages, in descending MiniLM similarity to the
+    // step's query (checked here with the model loaded on its own).
+    let embedder = rt
+        .block_on(distillery_exec::kit::embedding::open(
+            &toml::from_str(&format!("model = \"{model}\"")).unwrap(),
+        ))
+        .unwrap();
+    let trajectories = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
+    let mut checked = 0;
+    for line in trajectories.lines() {
+        let t: Value = serde_json::from_str(line).unwrap();
+        for step in t["steps"].as_array().unwrap() {
+            let facts: Vec<String> = step["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["fact"].as_str().unwrap().to_string())
+                .collect();
+            for c in step["candidates"].as_array().unwrap() {
+                assert!(c["document_id"].as_str().unwrap().starts_with("hotpotqa:"));
+            }
+            let mut texts = vec![step["query"].as_str().unwrap().to_string()];
+            texts.extend(facts.iter().cloned());
+            let v = rt.block_on(embedder.embed(&texts)).unwrap();
+            let sim = |f: &[f32]| v[0].iter().zip(f).map(|(a, b)| a * b).sum::<f32>();
+            for w in v[1..].windows(2) {
+                assert!(
+                    sim(&w[0]) + 1e-4 >= sim(&w[1]),
+                    "candidates out of similarity order: {facts:?}"
+                );
+            }
+            checked += facts.len();
+        }
+    }
+    assert!(checked > 10, "{checked} candidates checked");
+    let lines = std::fs::read_to_string(out.join("cirag/train.jsonl")).unwrap();
+    let first: Value = serde_json::from_str(lines.lines().next().unwrap()).unwrap();
+    let params = &first["params"];
+    assert_eq!(params["index_version"], version, "{first}");
+    assert_eq!(params["retrieval"], "hybrid");
+
+    // A rerun: no call, the same bytes.
+    let before = made(&out);
+    assert!(run_file(&file, &[]).status.success());
+    assert_eq!(counter(&summary(&out), "llm.calls"), 0);
+    assert_eq!(made(&out), before);
+
+    // The same root by path, BM25 and shared words: the version CURRENT names, other
+    // candidates (word overlap instead of similarity order).
+    let root = out.join("index");
+    let by_root = tmp.path().join("by-root.toml");
+    let start = toml.find("[[stages]]").unwrap();
+    let end = toml[start + 1..].find("[[stages]]").unwrap() + start + 1;
+    let plain = format!("{}{}", &toml[..start], &toml[end..]).replace(
+        &format!(
+            "index = \"passages\", retrieval = \"hybrid\", rerank = {{ model = \"{model}\" }},"
+        ),
+        &format!("index = \"{}\",", root.display()),
+    );
+    std::fs::write(&by_root, plain).unwrap();
+    let out2 = tmp.path().join("out2");
+    let o = run_file(&by_root, &[format!("output={}", out2.display())]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s2 = summary(&out2);
+    assert_eq!(counter(&s2, "questions"), 6);
+    assert_eq!(
+        counter(&s2, "corpus.passages"),
+        counter(&s, "corpus.passages")
+    );
+    let t2 = std::fs::read_to_string(out2.join("cirag/trajectories.jsonl")).unwrap();
+    assert_ne!(
+        t2, trajectories,
+        "rerank and retrieval change the candidates"
+    );
+}

@@ -8,6 +8,7 @@ mod cirag;
 mod fault;
 #[path = "../support/files.rs"]
 mod files;
+mod index;
 mod label;
 mod planner;
 mod ras;
@@ -21,6 +22,20 @@ use std::process::{Command, Output};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The sentence-transformers model directory of `DISTILLERY_EMBED_MODEL` (`.ci/run` unpacks
+/// all-MiniLM-L6-v2), or `None` with a message saying what is skipped.
+fn embed_model(skipped: &str) -> Option<String> {
+    match std::env::var("DISTILLERY_EMBED_MODEL") {
+        Ok(m) if !m.is_empty() => Some(m),
+        _ => {
+            eprintln!(
+                "skipping {skipped}: DISTILLERY_EMBED_MODEL is not set (a sentence-transformers model directory)"
+            );
+            None
+        }
+    }
 }
 
 fn bin() -> Command {
@@ -100,33 +115,41 @@ fn shared(rel: &str) -> Option<PathBuf> {
     }
 }
 
-/// pyarrow reads every file of the output with the manifest's row counts. In CI (`CI` set)
-/// pyarrow must be installed; elsewhere the check is skipped with a message when it is not.
-fn pyarrow_check(out_dir: &Path) {
+/// Runs `tests/python/<script>` with `args` when python3 can import `modules` (in CI, with
+/// `CI` set, it must: `.ci/run` installs them) and asserts it succeeds; its stdout, or `None`
+/// with a message when the modules are missing outside CI.
+fn python_script(modules: &str, script: &str, args: &[&std::ffi::OsStr]) -> Option<String> {
     let has = Command::new("python3")
-        .args(["-c", "import pyarrow"])
+        .args(["-c", &format!("import {modules}")])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);
     if !has {
         assert!(
             std::env::var_os("CI").is_none(),
-            "pyarrow is required in CI (.ci/run installs it)"
+            "python {modules} required in CI (.ci/run installs them)"
         );
-        eprintln!("skipping pyarrow check: python3 with pyarrow not found");
-        return;
+        eprintln!("skipping {script}: python3 with {modules} not found");
+        return None;
     }
     let out = Command::new("python3")
-        .arg(repo().join("tests/python/check_output.py"))
-        .arg(out_dir)
+        .arg(repo().join("tests/python").join(script))
+        .args(args)
         .output()
         .unwrap();
-    eprintln!("{}", String::from_utf8_lossy(&out.stdout));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    Some(stdout)
+}
+
+/// pyarrow reads every file of the output with the manifest's row counts.
+fn pyarrow_check(out_dir: &Path) {
+    python_script("pyarrow", "check_output.py", &[out_dir.as_os_str()]);
 }
 
 #[test]

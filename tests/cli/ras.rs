@@ -13,18 +13,6 @@ use crate::fault::{FaultServer, Responder};
 use crate::triples::{run_file, teacher};
 use crate::{repo, stage, summary};
 
-fn embed_model() -> Option<String> {
-    match std::env::var("DISTILLERY_EMBED_MODEL") {
-        Ok(m) if !m.is_empty() => Some(m),
-        _ => {
-            eprintln!(
-                "skipping: DISTILLERY_EMBED_MODEL is not set (a sentence-transformers model directory)"
-            );
-            None
-        }
-    }
-}
-
 fn pipeline(dir: &Path, url: &str, data: &Path, model: &str) -> std::path::PathBuf {
     let file = dir.join("ras.toml");
     std::fs::write(
@@ -109,7 +97,9 @@ fn lines(out: &Path) -> Vec<Value> {
 
 #[test]
 fn ras_subq_samples_from_a_stand_in_teacher() {
-    let Some(model) = embed_model() else { return };
+    let Some(model) = crate::embed_model("the RAS embedding test") else {
+        return;
+    };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(FaultServer::start_with(vec![], ras_teacher()));
     let tmp = tempfile::tempdir().unwrap();
@@ -176,7 +166,9 @@ fn ras_subq_samples_from_a_stand_in_teacher() {
 
 #[test]
 fn ras_against_a_real_vllm() {
-    let Some(model) = embed_model() else { return };
+    let Some(model) = crate::embed_model("the RAS embedding test") else {
+        return;
+    };
     let Some((url, served)) = crate::triples::vllm() else {
         return;
     };

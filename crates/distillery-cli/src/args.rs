@@ -75,6 +75,62 @@ pub enum Command {
         #[command(subcommand)]
         command: HseqCommand,
     },
+    /// Index roots: list versions, roll back.
+    Index {
+        #[command(subcommand)]
+        command: IndexCommand,
+    },
+    /// Search the current version of an index root.
+    Search(SearchArgs),
+}
+
+/// The subcommands of `index`.
+#[derive(Subcommand)]
+pub enum IndexCommand {
+    /// The versions under an index root, oldest first; `*` marks the one `CURRENT` names.
+    List {
+        /// The index root (path or URL).
+        root: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
+    /// Point `CURRENT` at an earlier (or any) version.
+    Rollback { root: String, version: String },
+}
+
+/// How `search` and `index list` print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Table,
+    Json,
+}
+
+/// How `search` ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SearchKind {
+    Bm25,
+    Dense,
+    /// Reciprocal-rank fusion of BM25 and dense.
+    Hybrid,
+}
+
+/// The arguments of `search`.
+#[derive(clap::Args)]
+pub struct SearchArgs {
+    /// The index root (path or URL).
+    pub root: String,
+    pub query: String,
+    #[arg(long, value_enum, default_value_t = SearchKind::Bm25)]
+    pub kind: SearchKind,
+    /// Hits to print.
+    #[arg(short = 'k', long = "k", default_value_t = 10)]
+    pub k: usize,
+    /// A version other than the current one.
+    #[arg(long)]
+    pub version: Option<String>,
+    /// `json`: one object per line with `id`, `document_id`, `title`, `score`, `text`.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    pub format: OutputFormat,
 }
 
 /// The arguments of `validate`.

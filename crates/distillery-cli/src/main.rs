@@ -37,8 +37,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, HseqCommand, LogFormat, ReportCommand};
 use crate::commands::{
-    cancel, coordinator, hseq_verify, ingest, inspect, label, plan, report, run, status, submit,
-    validate, worker,
+    cancel, coordinator, hseq_verify, index, ingest, inspect, label, plan, report, run, search,
+    status, submit, validate, worker,
 };
 
 /// jemalloc rather than the system allocator or mimalloc: the label stage allocates many
@@ -111,5 +111,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Hseq {
             command: HseqCommand::Verify { url },
         } => hseq_verify::run(&url).await,
+        Command::Index { command } => index::run(command).await,
+        Command::Search(a) => search::run(&a).await,
     }
 }

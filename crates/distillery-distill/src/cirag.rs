@@ -3,11 +3,14 @@
 //!
 //! Per question, for up to `max_steps` (L = 4) steps:
 //! 1. **construction**: the current query (the question at step 1, then the teacher's next
-//!    sub-question) retrieves the `top_k` (K = 10) best passages from the BM25 index; each
+//!    sub-question) retrieves the `top_k` (K = 10) best passages (from a [`Retriever`]: the
+//!    in-memory BM25 of [`Corpus`], or a built index); each
 //!    passage's triples come from the triple extractor (NER then OpenIE, through the response
 //!    cache, so passages extracted by a `triples` run cost nothing); the triples not kept by
-//!    earlier steps are reranked against the query (shared words, then retrieval rank, then
-//!    order in the passage) and the best `candidates` (N = 30) become `fact_before_filter`,
+//!    earlier steps are reranked against the query, by the cosine similarity of their
+//!    embeddings when the loop has an embedding model ([`Cirag::with_reranker`], the paper's
+//!    bge-small), else by shared words, then by retrieval rank and order in the passage, and
+//!    the best `candidates` (N = 30) become `fact_before_filter`,
 //!    each rendered `<subject; predicate; object>` with its provenance (passage, document,
 //!    sentence) kept;
 //! 2. **integration**: the teacher gets `[[## Original Query ##]]`, `[[## fact_before_filter ##]]`
@@ -30,11 +33,14 @@
 //! turn ([`render_target`]), the only trained turn.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use distillery_core::Question;
 use distillery_core::id::stable_id;
 use distillery_index::Bm25Index;
+use distillery_index::dense::Embedder;
 use distillery_llm::{
     ChatMessage, ChatRequest, Client, Outcome, Parser, ResponseCache, cached_chat,
 };
@@ -367,7 +373,18 @@ pub struct Config {
     pub model_revision: String,
 }
 
-/// The corpus a trajectory retrieves from.
+/// A boxed future of this module's traits.
+pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, DistillError>> + Send + 'a>>;
+
+/// Where a trajectory's passages come from: the `k` best for a query, best first. Retrieval
+/// must be deterministic (the same passages for the same query), so a resumed trajectory
+/// replays its cached steps.
+pub trait Retriever: Send + Sync {
+    fn retrieve<'a>(&'a self, query: &'a str, k: usize) -> Fut<'a, Vec<Passage>>;
+}
+
+/// An in-memory corpus: its passages indexed with BM25 (the fallback when no built index is
+/// given).
 pub struct Corpus {
     pub passages: Vec<Passage>,
     pub index: Bm25Index,
@@ -394,6 +411,18 @@ impl Corpus {
     }
 }
 
+impl Retriever for Corpus {
+    fn retrieve<'a>(&'a self, query: &'a str, k: usize) -> Fut<'a, Vec<Passage>> {
+        Box::pin(async move {
+            let hits = self.index.search(query, k)?;
+            Ok(hits
+                .into_iter()
+                .map(|(key, _)| self.passages[key as usize].clone())
+                .collect())
+        })
+    }
+}
+
 /// Runs CIRAG trajectories with a teacher.
 #[derive(Clone)]
 pub struct Cirag {
@@ -402,6 +431,8 @@ pub struct Cirag {
     pub extractor: Extractor,
     pub prompts: Arc<Prompts>,
     pub config: Config,
+    /// Ranks candidate facts by embedding similarity to the query (else: shared words).
+    reranker: Option<Arc<dyn Embedder>>,
     integration_version: String,
     answer_version: String,
 }
@@ -429,7 +460,15 @@ impl Cirag {
             extractor,
             prompts: Arc::new(prompts),
             config,
+            reranker: None,
         }
+    }
+
+    /// Reranks candidate facts by the cosine similarity of their embeddings to the query's
+    /// (CIRAG reranks with bge-small), instead of by shared words.
+    pub fn with_reranker(mut self, model: Arc<dyn Embedder>) -> Cirag {
+        self.reranker = Some(model);
+        self
     }
 
     /// The integration template's (id, version), for sample lineage.
@@ -453,16 +492,14 @@ impl Cirag {
     async fn construct(
         &self,
         query: &str,
-        corpus: &Corpus,
+        corpus: &dyn Retriever,
         taken: &HashSet<String>,
     ) -> Result<Vec<Fact>, DistillError> {
-        let hits = corpus.index.search(query, self.config.top_k)?;
-        let qw = words(query);
-        // (shared words, retrieval rank, position in passage)
-        let mut scored: Vec<(usize, usize, usize, Fact)> = Vec::new();
+        let hits = corpus.retrieve(query, self.config.top_k).await?;
+        // (retrieval rank, position in passage, fact)
+        let mut found: Vec<(usize, usize, Fact)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        for (rank, (key, _)) in hits.iter().enumerate() {
-            let p = &corpus.passages[*key as usize];
+        for (rank, p) in hits.iter().enumerate() {
             let Extraction::Done { triples, .. } = self.extractor.extract(p).await? else {
                 // A passage whose extraction answer did not parse gives no facts (it is in
                 // the triples stage's quarantine when that stage runs).
@@ -473,28 +510,67 @@ impl Cirag {
                 if taken.contains(&text) || !seen.insert(text.clone()) {
                     continue;
                 }
-                let shared = words(&text).intersection(&qw).count();
                 let sentence = distillery_triples::align::support(t, &p.sentences)
                     .map(|s| s.sentence)
                     .filter(|s| *s != u32::MAX);
-                scored.push((
-                    shared,
-                    rank,
-                    pos,
-                    Fact {
-                        text,
-                        document_id: p.document_id.clone(),
-                        passage: p.index,
-                        sentence,
-                    },
-                ));
+                let fact = Fact {
+                    text,
+                    document_id: p.document_id.clone(),
+                    passage: p.index,
+                    sentence,
+                };
+                found.push((rank, pos, fact));
             }
         }
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+        let scores = self.relevance(query, &found).await?;
+        let mut scored: Vec<(f32, (usize, usize, Fact))> = scores.into_iter().zip(found).collect();
+        scored.sort_by(|a, b| {
+            b.0.total_cmp(&a.0)
+                .then(a.1.0.cmp(&b.1.0))
+                .then(a.1.1.cmp(&b.1.1))
+        });
         Ok(scored
             .into_iter()
             .take(self.config.candidates)
-            .map(|x| x.3)
+            .map(|x| x.1.2)
+            .collect())
+    }
+
+    /// How well each fact matches the query: the cosine similarity of their embeddings with a
+    /// reranker, else the number of words they share.
+    async fn relevance(
+        &self,
+        query: &str,
+        facts: &[(usize, usize, Fact)],
+    ) -> Result<Vec<f32>, DistillError> {
+        let Some(model) = &self.reranker else {
+            let qw = words(query);
+            return Ok(facts
+                .iter()
+                .map(|f| words(&f.2.text).intersection(&qw).count() as f32)
+                .collect());
+        };
+        if facts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut texts = Vec::with_capacity(facts.len() + 1);
+        texts.push(query.to_string());
+        texts.extend(facts.iter().map(|f| f.2.text.clone()));
+        let v = model.embed(&texts).await?;
+        if v.len() != texts.len() {
+            return Err(DistillError::Index(distillery_index::IndexError::Embed(
+                format!(
+                    "the reranker answered {} vectors for {} texts",
+                    v.len(),
+                    texts.len()
+                ),
+            )));
+        }
+        let dot = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+        // Rounded, so tiny float differences between batches do not reorder equal facts.
+        Ok(v[1..]
+            .iter()
+            .map(|f| (dot(&v[0], f) * 1e5).round() / 1e5)
             .collect())
     }
 
@@ -503,7 +579,7 @@ impl Cirag {
     pub async fn run(
         &self,
         q: &Question,
-        corpus: &Corpus,
+        corpus: &dyn Retriever,
         budget: &(dyn Fn() -> Option<String> + Sync),
     ) -> Result<Trajectory, DistillError> {
         let mut steps: Vec<Step> = Vec::new();

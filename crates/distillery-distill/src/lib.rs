@@ -71,6 +71,7 @@ impl HasKind for DistillError {
         match self {
             DistillError::Llm(e) => e.kind(),
             DistillError::Extract(e) => e.kind(),
+            DistillError::Index(e) => e.kind(),
             _ => ErrorKind::Fatal,
         }
     }

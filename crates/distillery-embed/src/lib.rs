@@ -1,6 +1,8 @@
-//! Sentence embeddings with a local BERT model on the CPU (candle), mean-pooled and
-//! L2-normalised as sentence-transformers does for models such as all-MiniLM-L6-v2, and their
-//! cosine similarity. RAS uses it to decide `[NO_RETRIEVAL]`: the base model's answer is
+//! Sentence embeddings with a local BERT model (candle), pooled as the model's
+//! sentence-transformers config says (`1_Pooling/config.json`: mean or CLS; mean when the
+//! model has no such config) and L2-normalised, as sentence-transformers does for models such
+//! as all-MiniLM-L6-v2 (mean) or bge-small (CLS), and their cosine similarity. Runs on the CPU,
+//! or on a GPU with the `cuda` cargo feature and [`Embedder::load_on`]`(spec, "cuda")`. RAS uses it to decide `[NO_RETRIEVAL]`: the base model's answer is
 //! accepted when its embedding is close enough to the gold answer's.
 //!
 //! [`Embedder::load`] reads `config.json`, `tokenizer.json` and `model.safetensors` from a
@@ -11,7 +13,8 @@
 //! code).
 //!
 //! Dependencies: `candle-core`, `candle-nn`, `candle-transformers` (the BERT model and its
-//! safetensors loading), `tokenizers` (the model's own `tokenizer.json`).
+//! safetensors loading; their `cuda` features behind ours), `tokenizers` (the model's own
+//! `tokenizer.json`), `twox-hash` (the revision of weights outside the Hugging Face cache).
 
 use std::path::{Path, PathBuf};
 
@@ -45,12 +48,58 @@ impl From<candle_core::Error> for EmbedError {
 /// Longest input in tokens (BERT's position limit for MiniLM-style models).
 const MAX_TOKENS: usize = 256;
 
+/// How token vectors become one sentence vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The mean over the non-padding tokens.
+    Mean,
+    /// The first (`[CLS]`) token's vector.
+    Cls,
+}
+
+impl Pooling {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+        }
+    }
+
+    /// The pooling of a sentence-transformers model directory.
+    pub fn of_model(dir: &Path) -> Result<Pooling, EmbedError> {
+        let f = dir.join("1_Pooling").join("config.json");
+        let Ok(bytes) = std::fs::read(&f) else {
+            return Ok(Pooling::Mean);
+        };
+        let v: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| EmbedError::Load {
+                path: f.display().to_string(),
+                message: e.to_string(),
+            })?;
+        let on = |k: &str| v.get(k).and_then(serde_json::Value::as_bool) == Some(true);
+        match (on("pooling_mode_cls_token"), on("pooling_mode_mean_tokens")) {
+            (true, false) => Ok(Pooling::Cls),
+            (false, true) => Ok(Pooling::Mean),
+            _ => Err(EmbedError::Load {
+                path: f.display().to_string(),
+                message: "only CLS or mean pooling (exactly one of them) is supported".into(),
+            }),
+        }
+    }
+}
+
 /// A BERT sentence embedder.
 pub struct Embedder {
     model: BertModel,
     tokenizer: Tokenizer,
     device: Device,
     pub dir: PathBuf,
+    pub pooling: Pooling,
+    /// The weights' revision: the Hugging Face snapshot name, else 16 hex digits of the
+    /// xxHash64 of `model.safetensors`.
+    pub revision: String,
+    /// The vector size (`hidden_size`).
+    pub dimension: usize,
 }
 
 impl std::fmt::Debug for Embedder {
@@ -93,9 +142,31 @@ pub fn resolve(spec: &str) -> Result<PathBuf, EmbedError> {
 }
 
 impl Embedder {
-    /// Loads a model directory or a cached model id (see the crate docs).
+    /// Loads a model directory or a cached model id (see the crate docs) on the CPU.
     pub fn load(spec: &str) -> Result<Embedder, EmbedError> {
+        Embedder::load_on(spec, "cpu")
+    }
+
+    /// Loads a model on `device`: `cpu`, or `cuda` (the first GPU; needs the `cuda` feature).
+    pub fn load_on(spec: &str, device: &str) -> Result<Embedder, EmbedError> {
         let dir = resolve(spec)?;
+        let device = match device {
+            "cpu" => Device::Cpu,
+            "cuda" if candle_core::utils::cuda_is_available() => Device::new_cuda(0)?,
+            "cuda" => {
+                return Err(EmbedError::Load {
+                    path: spec.to_string(),
+                    message: "device `cuda` needs a build with the `cuda` feature and a GPU".into(),
+                });
+            }
+            other => {
+                return Err(EmbedError::Load {
+                    path: spec.to_string(),
+                    message: format!("unknown device `{other}` (cpu or cuda)"),
+                });
+            }
+        };
+        let pooling = Pooling::of_model(&dir)?;
         let bad = |m: String| EmbedError::Load {
             path: dir.display().to_string(),
             message: m,
@@ -116,7 +187,14 @@ impl Embedder {
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
-        let device = Device::Cpu;
+        let revision = match dir.parent().and_then(|p| p.file_name()) {
+            Some(p) if p == "snapshots" => dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            _ => format!("{:016x}", twox_hash::XxHash64::oneshot(0, &weights)),
+        };
+        let dimension = config_hidden_size(&dir)?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
         let model = BertModel::load(vb, &config).map_err(|e| bad(format!("weights: {e}")))?;
@@ -125,6 +203,9 @@ impl Embedder {
             tokenizer,
             device,
             dir,
+            pooling,
+            revision,
+            dimension,
         })
     }
 
@@ -149,14 +230,33 @@ impl Embedder {
         let mask = Tensor::stack(&mask, 0)?;
         let types = ids.zeros_like()?;
         let hidden = self.model.forward(&ids, &types, Some(&mask))?;
-        let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-        let counts = m.sum(1)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-        let unit = mean.broadcast_div(&norm)?;
+        let pooled = match self.pooling {
+            Pooling::Mean => {
+                let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let summed = hidden.broadcast_mul(&m)?.sum(1)?;
+                let counts = m.sum(1)?;
+                summed.broadcast_div(&counts)?
+            }
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+        };
+        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?;
+        let unit = pooled.broadcast_div(&norm)?;
         Ok(unit.to_vec2::<f32>()?)
     }
+}
+
+/// `hidden_size` of a model's `config.json`.
+fn config_hidden_size(dir: &Path) -> Result<usize, EmbedError> {
+    let f = dir.join("config.json");
+    std::fs::read(&f)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("hidden_size").and_then(serde_json::Value::as_u64))
+        .map(|n| n as usize)
+        .ok_or_else(|| EmbedError::Load {
+            path: f.display().to_string(),
+            message: "no `hidden_size`".into(),
+        })
 }
 
 /// Cosine similarity of two vectors (of unit embeddings: their dot product).
@@ -201,6 +301,8 @@ mod tests {
             ])
             .unwrap();
         assert_eq!(v[0].len(), 384);
+        assert_eq!((e.pooling, e.dimension), (Pooling::Mean, 384));
+        assert_eq!(e.revision.len(), 16);
         let close = cosine(&v[0], &v[1]);
         let far = cosine(&v[0], &v[2]);
         // sentence-transformers gives 0.686 for the first pair (../shared/docs/stack.md).

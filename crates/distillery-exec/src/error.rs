@@ -26,6 +26,8 @@ pub enum ExecError {
     Llm(#[from] distillery_llm::LlmError),
     #[error(transparent)]
     Extract(#[from] distillery_triples::ExtractError),
+    #[error(transparent)]
+    Index(#[from] distillery_index::IndexError),
     /// A spending limit of `[llm.budget]` was reached: the run stopped cleanly.
     #[error("budget: {0}")]
     Budget(String),
@@ -90,6 +92,7 @@ impl HasKind for ExecError {
             ExecError::Label(e) => e.kind(),
             ExecError::Llm(e) => e.kind(),
             ExecError::Extract(e) => e.kind(),
+            ExecError::Index(e) => e.kind(),
             ExecError::Task(_) => ErrorKind::Retryable,
             _ => ErrorKind::Fatal,
         }

@@ -120,13 +120,37 @@ fn type_of(p: &Value, root: &Value) -> String {
             None => name.to_string(),
         };
     }
+    if let Some(c) = p.get("const") {
+        return format!(
+            "`{}`",
+            c.as_str().map_or_else(|| c.to_string(), str::to_string)
+        );
+    }
+    if let Some(vs) = p.get("enum").and_then(Value::as_array) {
+        let names: Vec<String> = vs
+            .iter()
+            .filter(|v| !v.is_null())
+            .map(|v| {
+                format!(
+                    "`{}`",
+                    v.as_str().map_or_else(|| v.to_string(), str::to_string)
+                )
+            })
+            .collect();
+        return names.join(" or ");
+    }
     for key in ["anyOf", "oneOf"] {
         if let Some(alts) = p.get(key).and_then(Value::as_array) {
-            let names: Vec<String> = alts
-                .iter()
-                .map(|a| type_of(a, root))
-                .filter(|t| t != "null")
-                .collect();
+            let mut names: Vec<String> = Vec::new();
+            for a in alts {
+                if a.get("type").and_then(Value::as_str) == Some("null") {
+                    continue;
+                }
+                let t = type_of(a, root);
+                if !names.contains(&t) {
+                    names.push(t);
+                }
+            }
             return names.join(" or ");
         }
     }

@@ -293,6 +293,55 @@ impl Client {
     /// Sends `req`, retrying as the module docs say.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let body = serde_json::to_vec(&self.request_body(req)).expect("json values serialize");
+        let url = self.url(req.prompt.is_some());
+        let (mut r, attempts) = self
+            .retrying(|| async {
+                let bytes = self.post(&url, &body).await?;
+                parse_completion(&bytes).map_err(|message| LlmError::BadResponse {
+                    url: url.clone(),
+                    message,
+                })
+            })
+            .await?;
+        r.attempts = attempts;
+        self.stats
+            .prompt_tokens
+            .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
+        self.stats
+            .completion_tokens
+            .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
+        Ok(r)
+    }
+
+    /// Embeddings of `inputs` from the server's `/embeddings` endpoint (vLLM's pooling
+    /// models, TEI, OpenAI), in order, with the same concurrency limit, retries and
+    /// counters as [`Client::chat`] (prompt tokens count towards a budget).
+    pub async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let url = format!("{}/embeddings", self.config.base_url);
+        let body = serde_json::to_vec(&json!({"model": self.config.model, "input": inputs}))
+            .expect("json values serialize");
+        let ((vectors, tokens), _) = self
+            .retrying(|| async {
+                let bytes = self.post(&url, &body).await?;
+                parse_embeddings(&bytes, inputs.len()).map_err(|message| LlmError::BadResponse {
+                    url: url.clone(),
+                    message,
+                })
+            })
+            .await?;
+        self.stats
+            .prompt_tokens
+            .fetch_add(tokens, Ordering::Relaxed);
+        Ok(vectors)
+    }
+
+    /// Runs `once` under a permit, retrying retryable failures with backoff; returns its
+    /// value and the attempts it took.
+    async fn retrying<T, F, Fut>(&self, mut once: F) -> Result<(T, u32), LlmError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, LlmError>>,
+    {
         let _permit = self
             .permits
             .acquire()
@@ -302,17 +351,8 @@ impl Client {
         loop {
             attempt += 1;
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
-            match self.send_once(&body, req.prompt.is_some()).await {
-                Ok(mut r) => {
-                    r.attempts = attempt;
-                    self.stats
-                        .prompt_tokens
-                        .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
-                    self.stats
-                        .completion_tokens
-                        .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
-                    return Ok(r);
-                }
+            match once().await {
+                Ok(v) => return Ok((v, attempt)),
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
                     let delay = self.retry_delay(attempt, &e);
@@ -327,11 +367,11 @@ impl Client {
         }
     }
 
-    async fn send_once(&self, body: &[u8], completion: bool) -> Result<ChatResponse, LlmError> {
-        let url = self.url(completion);
+    /// One POST of a JSON body: the answer's bytes, or the error it is.
+    async fn post(&self, url: &str, body: &[u8]) -> Result<bytes::Bytes, LlmError> {
         let mut rb = self
             .http
-            .post(&url)
+            .post(url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .timeout(self.config.timeout)
             .body(body.to_vec());
@@ -339,7 +379,7 @@ impl Client {
             rb = rb.bearer_auth(key.expose());
         }
         let transport = |e: reqwest::Error| LlmError::Transport {
-            url: url.clone(),
+            url: url.to_string(),
             message: if e.is_timeout() {
                 format!("timed out after {:?}", self.config.timeout)
             } else {
@@ -357,14 +397,50 @@ impl Client {
         let bytes = resp.bytes().await.map_err(transport)?;
         if !status.is_success() {
             return Err(LlmError::Http {
-                url,
+                url: url.to_string(),
                 status: status.as_u16(),
                 message: error_message(&bytes),
                 retry_after,
             });
         }
-        parse_completion(&bytes).map_err(|message| LlmError::BadResponse { url, message })
+        Ok(bytes)
     }
+}
+
+/// The vectors of an OpenAI `/embeddings` answer, ordered by their `index`, and its prompt
+/// tokens.
+fn parse_embeddings(body: &[u8], n: usize) -> Result<(Vec<Vec<f32>>, u64), String> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| format!("not JSON ({e})"))?;
+    let data = v
+        .get("data")
+        .and_then(Value::as_array)
+        .ok_or_else(|| "no `data` in the embeddings answer".to_string())?;
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; n];
+    for (i, d) in data.iter().enumerate() {
+        let at = d
+            .get("index")
+            .and_then(Value::as_u64)
+            .map_or(i, |x| x as usize);
+        let e = d
+            .get("embedding")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("item {i} has no `embedding` array"))?;
+        let vec: Option<Vec<f32>> = e.iter().map(|x| x.as_f64().map(|f| f as f32)).collect();
+        let slot = out
+            .get_mut(at)
+            .ok_or_else(|| format!("item index {at} past the {n} inputs"))?;
+        *slot = Some(vec.ok_or_else(|| format!("item {i}: not a list of numbers"))?);
+    }
+    let tokens = v
+        .pointer("/usage/prompt_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let vectors = out
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| x.ok_or_else(|| format!("no embedding for input {i}")))
+        .collect::<Result<_, _>>()?;
+    Ok((vectors, tokens))
 }
 
 /// The delay before retry `attempt` (1-based).
@@ -479,6 +555,19 @@ mod tests {
         assert_eq!(body["response_format"]["json_schema"]["strict"], true);
         assert!(body.get("guided_json").is_none());
         assert_eq!(body["model"], "tiny");
+    }
+
+    #[test]
+    fn embeddings_parse_in_input_order_or_say_why_not() {
+        let ok = br#"{"data":[{"index":1,"embedding":[0.0,1.0]},{"index":0,"embedding":[1.0,0.5]}],"usage":{"prompt_tokens":7}}"#;
+        let (v, tokens) = parse_embeddings(ok, 2).unwrap();
+        assert_eq!(v, vec![vec![1.0, 0.5], vec![0.0, 1.0]]);
+        assert_eq!(tokens, 7);
+        let short = br#"{"data":[{"index":0,"embedding":[1.0]}]}"#;
+        assert!(parse_embeddings(short, 2).unwrap_err().contains("input 1"));
+        let bad = br#"{"data":[{"index":0,"embedding":["x"]}]}"#;
+        assert!(parse_embeddings(bad, 1).unwrap_err().contains("numbers"));
+        assert!(parse_embeddings(b"{}", 1).unwrap_err().contains("data"));
     }
 
     #[test]

@@ -4,12 +4,14 @@
 pub mod cancel;
 pub mod coordinator;
 pub mod hseq_verify;
+pub mod index;
 pub mod ingest;
 pub mod inspect;
 pub mod label;
 pub mod plan;
 pub mod report;
 pub mod run;
+pub mod search;
 pub mod status;
 pub mod submit;
 pub mod validate;

@@ -1,5 +1,5 @@
 //! Readers of staged parts shared by the stages: an input's own parts of a table, its
-//! context documents and its question parts by tag.
+//! context documents and its question parts by tag, and where a stage below published a file.
 
 use std::collections::BTreeMap;
 
@@ -10,6 +10,23 @@ use futures::StreamExt;
 use crate::error::ExecError;
 use crate::parts::{WrittenPart, read_part_rows};
 use crate::store::Location;
+use crate::task::ShardOutput;
+
+/// The directory (relative to the output) under which a stage task below this one published
+/// `file`, itself or by adopting it from an earlier run.
+pub fn published<'a>(upstream: &'a [ShardOutput], file: &str) -> Option<&'a str> {
+    upstream.iter().find_map(|u| {
+        let o = &u.output;
+        let own = o.files.iter().any(|f| f.path == file).then_some(&o.dir);
+        own.or_else(|| {
+            o.adopted
+                .iter()
+                .find(|a| a.file.path == file)
+                .map(|a| &a.dir)
+        })
+        .map(String::as_str)
+    })
+}
 
 /// The staged parts of `table` whose input is one of `inputs` (not parts derived by other
 /// stages), in part order: tag, then shard.

@@ -1,9 +1,12 @@
 //! The `cirag` stage: CIRAG teacher trajectories (see `distillery-distill::cirag`) over the
 //! questions of the stage's QA inputs, distilled into student SFT samples.
 //!
-//! 1. The corpus: the staged `documents` of `corpus` (default: the stage's inputs), cut into
-//!    paragraph passages and indexed with BM25 (tantivy, in memory: **memory bound: the
-//!    corpus's passages**).
+//! 1. The corpus: a built index when `index` names one (an `index` stage listed before this
+//!    one, or an index root), read through `retrieval` (bm25, dense or hybrid); else the
+//!    staged `documents` of `corpus` (default: the stage's inputs), cut into paragraph
+//!    passages and indexed with BM25 (tantivy, in memory: **memory bound: the corpus's
+//!    passages**). Candidate facts are reranked by embedding similarity with `rerank` (the
+//!    paper's bge-small), else by shared words.
 //! 2. The questions of each input, in part order, capped by `max_questions`, run
 //!    `llm.max_concurrency` at a time; results are consumed in question order, so outputs do
 //!    not depend on timing. Every teacher call (the triples of retrieved passages, each
@@ -40,8 +43,9 @@ use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::DistillError;
 use distillery_distill::cirag::{
-    Cirag as CiragLoop, Config, Corpus, End, Prompts, Trajectory, step_messages,
+    Cirag as CiragLoop, Config, Corpus, End, Prompts, Retriever, Trajectory, step_messages,
 };
+use distillery_index::search::Retrieval;
 use distillery_triples::{Passage, TriplesOptions, Unit, passages};
 use futures::StreamExt;
 use serde_json::json;
@@ -49,13 +53,16 @@ use tracing::info;
 
 use crate::error::ExecError;
 use crate::kit::contexts::parts_of;
+use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::fragments::{Fragments, concat};
+use crate::kit::retrieval::{IndexRetriever, built_by, root_of};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::store::open_location;
 use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -115,6 +122,24 @@ pub struct CiragOptions {
     /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// A built index to retrieve from instead of indexing `corpus` in memory: the name of an
+    /// `index` stage listed before this one (the version it built in this job), or an index
+    /// root (path or URL; the version `CURRENT` names when the task starts, unless
+    /// `index_version` names one).
+    #[serde(default)]
+    pub index: Option<String>,
+    /// The version of the index root `index` to read.
+    #[serde(default)]
+    pub index_version: Option<String>,
+    /// How `index` answers a query: `bm25`, `dense` or `hybrid` (reciprocal-rank fusion of
+    /// the two); dense and hybrid need a version with a dense index.
+    #[serde(default)]
+    pub retrieval: Retrieval,
+    /// An embedding model (`model`, or `server` for an embeddings endpoint) ranking the
+    /// candidate facts by cosine similarity to the query, as CIRAG does with bge-small.
+    /// Default: by the words they share with the query. Its `cache` is not used.
+    #[serde(default)]
+    pub rerank: Option<EmbeddingOptions>,
 }
 
 impl Default for CiragOptions {
@@ -161,6 +186,44 @@ impl Stage for Cirag {
         if !(0.0..1.0).contains(&o.validation_share) {
             cx.error("validation_share", "`validation_share` must be in [0, 1)");
         }
+        match &o.index {
+            None if o.retrieval != Retrieval::Bm25 || o.index_version.is_some() => cx.error(
+                "retrieval",
+                "`retrieval` and `index_version` need `index` (a built index)",
+            ),
+            Some(_) if !o.corpus.is_empty() => cx.error(
+                "corpus",
+                "give `corpus` (indexed in memory) or `index` (a built index), not both",
+            ),
+            Some(name) => {
+                let stages = &cx.stages[..cx.index()];
+                fn kind_of(v: &toml::Value) -> Option<&str> {
+                    v.get("kind").and_then(|k| k.as_str())
+                }
+                let named = |v: &toml::Value| {
+                    v.get("name")
+                        .and_then(|n| n.as_str())
+                        .or_else(|| kind_of(v))
+                        == Some(name)
+                };
+                match stages.iter().find(|s| named(s)) {
+                    Some(s) if kind_of(s) != Some("index") => {
+                        cx.error("index", format!("stage `{name}` is not an `index` stage"))
+                    }
+                    Some(_) if o.index_version.is_some() => cx.error(
+                        "index_version",
+                        "an index built in this job is read at the version it built",
+                    ),
+                    _ => {}
+                }
+            }
+            None => {}
+        }
+        if let Some(e) = &o.rerank {
+            for problem in e.problems(EmbeddingOptions::stage_gpus(cx)) {
+                cx.error("rerank", problem);
+            }
+        }
         Some(StageOptions::new(o))
     }
 
@@ -202,6 +265,7 @@ fn distill_err(e: DistillError) -> ExecError {
         DistillError::Budget(why) => ExecError::Budget(why),
         DistillError::Llm(e) => ExecError::Llm(e),
         DistillError::Extract(e) => ExecError::Extract(e),
+        DistillError::Index(e) => ExecError::Index(e),
         other => ExecError::Task(other.to_string()),
     }
 }
@@ -240,6 +304,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             model_revision: llm.model_revision.clone(),
         },
     );
+    let cirag = match &opts.rerank {
+        Some(e) => cirag.with_reranker(embedding::open(e).await?),
+        None => cirag,
+    };
     let mut summary = StageSummary::with_counters(
         &stage.name,
         &[
@@ -260,37 +328,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     );
 
     // --- the corpus ---
-    let corpus_inputs = if opts.corpus.is_empty() {
-        stage.inputs.clone()
-    } else {
-        opts.corpus.clone()
-    };
-    let mut corpus_passages: Vec<Passage> = Vec::new();
-    let mut seen_docs: HashSet<String> = HashSet::new();
-    let mut corpus_bytes = 0;
-    for (_, _, part) in parts_of(parts, TableKind::Documents, &corpus_inputs) {
-        corpus_bytes += part.bytes;
-        let mut stream = Box::pin(read_part_rows(out, &part.path(), 256).await?);
-        while let Some(batch) = stream.next().await {
-            for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
-                if seen_docs.insert(d.id.clone()) {
-                    corpus_passages.extend(
-                        passages(&d, Unit::Paragraph)
-                            .into_iter()
-                            .filter(|ps| ps.text.chars().count() >= 20),
-                    );
-                }
-            }
-        }
-    }
-    let n_passages = corpus_passages.len();
-    let corpus = Arc::new(
-        tokio::task::spawn_blocking(move || Corpus::new(corpus_passages))
-            .await
-            .map_err(|e| ExecError::Task(e.to_string()))?
-            .map_err(distill_err)?,
-    );
-    info!(stage = %stage.name, passages = n_passages, "cirag corpus indexed");
+    let (corpus, corpus_size, corpus_bytes, index_version) =
+        open_corpus(&cx, opts, &stage.name).await?;
 
     // --- the questions ---
     let dir = stage.name.clone();
@@ -298,15 +337,22 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         trajectories: Fragments::new(out, staging, &format!("{dir}/{TRAJECTORIES}")),
     };
     let mut sft = SftOut::new(out, staging, &dir, opts.validation_share);
-    // Every task indexes the whole corpus: counted once, by the merge.
-    sft.shared("corpus.passages", n_passages as u64);
+    // Every task indexes (or opens) the whole corpus: counted once, by the merge.
+    sft.shared("corpus.passages", corpus_size);
     sft.shared_bytes_in(corpus_bytes);
     let budget_fn = || teacher.budget.exhausted(teacher.client.stats());
-    let params = json!({
+    let mut params = json!({
         "top_k": opts.top_k, "candidates": opts.candidates, "max_steps": opts.max_steps,
         "min_f1": opts.min_f1, "teacher": llm.model,
-    })
-    .to_string();
+    });
+    if let Some(v) = &index_version {
+        params["index_version"] = json!(v);
+        params["retrieval"] = json!(opts.retrieval);
+    }
+    if let Some(e) = &opts.rerank {
+        params["rerank"] = json!(e.model);
+    }
+    let params = params.to_string();
     let mut written: Vec<WrittenPart> = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
     let mut by_tag: BTreeMap<String, Vec<(u32, &WrittenPart)>> = BTreeMap::new();
@@ -331,7 +377,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                         .map(|q| {
                             let (cirag, corpus, budget_fn) = (&cirag, corpus.clone(), &budget_fn);
                             async move {
-                                let t = cirag.run(&q, &corpus, budget_fn).await;
+                                let t = cirag.run(&q, corpus.as_ref(), budget_fn).await;
                                 (q, t)
                             }
                         })
@@ -398,6 +444,61 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut files = sft.finish().await?;
     files.extend(w.trajectories.finish().await?);
     Ok(teacher.finish_shard(summary, written, files, started))
+}
+
+/// The corpus trajectories retrieve from: (retriever, passages, bytes read, the index
+/// version when it is a built index).
+async fn open_corpus(
+    cx: &RunCx<'_>,
+    opts: &CiragOptions,
+    stage: &str,
+) -> Result<(Arc<dyn Retriever>, u64, u64, Option<String>), ExecError> {
+    if let Some(index) = &opts.index {
+        let built_here = (cx.pipeline.stages.iter())
+            .take_while(|s| s.name != cx.stage.name)
+            .any(|s| &s.name == index && s.kind == "index");
+        let (root, version) = if built_here {
+            let (root, version) = built_by(cx.out, cx.upstream, index).await?;
+            (root, Some(version))
+        } else {
+            (index.clone(), opts.index_version.clone())
+        };
+        let root = root_of(open_location(&root, false)?);
+        let r = IndexRetriever::open(&root, version.as_deref(), opts.retrieval).await?;
+        let (version, passages) = (r.version().to_string(), r.passages());
+        info!(stage, index = %root.display, version = %version, passages, "cirag reads a built index");
+        return Ok((Arc::new(r), passages, 0, Some(version)));
+    }
+    let corpus_inputs = if opts.corpus.is_empty() {
+        cx.stage.inputs.clone()
+    } else {
+        opts.corpus.clone()
+    };
+    let mut corpus_passages: Vec<Passage> = Vec::new();
+    let mut seen_docs: HashSet<String> = HashSet::new();
+    let mut corpus_bytes = 0;
+    for (_, _, part) in parts_of(cx.parts, TableKind::Documents, &corpus_inputs) {
+        corpus_bytes += part.bytes;
+        let mut stream = Box::pin(read_part_rows(cx.out, &part.path(), 256).await?);
+        while let Some(batch) = stream.next().await {
+            for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                if seen_docs.insert(d.id.clone()) {
+                    corpus_passages.extend(
+                        passages(&d, Unit::Paragraph)
+                            .into_iter()
+                            .filter(|ps| ps.text.chars().count() >= 20),
+                    );
+                }
+            }
+        }
+    }
+    let n_passages = corpus_passages.len() as u64;
+    let corpus = tokio::task::spawn_blocking(move || Corpus::new(corpus_passages))
+        .await
+        .map_err(|e| ExecError::Task(e.to_string()))?
+        .map_err(distill_err)?;
+    info!(stage, passages = n_passages, "cirag corpus indexed");
+    Ok((Arc::new(corpus), n_passages, corpus_bytes, None))
 }
 
 struct Writers {

@@ -11,6 +11,7 @@
 
 pub mod cirag;
 pub mod hseq;
+pub mod index;
 pub mod label;
 pub mod planner;
 pub mod ras;
@@ -41,6 +42,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &planner::Planner,
     &relevance::Relevance,
     &ras::Ras,
+    &index::IndexStage,
 ];
 
 /// What a stage's task gets to run with.

@@ -467,16 +467,7 @@ async fn read_plans(
 ) -> Result<HashMap<String, String>, ExecError> {
     use tokio::io::AsyncBufReadExt;
     let file = format!("{planner}/plans.jsonl");
-    let Some(dir) = upstream.iter().find_map(|u| {
-        let o = &u.output;
-        let own = o.files.iter().any(|f| f.path == file).then_some(&o.dir);
-        own.or_else(|| {
-            o.adopted
-                .iter()
-                .find(|a| a.file.path == file)
-                .map(|a| &a.dir)
-        })
-    }) else {
+    let Some(dir) = crate::kit::contexts::published(upstream, &file) else {
         return Err(ExecError::Task(format!(
             "`plans = \"{planner}\"`: no task below this one published {file}"
         )));

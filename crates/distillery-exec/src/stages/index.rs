@@ -1,0 +1,388 @@
+//! The `index` stage: the staged corpus of its inputs as a new version of an index root —
+//! passages, BM25 (tantivy), dense vectors (usearch) and a KG adjacency index, any subset —
+//! switched in at once through the root's `CURRENT` (see [`distillery_index::version`]).
+//!
+//! Passages come from the inputs' documents (unit `paragraph` or `sentence`), their HSEQ
+//! segments (`segment`, after an `hseq` stage) or their triples (`triple`); the KG from every
+//! triples part of the inputs, read or extracted. With `incremental = true` the build diffs
+//! its passages against the version `CURRENT` names and rebuilds only what changed. A build
+//! whose input and settings equal those of `CURRENT`'s version (its fingerprint) keeps that
+//! version (`versions.kept`), so a rerun writes nothing new.
+//!
+//! The root is not part of the job's output: the version is switched in when the task ends,
+//! not when the job publishes (a version is whole on its own). The output gets
+//! `indexes/<stage>.json`: the version's manifest and its root. One task builds the index
+//! (`shards` cut the index, not the task).
+
+use std::time::Instant;
+
+use distillery_core::schema::from_batch;
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::summary::{ManifestFile, StageSummary};
+use distillery_core::{Document, Segment, TableKind, Triple};
+use distillery_index::build::{BuildSpec, Spool, build};
+use distillery_index::cache::EmbeddingCache;
+use distillery_index::kg::KgEdge;
+use distillery_index::passage::{self, Unit};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ExecError;
+use crate::kit::embedding::{self, EmbeddingOptions};
+use crate::kit::retrieval::root_of;
+use crate::parts::{WrittenPart, read_part_rows};
+use crate::run::StageOutput;
+use crate::stages::{Declared, RunCx, Stage};
+use crate::store::{Location, open_location};
+
+/// An index kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IndexKind {
+    /// BM25 with tantivy.
+    Bm25,
+    /// Embeddings and a usearch HNSW index.
+    Dense,
+    /// The triples as an adjacency index.
+    Kg,
+}
+
+/// Options of an `index` stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct IndexOptions {
+    /// The indexes to build, any of `bm25`, `dense` and `kg`; one version holds them all.
+    #[serde(default = "default_kinds")]
+    pub kinds: Vec<IndexKind>,
+    /// The index root (path or URL). Default: `<output>/index`.
+    #[serde(default)]
+    pub root: Option<String>,
+    /// What a passage is: `paragraph`, `sentence`, `segment` (HSEQ segments) or `triple`.
+    #[serde(default)]
+    pub unit: Unit,
+    /// Build from the version `CURRENT` names: diff passages by id and content hash, embed
+    /// only new content, rebuild only the shards that changed, apply deletes.
+    #[serde(default)]
+    pub incremental: bool,
+    /// Shards of the BM25 and dense indexes, by passage id (at least; see
+    /// `max_shard_passages`). A shard's passages and vectors are held in memory while it is
+    /// built. An incremental build keeps the previous count, or builds in full when the
+    /// count changes.
+    #[serde(default = "default_shards")]
+    pub shards: u32,
+    /// Passages per shard past which the build doubles its shards (up to 64), when `shards`
+    /// is a power of two (1, 2, 4, ... 64; other counts stay fixed); 0: never.
+    #[serde(default = "default_max_shard_passages")]
+    pub max_shard_passages: u64,
+    /// Versions kept under the root (the current one always is).
+    #[serde(default = "default_keep")]
+    pub keep_versions: usize,
+    /// The embedding model of a `dense` index.
+    #[serde(default)]
+    pub embedding: Option<EmbeddingOptions>,
+}
+
+fn default_kinds() -> Vec<IndexKind> {
+    vec![IndexKind::Bm25]
+}
+
+fn default_shards() -> u32 {
+    1
+}
+
+fn default_max_shard_passages() -> u64 {
+    1_000_000
+}
+
+fn default_keep() -> usize {
+    3
+}
+
+/// The `index` stage.
+pub struct IndexStage;
+
+impl Stage for IndexStage {
+    fn kind(&self) -> &'static str {
+        "index"
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(IndexOptions)
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: IndexOptions = cx.options()?;
+        if o.kinds.is_empty() {
+            cx.error("kinds", "name at least one of `bm25`, `dense`, `kg`");
+        }
+        let needs_passages = o.kinds.iter().any(|k| *k != IndexKind::Kg);
+        if o.kinds.contains(&IndexKind::Dense) && o.embedding.is_none() {
+            cx.error(
+                "embedding",
+                "a `dense` index needs `embedding = { model = ... }`",
+            );
+        }
+        if let Some(e) = &o.embedding {
+            let gpus = EmbeddingOptions::stage_gpus(cx);
+            for problem in e.problems(gpus) {
+                cx.error("embedding", problem);
+            }
+        }
+        if o.shards == 0 || o.shards > 4096 {
+            cx.error("shards", "`shards` must be in 1..=4096");
+        }
+        if o.keep_versions == 0 {
+            cx.error("keep_versions", "`keep_versions` must be at least 1");
+        }
+        if !needs_passages && o.incremental {
+            cx.error("incremental", "a KG-only index is always built in full");
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        Declared {
+            tables: Vec::new(),
+            files: vec![format!("indexes/{}.json", stage.name)],
+        }
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run(cx))
+    }
+}
+
+/// A scratch directory removed when dropped.
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The parts of `table` from the stage's inputs (read or derived), in part order.
+fn parts(cx: &RunCx<'_>, table: TableKind) -> Vec<WrittenPart> {
+    let mut v: Vec<(String, u32, WrittenPart)> = cx
+        .parts
+        .iter()
+        .filter(|w| w.table == table)
+        .filter_map(|w| {
+            let id = w.id()?;
+            id.of(&cx.stage.inputs)
+                .then(|| (id.tag, id.shard, w.clone()))
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    v.into_iter().map(|x| x.2).collect()
+}
+
+/// Streams the rows of parts as `T`.
+async fn each<T: serde::de::DeserializeOwned>(
+    out: &Location,
+    table: TableKind,
+    parts: &[WrittenPart],
+    mut f: impl FnMut(T) -> Result<(), ExecError>,
+) -> Result<u64, ExecError> {
+    let mut bytes = 0;
+    for part in parts {
+        bytes += part.bytes;
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), 1024).await?);
+        while let Some(batch) = stream.next().await {
+            for row in from_batch::<T>(table, &batch?)? {
+                f(row)?;
+            }
+        }
+    }
+    Ok(bytes)
+}
+
+async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let o: &IndexOptions = crate::stages::options(cx.stage)?;
+    let started = Instant::now();
+    let root_url = o
+        .root
+        .clone()
+        .unwrap_or_else(|| format!("{}/index", cx.pipeline.output.trim_end_matches('/')));
+    let root = root_of(open_location(&root_url, true)?);
+    let scratch = Scratch(std::env::temp_dir().join(format!(
+        "distillery-index-{}-{}",
+        std::process::id(),
+        fastrand_suffix()
+    )));
+    std::fs::create_dir_all(&scratch.0)
+        .map_err(|e| ExecError::Task(format!("{}: {e}", scratch.0.display())))?;
+    let has = |k: IndexKind| o.kinds.contains(&k);
+    let mut spool = Spool::new(&scratch.0.join("spool"), o.shards, o.max_shard_passages > 0);
+    let mut summary = StageSummary::new(&cx.stage.name);
+    let (mut records_in, mut bytes_in) = (0u64, 0u64);
+    let mut push = |p| spool.push(p).map_err(ExecError::from);
+    if has(IndexKind::Bm25) || has(IndexKind::Dense) {
+        bytes_in += match o.unit {
+            Unit::Paragraph | Unit::Sentence => {
+                let ps = parts(&cx, TableKind::Documents);
+                each(cx.out, TableKind::Documents, &ps, |d: Document| {
+                    records_in += 1;
+                    passage::of_document(&d, o.unit)
+                        .into_iter()
+                        .try_for_each(&mut push)
+                })
+                .await?
+            }
+            Unit::Segment => {
+                let ps = parts(&cx, TableKind::Segments);
+                each(cx.out, TableKind::Segments, &ps, |s: Segment| {
+                    records_in += 1;
+                    let title = s.uri.split_once(':').map_or(s.uri.as_str(), |x| x.1);
+                    let title = title.split('#').next().unwrap_or(title).to_string();
+                    passage::of_segment(&s, &title).map_or(Ok(()), &mut push)
+                })
+                .await?
+            }
+            Unit::Triple => {
+                let ps = parts(&cx, TableKind::Triples);
+                each(cx.out, TableKind::Triples, &ps, |t: Triple| {
+                    records_in += 1;
+                    push(passage::of_triple(&t))
+                })
+                .await?
+            }
+        };
+    }
+    let edges = if has(IndexKind::Kg) {
+        let mut edges = Vec::new();
+        let ps = parts(&cx, TableKind::Triples);
+        bytes_in += each(cx.out, TableKind::Triples, &ps, |t: Triple| {
+            records_in += 1;
+            edges.push(KgEdge {
+                subject: t.subject,
+                relation: t.predicate,
+                object: t.object,
+                object_kind: t.object_kind,
+                subject_name: t.subject_name,
+                object_name: t.object_name,
+                source: t.dataset,
+            });
+            Ok(())
+        })
+        .await?;
+        Some(edges)
+    } else {
+        None
+    };
+    let embedder = match (&o.embedding, has(IndexKind::Dense)) {
+        (Some(e), true) => Some(embedding::open(e).await?),
+        _ => None,
+    };
+    let cache = match (&embedder, &o.embedding) {
+        (Some(e), Some(opts)) => {
+            let at = opts
+                .cache
+                .clone()
+                .unwrap_or_else(|| format!("{}/embedding-cache", root_url.trim_end_matches('/')));
+            Some(EmbeddingCache::new(
+                root_of(open_location(&at, true)?),
+                e.model(),
+            ))
+        }
+        _ => None,
+    };
+    let spec = BuildSpec {
+        bm25: has(IndexKind::Bm25),
+        dense: has(IndexKind::Dense),
+        kg: has(IndexKind::Kg),
+        unit: o.unit,
+        shards: o.shards,
+        max_shard_passages: o.max_shard_passages,
+        incremental: o.incremental,
+        keep_versions: o.keep_versions,
+        pipeline_hash: cx.pipeline.hash.clone(),
+        source: format!("{} ({})", cx.pipeline.output, cx.stage.name),
+        scratch: scratch.0.join("build"),
+        batch: o.embedding.as_ref().map_or(32, |e| e.batch),
+    };
+    let built = build(
+        &root,
+        &spec,
+        spool,
+        edges,
+        embedder
+            .as_deref()
+            .map(|e| e as &dyn distillery_index::dense::Embedder),
+        cache.as_ref(),
+    )
+    .await?;
+    let m = &built.manifest;
+    summary.records_in = records_in;
+    summary.bytes_in = bytes_in;
+    summary.records_out = m.passages;
+    let c = &mut summary.counters;
+    // A kept version changed nothing: every passage and shard is reused.
+    let changes = if built.reused {
+        distillery_index::version::Changes {
+            unchanged: m.passages,
+            ..Default::default()
+        }
+    } else {
+        m.changes.clone()
+    };
+    let (rebuilt, reused) = if built.reused {
+        (0, m.shards)
+    } else {
+        (m.shards_rebuilt, m.shards_reused)
+    };
+    let fresh = |n: u64| if built.reused { 0 } else { n };
+    for (k, v) in [
+        ("passages", m.passages),
+        ("passages.added", changes.added),
+        ("passages.changed", changes.changed),
+        ("passages.deleted", changes.deleted),
+        ("passages.unchanged", changes.unchanged),
+        ("passages.duplicate", built.duplicates),
+        ("passages.conflicting", built.conflicting),
+        ("shards.rebuilt", u64::from(rebuilt)),
+        ("shards.reused", u64::from(reused)),
+        ("embeddings.computed", fresh(m.embedded)),
+        ("embeddings.reused", fresh(m.embeddings_reused)),
+        ("embeddings.cached", fresh(m.embeddings_cached)),
+        ("versions.kept", u64::from(built.reused)),
+        ("kg.nodes", m.kg.as_ref().map_or(0, |k| k.nodes)),
+        ("kg.edges", m.kg.as_ref().map_or(0, |k| k.edges)),
+        ("versions.pruned", built.pruned.len() as u64),
+    ] {
+        if v > 0 || k == "passages" {
+            c.insert(k.to_string(), v);
+        }
+    }
+    let rel = format!("indexes/{}.json", cx.stage.name);
+    let body = serde_json::to_vec_pretty(&serde_json::json!({
+        "root": root.display,
+        "version": m.version,
+        "manifest": m,
+    }))
+    .map_err(|e| ExecError::Task(e.to_string()))?;
+    let bytes = body.len() as u64;
+    cx.out.write(&format!("{}/{rel}", cx.dir), body).await?;
+    summary.bytes_out = m.files.iter().map(|f| f.bytes).sum();
+    summary.seconds = started.elapsed().as_secs_f64();
+    tracing::info!(stage = %cx.stage.name, version = %m.version, root = %root.display, "index built");
+    Ok(StageOutput {
+        summary,
+        files: vec![ManifestFile {
+            path: rel,
+            rows: 1,
+            bytes,
+        }],
+        ..Default::default()
+    })
+}
+
+/// A few random hex digits for scratch names.
+fn fastrand_suffix() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!("{t:08x}")
+}

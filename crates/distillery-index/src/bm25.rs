@@ -1,0 +1,305 @@
+//! BM25 on disk: one tantivy index per shard, in tantivy's own directory layout, so
+//! `tantivy.Index.open(dir)` of tantivy's Python package of the same version (0.27) opens it.
+//!
+//! Fields: `id` and `document_id` (raw strings, stored, `id` indexed so a passage can be
+//! deleted by id), `title` and `text` (tokenized with tantivy's `default` analyzer, stored).
+//! A build adds passages in id order on one writer thread and merges the index into one
+//! segment. An incremental build starts from a copy of the previous version's shard: it
+//! deletes the changed and deleted ids, adds the changed and added passages as a new segment
+//! and merges, which drops the deleted documents; the statistics BM25 scores with (document
+//! frequencies, average lengths) are then those of a full rebuild, so both answer every
+//! query with the same passages and the same scores.
+
+use std::path::Path;
+
+use tantivy::collector::TopDocs;
+use tantivy::indexer::NoMergePolicy;
+use tantivy::query::BooleanQuery;
+use tantivy::schema::{Field, STORED, STRING, Schema, TEXT, Value};
+use tantivy::tokenizer::TokenStream;
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
+
+use crate::IndexError;
+use crate::passage::Passage;
+
+/// Writer memory budget (tantivy flushes a segment past it).
+const WRITER_BYTES: usize = 256 << 20;
+
+/// The fields of a passage index.
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    id: Field,
+    document_id: Field,
+    title: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let f = Fields {
+        id: sb.add_text_field("id", STRING | STORED),
+        document_id: sb.add_text_field("document_id", STRING | STORED),
+        title: sb.add_text_field("title", TEXT | STORED),
+        text: sb.add_text_field("text", TEXT | STORED),
+    };
+    (sb.build(), f)
+}
+
+fn fields(index: &Index, dir: &Path) -> Result<Fields, IndexError> {
+    let s = index.schema();
+    let get = |n: &str| {
+        s.get_field(n)
+            .map_err(|_| IndexError::Corrupt(dir.display().to_string(), format!("no field `{n}`")))
+    };
+    Ok(Fields {
+        id: get("id")?,
+        document_id: get("document_id")?,
+        title: get("title")?,
+        text: get("text")?,
+    })
+}
+
+fn writer(index: &Index, dir: &Path) -> Result<IndexWriter<TantivyDocument>, IndexError> {
+    let w = index
+        .writer_with_num_threads(1, WRITER_BYTES)
+        .map_err(|e| IndexError::tantivy(dir.display(), e))?;
+    w.set_merge_policy(Box::new(NoMergePolicy));
+    Ok(w)
+}
+
+fn add(w: &IndexWriter<TantivyDocument>, f: Fields, ps: &[&Passage]) -> Result<(), IndexError> {
+    for p in ps {
+        w.add_document(doc!(
+            f.id => p.id.as_str(),
+            f.document_id => p.document_id.as_str(),
+            f.title => p.title.as_str(),
+            f.text => p.text.as_str(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Commits, merges every segment into one and removes the files no longer used.
+fn finish(
+    index: &Index,
+    mut w: IndexWriter<TantivyDocument>,
+    dir: &Path,
+) -> Result<(), IndexError> {
+    let t = |e: tantivy::TantivyError| IndexError::tantivy(dir.display(), e);
+    w.commit().map_err(t)?;
+    let segments = index.searchable_segment_ids().map_err(t)?;
+    if segments.len() > 1 {
+        w.merge(&segments).wait().map_err(t)?;
+    }
+    w.garbage_collect_files().wait().map_err(t)?;
+    w.wait_merging_threads().map_err(t)
+}
+
+/// Builds a new index of `passages` (in id order) in the empty directory `dir`.
+pub fn build(dir: &Path, passages: &[&Passage]) -> Result<(), IndexError> {
+    std::fs::create_dir_all(dir).map_err(|e| IndexError::io(dir.display(), e))?;
+    let (schema, f) = schema();
+    let index =
+        Index::create_in_dir(dir, schema).map_err(|e| IndexError::tantivy(dir.display(), e))?;
+    let w = writer(&index, dir)?;
+    add(&w, f, passages)?;
+    finish(&index, w, dir)
+}
+
+/// Updates the index in `dir` (a copy of the previous version's): deletes `removed` ids, then
+/// adds `added`.
+pub fn update(dir: &Path, removed: &[&str], added: &[&Passage]) -> Result<(), IndexError> {
+    let index = Index::open_in_dir(dir).map_err(|e| IndexError::tantivy(dir.display(), e))?;
+    let f = fields(&index, dir)?;
+    let w = writer(&index, dir)?;
+    for id in removed {
+        w.delete_term(Term::from_field_text(f.id, id));
+    }
+    add(&w, f, added)?;
+    finish(&index, w, dir)
+}
+
+/// The files of an index directory worth keeping (not tantivy's lock files).
+pub fn files(dir: &Path) -> Result<Vec<String>, IndexError> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| IndexError::io(dir.display(), e))? {
+        let e = e.map_err(|e| IndexError::io(dir.display(), e))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".lock") && e.path().is_file() {
+            out.push(name);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// A hit of a search.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hit {
+    pub id: String,
+    pub document_id: String,
+    pub title: String,
+    pub text: String,
+    pub score: f32,
+}
+
+/// The terms of a free-text query for a title and a text field, tokenized by the index's own
+/// analyzer: a disjunction no query syntax can break.
+pub(crate) fn query_terms(
+    index: &Index,
+    title: Field,
+    text: Field,
+    query: &str,
+) -> Result<Vec<Term>, IndexError> {
+    let mut analyzer = index.tokenizer_for_field(text)?;
+    let mut terms = Vec::new();
+    let mut stream = analyzer.token_stream(query);
+    while stream.advance() {
+        let t = stream.token().text.clone();
+        terms.push(Term::from_field_text(text, &t));
+        terms.push(Term::from_field_text(title, &t));
+    }
+    Ok(terms)
+}
+
+/// An index opened for searching.
+pub struct Bm25Reader {
+    index: Index,
+    reader: IndexReader,
+    f: Fields,
+    dir: String,
+}
+
+impl std::fmt::Debug for Bm25Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bm25Reader")
+            .field("dir", &self.dir)
+            .finish()
+    }
+}
+
+impl Bm25Reader {
+    pub fn open(dir: &Path) -> Result<Bm25Reader, IndexError> {
+        let show = dir.display().to_string();
+        let index = Index::open_in_dir(dir).map_err(|e| IndexError::tantivy(&show, e))?;
+        let f = fields(&index, dir)?;
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e| IndexError::tantivy(&show, e))?;
+        Ok(Bm25Reader {
+            index,
+            reader,
+            f,
+            dir: show,
+        })
+    }
+
+    /// Passages in the index.
+    pub fn len(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `k` best passages for a free-text query, best first, ties by id.
+    pub fn search(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        let terms = query_terms(&self.index, self.f.title, self.f.text, query)?;
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let t = |e: tantivy::TantivyError| IndexError::tantivy(&self.dir, e);
+        let q = BooleanQuery::new_multiterms_query(terms);
+        let searcher = self.reader.searcher();
+        // A few more than asked, so ties at the cut are ordered by id.
+        let top = searcher
+            .search(&q, &TopDocs::with_limit(k + 16).order_by_score())
+            .map_err(t)?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let d: TantivyDocument = searcher.doc(addr).map_err(t)?;
+            let get = |f: Field| {
+                d.get_first(f)
+                    .and_then(|v| v.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            hits.push(Hit {
+                id: get(self.f.id),
+                document_id: get(self.f.document_id),
+                title: get(self.f.title),
+                text: get(self.f.text),
+                score,
+            });
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        hits.truncate(k);
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(id: &str, title: &str, text: &str) -> Passage {
+        Passage::new(id.into(), format!("doc-{id}"), title.into(), text.into())
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for name in files(from).unwrap() {
+            std::fs::copy(from.join(&name), to.join(&name)).unwrap();
+        }
+    }
+
+    #[test]
+    fn an_update_answers_as_a_rebuild_does() {
+        let old = [
+            p("a", "Lake Zell", "Lake Zell is a lake in Salzburg."),
+            p("b", "Salzburg", "Salzburg is a state of Austria."),
+            p("c", "Vienna", "Vienna is the capital of Austria."),
+            p("d", "Graz", "Graz is a city in Styria."),
+        ];
+        let new = [
+            p("a", "Lake Zell", "Lake Zell is a lake next to Zell am See."),
+            p("b", "Salzburg", "Salzburg is a state of Austria."),
+            p("d", "Graz", "Graz is a city in Styria."),
+            p("e", "Linz", "Linz lies on the Danube in Austria."),
+        ];
+        let tmp = tempfile::tempdir().unwrap();
+        let (v1, v2, full) = (
+            tmp.path().join("v1"),
+            tmp.path().join("v2"),
+            tmp.path().join("full"),
+        );
+        build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
+        copy_dir(&v1, &v2);
+        update(&v2, &["a", "c"], &[&new[0], &new[3]]).unwrap();
+        build(&full, &new.iter().collect::<Vec<_>>()).unwrap();
+        let (inc, reb, before) = (
+            Bm25Reader::open(&v2).unwrap(),
+            Bm25Reader::open(&full).unwrap(),
+            Bm25Reader::open(&v1).unwrap(),
+        );
+        assert_eq!(inc.len(), 4);
+        for q in [
+            "lake Zell am See",
+            "Austria",
+            "capital",
+            "Danube city",
+            "Styria Graz",
+            "",
+        ] {
+            assert_eq!(inc.search(q, 3).unwrap(), reb.search(q, 3).unwrap(), "{q}");
+        }
+        assert!(inc.search("capital", 3).unwrap().is_empty());
+        assert_eq!(before.search("capital", 3).unwrap()[0].id, "c");
+        // The old version is untouched.
+        assert_eq!(before.len(), 4);
+        assert!(files(&v2).unwrap().iter().all(|f| !f.ends_with(".lock")));
+    }
+}

@@ -1,0 +1,762 @@
+//! One index build: passages spooled by shard, each shard diffed against the version
+//! `CURRENT` names, only changed shards rebuilt, only new content embedded, then the
+//! manifest, `CURRENT` and pruning.
+//!
+//! Memory: passages are spooled to local Parquet files by shard as they arrive
+//! ([`Spool`]); a shard is then built in memory (its passages, vectors and HNSW graph), one
+//! at a time, so a build needs the memory of its largest shard, whatever the corpus: choose
+//! `shards` so that one fits. The KG holds its nodes and edges in memory (see [`crate::kg`]).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use tracing::info;
+
+use crate::IndexError;
+use crate::bm25;
+use crate::cache::EmbeddingCache;
+use crate::dense::{self, Embedder, Vector};
+use crate::kg::{self, KgEdge};
+use crate::passage::{self, Passage, Unit};
+use crate::version::{self, Changes, FileEntry, Manifest, Root};
+
+/// Passages spooled to local Parquet files by shard.
+#[derive(Debug)]
+pub struct Spool {
+    dir: PathBuf,
+    /// Hash buckets the passages are spooled into: the shard count when it is fixed, else
+    /// [`BUCKETS`], which every shard count a build may grow to divides.
+    buckets: u32,
+    buf: Vec<Vec<Passage>>,
+    files: Vec<Vec<PathBuf>>,
+    held: usize,
+    pub count: u64,
+    /// Two order-independent sums of the passages' (id, content hash) hashes.
+    sums: [u64; 2],
+}
+
+/// Passages held in memory before the spool writes them out.
+const SPOOL_ROWS: usize = 131_072;
+
+/// The most shards a build grows to, and the spool's buckets when it may grow.
+pub const BUCKETS: u32 = 64;
+
+/// Whether a build with `shards` may grow past them: a power of two up to [`BUCKETS`].
+pub fn can_grow(shards: u32) -> bool {
+    shards.is_power_of_two() && shards <= BUCKETS
+}
+
+impl Spool {
+    /// A spool for `shards` shards, or more when `grow` and [`can_grow`]`(shards)`.
+    pub fn new(dir: &Path, shards: u32, grow: bool) -> Spool {
+        let shards = shards.max(1);
+        let buckets = if grow && can_grow(shards) {
+            BUCKETS
+        } else {
+            shards
+        };
+        Spool {
+            dir: dir.to_path_buf(),
+            buckets,
+            buf: (0..buckets).map(|_| Vec::new()).collect(),
+            files: (0..buckets).map(|_| Vec::new()).collect(),
+            held: 0,
+            count: 0,
+            sums: [0; 2],
+        }
+    }
+
+    pub fn push(&mut self, p: Passage) -> Result<(), IndexError> {
+        let s = passage::shard_of(&p.id, self.buckets) as usize;
+        let key = format!("{}\0{}", p.id, p.content_hash);
+        for (seed, sum) in self.sums.iter_mut().enumerate() {
+            *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, key.as_bytes()));
+        }
+        self.buf[s].push(p);
+        self.held += 1;
+        self.count += 1;
+        if self.held >= SPOOL_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), IndexError> {
+        for (s, buf) in self.buf.iter_mut().enumerate() {
+            if buf.is_empty() {
+                continue;
+            }
+            let f = self
+                .dir
+                .join(format!("spool-{s:04}-{:05}.parquet", self.files[s].len()));
+            passage::write(&f, buf)?;
+            self.files[s].push(f);
+            buf.clear();
+        }
+        self.held = 0;
+        Ok(())
+    }
+
+    /// Every passage of shard `s` of `shards` (which divides the buckets: a passage's
+    /// bucket modulo `shards` is its shard), sorted by id, duplicates removed.
+    fn take(&mut self, s: usize, shards: u32) -> Result<(Vec<Passage>, (u64, u64)), IndexError> {
+        let mut ps = Vec::new();
+        for b in (s..self.buckets as usize).step_by(shards.max(1) as usize) {
+            ps.append(&mut self.buf[b]);
+            for f in std::mem::take(&mut self.files[b]) {
+                ps.extend(passage::read(&f)?);
+                let _ = std::fs::remove_file(&f);
+            }
+        }
+        let d = passage::dedup(&mut ps);
+        Ok((ps, d))
+    }
+
+    /// The shard count of a build: `spec.shards`, or when the spool may grow the smallest
+    /// power of two that keeps a shard within `spec.max_shard_passages` (never fewer than
+    /// `keep`, the current version's count), up to [`BUCKETS`].
+    fn shards_for(&self, spec: &BuildSpec, keep: Option<u32>) -> u32 {
+        let fixed = spec.shards.max(1);
+        if self.buckets == fixed || spec.max_shard_passages == 0 {
+            return fixed;
+        }
+        let needed = self
+            .count
+            .div_ceil(spec.max_shard_passages)
+            .max(1)
+            .next_power_of_two()
+            .min(u64::from(BUCKETS)) as u32;
+        let keep = keep.filter(|k| can_grow(*k)).unwrap_or(1);
+        fixed.max(needed).max(keep)
+    }
+}
+
+/// What to build.
+#[derive(Debug, Clone)]
+pub struct BuildSpec {
+    pub bm25: bool,
+    pub dense: bool,
+    pub kg: bool,
+    pub unit: Unit,
+    /// Shards at least (exactly, unless the spool may grow: [`Spool::new`]).
+    pub shards: u32,
+    /// Passages per shard past which a growing build doubles its shards (0: never).
+    pub max_shard_passages: u64,
+    pub incremental: bool,
+    pub keep_versions: usize,
+    pub pipeline_hash: String,
+    pub source: String,
+    /// A local scratch directory (removed by the caller).
+    pub scratch: PathBuf,
+    /// Texts per embedding call.
+    pub batch: usize,
+}
+
+/// What a build did, beyond its manifest.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub manifest: Manifest,
+    pub duplicates: u64,
+    pub conflicting: u64,
+    pub pruned: Vec<String>,
+    /// The input and settings equal those of the version `CURRENT` names, which is kept: no
+    /// version was written.
+    pub reused: bool,
+}
+
+/// The fingerprint of a build's input and settings ([`Manifest::fingerprint`]).
+fn fingerprint(
+    spec: &BuildSpec,
+    spool: &Spool,
+    edges: Option<&[KgEdge]>,
+    model: Option<&dense::ModelInfo>,
+) -> String {
+    let mut e = [0u64; 2];
+    for edge in edges.unwrap_or_default() {
+        let key = format!("{edge:?}");
+        for (seed, sum) in e.iter_mut().enumerate() {
+            *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, key.as_bytes()));
+        }
+    }
+    let all = format!(
+        "v1|{}{}{}|{}|{}|{:?}|{}|{:x}|{:x}|{}|{:x}|{:x}",
+        spec.bm25,
+        spec.dense,
+        spec.kg,
+        spec.unit.name(),
+        spec.shards.max(1),
+        model.map(|m| m.key()),
+        spool.count,
+        spool.sums[0],
+        spool.sums[1],
+        edges.map_or(0, <[KgEdge]>::len),
+        e[0],
+        e[1],
+    );
+    format!("{:016x}", twox_hash::XxHash64::oneshot(7, all.as_bytes()))
+}
+
+/// The previous version a build may start from.
+struct Previous {
+    name: String,
+    manifest: Manifest,
+}
+
+async fn previous(
+    root: &Root,
+    spec: &BuildSpec,
+    model: Option<&dense::ModelInfo>,
+) -> Result<Option<Previous>, IndexError> {
+    if !spec.incremental {
+        return Ok(None);
+    }
+    let Some(name) = version::current(root).await? else {
+        return Ok(None);
+    };
+    let Some(m) = version::manifest(root, &name).await? else {
+        return Ok(None);
+    };
+    // A previous version of another shape cannot be updated: build in full.
+    let same = m.shards == spec.shards
+        && m.unit == spec.unit.name()
+        && (!spec.bm25 || m.kinds.iter().any(|k| k == "bm25"))
+        && (!spec.dense
+            || (m.kinds.iter().any(|k| k == "dense")
+                && m.model.as_ref().map(|x| x.key()) == model.map(|x| x.key())));
+    if !same {
+        info!(previous = %name, "previous index has another shape; building in full");
+        return Ok(None);
+    }
+    Ok(Some(Previous { name, manifest: m }))
+}
+
+fn shard_name(s: usize) -> String {
+    format!("shard-{s:04}")
+}
+
+/// Builds a version from the spooled passages (and KG edges), switches `CURRENT` to it and
+/// prunes old versions.
+pub async fn build(
+    root: &Root,
+    spec: &BuildSpec,
+    mut spool: Spool,
+    edges: Option<Vec<KgEdge>>,
+    embedder: Option<&dyn Embedder>,
+    cache: Option<&EmbeddingCache>,
+) -> Result<Built, IndexError> {
+    spool.flush()?;
+    let model = embedder.map(|e| e.model().clone());
+    if spec.dense && embedder.is_none() {
+        return Err(IndexError::Invalid(
+            "a dense index needs an embedding model".into(),
+        ));
+    }
+    let current = match version::current(root).await? {
+        Some(name) => version::manifest(root, &name).await?,
+        None => None,
+    };
+    let keep = current
+        .as_ref()
+        .filter(|_| spec.incremental)
+        .map(|m| m.shards);
+    let spec = &BuildSpec {
+        shards: spool.shards_for(spec, keep),
+        ..spec.clone()
+    };
+    let print = fingerprint(spec, &spool, edges.as_deref(), model.as_ref());
+    if let Some(m) = current
+        && m.fingerprint == print
+    {
+        let name = m.version.clone();
+        info!(version = %name, "index input unchanged; current version kept");
+        return Ok(Built {
+            duplicates: m.duplicates,
+            conflicting: m.conflicting,
+            manifest: m,
+            pruned: Vec::new(),
+            reused: true,
+        });
+    }
+    let prev = previous(root, spec, model.as_ref()).await?;
+    let name = version::new_name(&spec.source);
+    let vrel = format!("versions/{name}");
+    let mut m = Manifest {
+        version: name.clone(),
+        created: 0,
+        kinds: [(spec.bm25, "bm25"), (spec.dense, "dense"), (spec.kg, "kg")]
+            .iter()
+            .filter(|k| k.0)
+            .map(|k| k.1.to_string())
+            .collect(),
+        unit: spec.unit.name().to_string(),
+        shards: spec.shards.max(1),
+        passages: 0,
+        previous: prev.as_ref().map(|p| p.name.clone()),
+        changes: Changes::default(),
+        shards_rebuilt: 0,
+        shards_reused: 0,
+        model: model.clone(),
+        embedded: 0,
+        embeddings_reused: 0,
+        embeddings_cached: 0,
+        kg: None,
+        pipeline_hash: spec.pipeline_hash.clone(),
+        source: spec.source.clone(),
+        files: Vec::new(),
+        duplicates: 0,
+        conflicting: 0,
+        fingerprint: print,
+    };
+    let (mut duplicates, mut conflicting) = (0, 0);
+    for s in 0..spec.shards as usize {
+        let (ps, (d, c)) = spool.take(s, spec.shards)?;
+        duplicates += d;
+        conflicting += c;
+        m.passages += ps.len() as u64;
+        let cx = ShardCx {
+            root,
+            spec,
+            vrel: &vrel,
+            s,
+            prev: prev.as_ref(),
+            embedder,
+            cache,
+        };
+        let files = cx.build(ps, &mut m).await?;
+        m.files.extend(files);
+    }
+    if spec.kg {
+        let dir = spec.scratch.join("kg");
+        let (stats, names) = kg::write_kg(&dir, edges.unwrap_or_default())?;
+        m.files
+            .extend(root.upload(&dir, &format!("{vrel}/kg"), &names).await?);
+        m.kg = Some(stats);
+    }
+    for f in &mut m.files {
+        f.path = f
+            .path
+            .strip_prefix(&format!("{vrel}/"))
+            .unwrap_or(&f.path)
+            .to_string();
+    }
+    m.created = version::now_secs();
+    (m.duplicates, m.conflicting) = (duplicates, conflicting);
+    let body = serde_json::to_vec_pretty(&m).map_err(|e| IndexError::Invalid(e.to_string()))?;
+    root.put(&format!("{vrel}/manifest.json"), body).await?;
+    version::switch(root, &name).await?;
+    let pruned = version::prune(root, spec.keep_versions).await?;
+    info!(
+        version = %name,
+        passages = m.passages,
+        added = m.changes.added,
+        changed = m.changes.changed,
+        deleted = m.changes.deleted,
+        embedded = m.embedded,
+        "index version switched"
+    );
+    Ok(Built {
+        manifest: m,
+        duplicates,
+        conflicting,
+        pruned,
+        reused: false,
+    })
+}
+
+/// One shard's build.
+struct ShardCx<'a> {
+    root: &'a Root,
+    spec: &'a BuildSpec,
+    vrel: &'a str,
+    s: usize,
+    prev: Option<&'a Previous>,
+    embedder: Option<&'a dyn Embedder>,
+    cache: Option<&'a EmbeddingCache>,
+}
+
+impl ShardCx<'_> {
+    fn local(&self, what: &str) -> PathBuf {
+        self.spec.scratch.join(what).join(shard_name(self.s))
+    }
+
+    async fn build(
+        &self,
+        ps: Vec<Passage>,
+        m: &mut Manifest,
+    ) -> Result<Vec<FileEntry>, IndexError> {
+        let sn = shard_name(self.s);
+        let prel = format!("passages/{sn}.parquet");
+        // The previous version's passages of this shard: id → content hash.
+        let old: Option<HashMap<String, String>> = match self.prev {
+            None => None,
+            Some(p) => {
+                let f = self.local("prev").join("passages.parquet");
+                self.root
+                    .download(&format!("versions/{}/{prel}", p.name), &f)
+                    .await?;
+                Some(
+                    passage::read(&f)?
+                        .into_iter()
+                        .map(|p| (p.id, p.content_hash))
+                        .collect(),
+                )
+            }
+        };
+        let mut removed: Vec<&str> = Vec::new();
+        let mut added: Vec<&Passage> = Vec::new();
+        if let Some(old) = &old {
+            let now: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
+            for p in &ps {
+                match old.get(&p.id) {
+                    None => {
+                        m.changes.added += 1;
+                        added.push(p);
+                    }
+                    Some(h) if *h != p.content_hash => {
+                        m.changes.changed += 1;
+                        removed.push(&p.id);
+                        added.push(p);
+                    }
+                    Some(_) => m.changes.unchanged += 1,
+                }
+            }
+            let mut gone: Vec<&str> = old
+                .keys()
+                .map(String::as_str)
+                .filter(|id| !now.contains(id))
+                .collect();
+            gone.sort_unstable();
+            m.changes.deleted += gone.len() as u64;
+            removed.extend(gone);
+        } else {
+            m.changes.added += ps.len() as u64;
+        }
+        let mut files = Vec::new();
+        let pdir = self.local("passages");
+        passage::write(&pdir.join(format!("{sn}.parquet")), &ps)?;
+        files.extend(
+            self.root
+                .upload(
+                    &pdir,
+                    &format!("{}/passages", self.vrel),
+                    &[format!("{sn}.parquet")],
+                )
+                .await?,
+        );
+
+        if let (Some(p), true) = (self.prev, removed.is_empty() && added.is_empty()) {
+            // Nothing changed in this shard: its files are the previous version's.
+            for f in p
+                .manifest
+                .files
+                .iter()
+                .filter(|f| is_shard_file(&f.path, &sn))
+            {
+                self.root
+                    .copy(
+                        &format!("versions/{}/{}", p.name, f.path),
+                        &format!("{}/{}", self.vrel, f.path),
+                    )
+                    .await?;
+                files.push(FileEntry {
+                    path: format!("{}/{}", self.vrel, f.path),
+                    bytes: f.bytes,
+                });
+            }
+            if let Some(e) = self.embedder
+                && let Some(pm) = &p.manifest.model
+                && pm.key() == e.model().key()
+            {
+                m.embeddings_reused += ps.len() as u64;
+            }
+            m.shards_reused += 1;
+            return Ok(files);
+        }
+        m.shards_rebuilt += 1;
+        if self.spec.bm25 {
+            files.extend(self.bm25(&ps, &removed, &added).await?);
+        }
+        if self.spec.dense {
+            files.extend(self.dense(&ps, &removed, &added, m).await?);
+        }
+        Ok(files)
+    }
+
+    async fn bm25(
+        &self,
+        ps: &[Passage],
+        removed: &[&str],
+        added: &[&Passage],
+    ) -> Result<Vec<FileEntry>, IndexError> {
+        let sn = shard_name(self.s);
+        let dir = self.local("bm25");
+        match self.prev {
+            Some(p) => {
+                let prefix = format!("bm25/{sn}/");
+                for f in p
+                    .manifest
+                    .files
+                    .iter()
+                    .filter(|f| f.path.starts_with(&prefix))
+                {
+                    let name = &f.path[prefix.len()..];
+                    self.root
+                        .download(&format!("versions/{}/{}", p.name, f.path), &dir.join(name))
+                        .await?;
+                }
+                bm25::update(&dir, removed, added)?;
+            }
+            None => bm25::build(&dir, &ps.iter().collect::<Vec<_>>())?,
+        }
+        let names = bm25::files(&dir)?;
+        self.root
+            .upload(&dir, &format!("{}/bm25/{sn}", self.vrel), &names)
+            .await
+    }
+
+    async fn dense(
+        &self,
+        ps: &[Passage],
+        removed: &[&str],
+        added: &[&Passage],
+        m: &mut Manifest,
+    ) -> Result<Vec<FileEntry>, IndexError> {
+        let Some(embedder) = self.embedder else {
+            return Ok(Vec::new());
+        };
+        let sn = shard_name(self.s);
+        let dim = embedder.model().dimension;
+        // Vectors by content hash: the previous version's, then the cache's, then new ones.
+        let mut have: HashMap<String, Vec<f32>> = HashMap::new();
+        let prev_ann = self.local("prev").join("ann.usearch");
+        if let Some(p) = self.prev {
+            let t = self.local("prev").join("embeddings.parquet");
+            self.root
+                .download(&format!("versions/{}/embeddings/{sn}.parquet", p.name), &t)
+                .await?;
+            self.root
+                .download(&format!("versions/{}/ann/{sn}.usearch", p.name), &prev_ann)
+                .await?;
+            let wanted: HashSet<&str> = ps.iter().map(|p| p.content_hash.as_str()).collect();
+            have = dense::by_hash(dense::read_vectors(&t)?.1, &wanted);
+            m.embeddings_reused += ps
+                .iter()
+                .filter(|p| have.contains_key(&p.content_hash))
+                .count() as u64;
+        }
+        let mut missing: Vec<&Passage> = Vec::new();
+        let mut seen = HashSet::new();
+        for p in ps {
+            if !have.contains_key(&p.content_hash) && seen.insert(p.content_hash.as_str()) {
+                missing.push(p);
+            }
+        }
+        if let Some(c) = self.cache
+            && !missing.is_empty()
+        {
+            let hs: Vec<&str> = missing.iter().map(|p| p.content_hash.as_str()).collect();
+            let got = c.lookup(&hs).await?;
+            m.embeddings_cached += ps
+                .iter()
+                .filter(|p| got.contains_key(&p.content_hash))
+                .count() as u64;
+            missing.retain(|p| !got.contains_key(&p.content_hash));
+            have.extend(got);
+        }
+        // Texts of similar length share a batch: less padding in each forward pass.
+        missing.sort_by_key(|p| (p.title.len() + p.text.len(), p.id.as_str()));
+        let mut fresh = Vec::new();
+        for chunk in missing.chunks(self.spec.batch.max(1)) {
+            let texts: Vec<String> = chunk.iter().map(|p| p.embed_text()).collect();
+            let vs = embedder.embed(&texts).await?;
+            if vs.len() != chunk.len() || vs.iter().any(|v| v.len() != dim) {
+                return Err(IndexError::Embed(format!(
+                    "asked for {} vectors of dimension {dim}, got {} (dimension {})",
+                    chunk.len(),
+                    vs.len(),
+                    vs.first().map_or(0, Vec::len)
+                )));
+            }
+            for (p, mut v) in chunk.iter().zip(vs) {
+                dense::normalize(&mut v);
+                fresh.push((p.content_hash.clone(), v));
+            }
+        }
+        let new: HashSet<&str> = fresh.iter().map(|f| f.0.as_str()).collect();
+        m.embedded += ps
+            .iter()
+            .filter(|p| new.contains(p.content_hash.as_str()))
+            .count() as u64;
+        if let Some(c) = self.cache
+            && !fresh.is_empty()
+        {
+            c.store(&fresh).await?;
+        }
+        have.extend(fresh);
+        let rows: Vec<Vector> = ps
+            .iter()
+            .map(|p| Vector {
+                id: p.id.clone(),
+                content_hash: p.content_hash.clone(),
+                vector: have[&p.content_hash].clone(),
+            })
+            .collect();
+        let edir = self.local("embeddings");
+        let adir = self.local("ann");
+        dense::write_vectors(&edir.join(format!("{sn}.parquet")), dim, &rows)?;
+        let ann = adir.join(format!("{sn}.usearch"));
+        if self.prev.is_some() {
+            let ids: HashSet<&str> = added.iter().map(|p| p.id.as_str()).collect();
+            let new: Vec<&Vector> = rows
+                .iter()
+                .filter(|r| ids.contains(r.id.as_str()))
+                .collect();
+            dense::update_ann(&prev_ann, &ann, dim, removed, &new)?;
+        } else {
+            dense::build_ann(&ann, dim, &rows.iter().collect::<Vec<_>>())?;
+        }
+        let mut files = self
+            .root
+            .upload(
+                &edir,
+                &format!("{}/embeddings", self.vrel),
+                &[format!("{sn}.parquet")],
+            )
+            .await?;
+        files.extend(
+            self.root
+                .upload(
+                    &adir,
+                    &format!("{}/ann", self.vrel),
+                    &[format!("{sn}.usearch")],
+                )
+                .await?,
+        );
+        Ok(files)
+    }
+}
+
+/// Whether a version file belongs to shard `sn` of the BM25 or dense index.
+fn is_shard_file(path: &str, sn: &str) -> bool {
+    path.starts_with(&format!("bm25/{sn}/"))
+        || path == format!("embeddings/{sn}.parquet")
+        || path == format!("ann/{sn}.usearch")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::search::Searcher;
+
+    fn root(dir: &Path) -> Root {
+        std::fs::create_dir_all(dir).unwrap();
+        Root {
+            store: Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap()),
+            prefix: object_store::path::Path::from(""),
+            display: dir.display().to_string(),
+            local_dir: Some(dir.to_path_buf()),
+        }
+    }
+
+    fn spec(scratch: &Path, shards: u32, max: u64, incremental: bool) -> BuildSpec {
+        BuildSpec {
+            bm25: true,
+            dense: false,
+            kg: false,
+            unit: Unit::Paragraph,
+            shards,
+            max_shard_passages: max,
+            incremental,
+            keep_versions: 3,
+            pipeline_hash: String::new(),
+            source: "test".into(),
+            scratch: scratch.to_path_buf(),
+            batch: 8,
+        }
+    }
+
+    fn spool(dir: &Path, shards: u32, grow: bool, n: usize) -> Spool {
+        let mut s = Spool::new(dir, shards, grow);
+        for i in 0..n {
+            let text = format!("passage number {i} about topic{i}");
+            s.push(Passage::new(
+                format!("doc{i}#p0"),
+                format!("doc{i}"),
+                format!("T{i}"),
+                text,
+            ))
+            .unwrap();
+        }
+        s
+    }
+
+    #[tokio::test]
+    async fn a_build_grows_its_shards_past_the_limit_and_keeps_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = root(&tmp.path().join("root"));
+        let scratch = tmp.path().join("scratch");
+        // 10 passages, at most 3 a shard: 4 shards.
+        let b = build(
+            &r,
+            &spec(&scratch.join("1"), 1, 3, true),
+            spool(&tmp.path().join("s1"), 1, true, 10),
+            None,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(b.manifest.shards, 4);
+        assert_eq!(b.manifest.passages, 10);
+        let opened = version::open(&r, None, tmp.path()).await.unwrap();
+        let searcher = Searcher::open(opened).unwrap();
+        for i in [0, 3, 9] {
+            let hits = searcher.bm25(&format!("topic{i}"), 1).unwrap();
+            assert_eq!(hits[0].id, format!("doc{i}#p0"));
+        }
+        // The same input again: the version is kept.
+        let again = build(
+            &r,
+            &spec(&scratch.join("2"), 1, 3, true),
+            spool(&tmp.path().join("s2"), 1, true, 10),
+            None,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+        assert!(again.reused);
+        assert_eq!(again.manifest.version, b.manifest.version);
+        // Fewer passages, incremental: the shard count stays (no full rebuild), deletes apply.
+        let fewer = build(
+            &r,
+            &spec(&scratch.join("3"), 1, 3, true),
+            spool(&tmp.path().join("s3"), 1, true, 6),
+            None,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(fewer.manifest.shards, 4);
+        assert_eq!(fewer.manifest.changes.deleted, 4);
+        assert_eq!(
+            fewer.manifest.previous.as_deref(),
+            Some(b.manifest.version.as_str())
+        );
+        // A fixed count that is not a power of two stays fixed.
+        let fixed = build(
+            &root(&tmp.path().join("fixed")),
+            &spec(&scratch.join("4"), 3, 3, false),
+            spool(&tmp.path().join("s4"), 3, true, 10),
+            None,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(fixed.manifest.shards, 3);
+    }
+}

@@ -1,0 +1,238 @@
+//! Searching a version: BM25, dense, and hybrid by reciprocal-rank fusion.
+//!
+//! Each shard answers on its own and the shards' hits are merged by score (ties by id).
+//! Dense hits get their documents, titles and texts from the shard's passage table.
+
+use std::collections::{HashMap, HashSet};
+
+use arrow::array::{Array, StringArray};
+use serde::Serialize;
+
+use crate::IndexError;
+use crate::bm25::Bm25Reader;
+use crate::dense::DenseReader;
+use crate::version::Opened;
+
+/// One hit, as `distillery search --format json` prints it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hit {
+    pub id: String,
+    pub document_id: String,
+    pub title: String,
+    pub score: f32,
+    pub text: String,
+}
+
+/// How a query is answered.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, Serialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Retrieval {
+    /// BM25 over the tantivy index.
+    #[default]
+    Bm25,
+    /// Nearest passages by embedding (the query embedded with the version's model).
+    Dense,
+    /// Reciprocal-rank fusion of BM25 and dense.
+    Hybrid,
+}
+
+impl Retrieval {
+    /// Whether the query needs an embedding.
+    pub fn needs_vector(self) -> bool {
+        self != Retrieval::Bm25
+    }
+}
+
+/// The constant of reciprocal-rank fusion (Cormack et al.: 60).
+pub const RRF_K: f32 = 60.0;
+
+/// A version opened for searching.
+pub struct Searcher {
+    opened: Opened,
+    bm25: Vec<Bm25Reader>,
+    dense: Vec<DenseReader>,
+}
+
+impl std::fmt::Debug for Searcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Searcher")
+            .field("version", &self.opened.manifest.version)
+            .finish()
+    }
+}
+
+impl Searcher {
+    pub fn open(opened: Opened) -> Result<Searcher, IndexError> {
+        let m = &opened.manifest;
+        let has = |k: &str| m.kinds.iter().any(|x| x == k);
+        let mut bm25 = Vec::new();
+        let mut dense = Vec::new();
+        for s in 0..m.shards as usize {
+            let sn = format!("shard-{s:04}");
+            if has("bm25") {
+                bm25.push(Bm25Reader::open(&opened.dir.join("bm25").join(&sn))?);
+            }
+            if has("dense") {
+                dense.push(DenseReader::open(
+                    &opened.dir.join("ann").join(format!("{sn}.usearch")),
+                    &opened.dir.join("embeddings").join(format!("{sn}.parquet")),
+                )?);
+            }
+        }
+        Ok(Searcher {
+            opened,
+            bm25,
+            dense,
+        })
+    }
+
+    pub fn version(&self) -> &str {
+        &self.opened.manifest.version
+    }
+
+    pub fn manifest(&self) -> &crate::version::Manifest {
+        &self.opened.manifest
+    }
+
+    pub fn has_bm25(&self) -> bool {
+        !self.bm25.is_empty()
+    }
+
+    pub fn has_dense(&self) -> bool {
+        !self.dense.is_empty()
+    }
+
+    /// The `k` best hits by `how` (`q`: the query's embedding, for dense and hybrid).
+    pub fn search(
+        &self,
+        how: Retrieval,
+        query: &str,
+        q: Option<&[f32]>,
+        k: usize,
+    ) -> Result<Vec<Hit>, IndexError> {
+        let vector = || {
+            q.ok_or_else(|| IndexError::Invalid(format!("{how:?} retrieval needs a query vector")))
+        };
+        match how {
+            Retrieval::Bm25 => self.bm25(query, k),
+            Retrieval::Dense => self.dense(vector()?, k, false),
+            Retrieval::Hybrid => self.hybrid(query, vector()?, k),
+        }
+    }
+
+    /// BM25 over every shard.
+    pub fn bm25(&self, query: &str, k: usize) -> Result<Vec<Hit>, IndexError> {
+        if self.bm25.is_empty() {
+            return Err(IndexError::Invalid(format!(
+                "version {} has no bm25 index",
+                self.version()
+            )));
+        }
+        let mut hits = Vec::new();
+        for r in &self.bm25 {
+            hits.extend(r.search(query, k)?.into_iter().map(|h| Hit {
+                id: h.id,
+                document_id: h.document_id,
+                title: h.title,
+                score: h.score,
+                text: h.text,
+            }));
+        }
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        hits.truncate(k);
+        Ok(hits)
+    }
+
+    /// Nearest passages to a query vector over every shard (`exact`: no graph walk).
+    pub fn dense(&self, q: &[f32], k: usize, exact: bool) -> Result<Vec<Hit>, IndexError> {
+        if self.dense.is_empty() {
+            return Err(IndexError::Invalid(format!(
+                "version {} has no dense index",
+                self.version()
+            )));
+        }
+        let mut ids = Vec::new();
+        for r in &self.dense {
+            ids.extend(r.search(q, k, exact)?);
+        }
+        ids.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        ids.truncate(k);
+        self.fill(ids)
+    }
+
+    /// Reciprocal-rank fusion of BM25 and dense results (each asked for `2k`).
+    pub fn hybrid(&self, query: &str, q: &[f32], k: usize) -> Result<Vec<Hit>, IndexError> {
+        let lists = [self.bm25(query, 2 * k)?, self.dense(q, 2 * k, false)?];
+        let mut fused: HashMap<String, (f32, Hit)> = HashMap::new();
+        for list in lists {
+            for (rank, h) in list.into_iter().enumerate() {
+                let add = 1.0 / (RRF_K + rank as f32 + 1.0);
+                fused
+                    .entry(h.id.clone())
+                    .and_modify(|e| e.0 += add)
+                    .or_insert((add, h));
+            }
+        }
+        let mut hits: Vec<Hit> = fused
+            .into_values()
+            .map(|(s, mut h)| {
+                h.score = s;
+                h
+            })
+            .collect();
+        hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        hits.truncate(k);
+        Ok(hits)
+    }
+
+    /// Hits with their passages' fields, read from the passage tables.
+    fn fill(&self, ids: Vec<(String, f32)>) -> Result<Vec<Hit>, IndexError> {
+        let want: HashSet<&str> = ids.iter().map(|h| h.0.as_str()).collect();
+        let mut found: HashMap<String, (String, String, String)> = HashMap::new();
+        for s in 0..self.opened.manifest.shards as usize {
+            let f = self
+                .opened
+                .dir
+                .join("passages")
+                .join(format!("shard-{s:04}.parquet"));
+            for b in crate::table::read_where(&f, "id", &want)? {
+                let col = |n: &str| {
+                    b.column_by_name(n)
+                        .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+                        .ok_or_else(|| {
+                            IndexError::Corrupt(f.display().to_string(), format!("no `{n}`"))
+                        })
+                };
+                let (id, doc, title, text) =
+                    (col("id")?, col("document_id")?, col("title")?, col("text")?);
+                for i in 0..b.num_rows() {
+                    if want.contains(id.value(i)) {
+                        found.insert(
+                            id.value(i).to_string(),
+                            (
+                                doc.value(i).to_string(),
+                                title.value(i).to_string(),
+                                text.value(i).to_string(),
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(ids
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let (document_id, title, text) = found.remove(&id)?;
+                Some(Hit {
+                    id,
+                    document_id,
+                    title,
+                    score,
+                    text,
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,506 @@
+//! Index roots: immutable versions and the `CURRENT` pointer.
+//!
+//! ```text
+//! ROOT/CURRENT                          the name of the version readers use (written last)
+//! ROOT/versions/<version>/manifest.json what the version holds (written after its files)
+//! ROOT/versions/<version>/passages/shard-SSSS.parquet
+//! ROOT/versions/<version>/bm25/shard-SSSS/…     tantivy's files
+//! ROOT/versions/<version>/embeddings/shard-SSSS.parquet
+//! ROOT/versions/<version>/ann/shard-SSSS.usearch
+//! ROOT/versions/<version>/kg/…          nodes, edges by subject and object, GraphML
+//! ```
+//!
+//! A version's files are never rewritten; its manifest is written after them and `CURRENT`
+//! after the manifest, so a reader that resolves `CURRENT` always finds a whole version (an
+//! object store's put replaces an object at once). BM25, dense and KG of one build are one
+//! version and switch together. Pruning keeps the newest `keep` versions and never the one
+//! `CURRENT` names; a reader that lost a race with pruning resolves `CURRENT` again.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+
+use crate::IndexError;
+use crate::dense::ModelInfo;
+use crate::kg::KgStats;
+
+/// An index root in an object store.
+#[derive(Clone)]
+pub struct Root {
+    pub store: Arc<dyn ObjectStore>,
+    pub prefix: Path,
+    /// The root as the user wrote it (for messages).
+    pub display: String,
+    /// The absolute directory of a root on local disk (read in place, not downloaded).
+    pub local_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Root")
+            .field("display", &self.display)
+            .finish()
+    }
+}
+
+/// The name of the pointer object.
+pub const CURRENT: &str = "CURRENT";
+
+impl Root {
+    pub fn path(&self, rel: &str) -> Path {
+        rel.split('/')
+            .filter(|s| !s.is_empty())
+            .fold(self.prefix.clone(), |p, s| p.join(s))
+    }
+
+    pub fn show(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.display.trim_end_matches('/'))
+    }
+
+    /// An object, `None` when absent.
+    pub async fn get(&self, rel: &str) -> Result<Option<Bytes>, IndexError> {
+        match self.store.get(&self.path(rel)).await {
+            Ok(r) => Ok(Some(
+                r.bytes()
+                    .await
+                    .map_err(|e| IndexError::store(self.show(rel), e))?,
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(IndexError::store(self.show(rel), e)),
+        }
+    }
+
+    pub async fn put(&self, rel: &str, data: impl Into<PutPayload>) -> Result<(), IndexError> {
+        self.store
+            .put(&self.path(rel), data.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| IndexError::store(self.show(rel), e))
+    }
+
+    /// Copies an object inside the root (server-side where the store can).
+    pub async fn copy(&self, from: &str, to: &str) -> Result<(), IndexError> {
+        self.store
+            .copy(&self.path(from), &self.path(to))
+            .await
+            .map_err(|e| IndexError::store(self.show(from), e))
+    }
+
+    /// Every object under `rel`, relative to the root, sorted.
+    pub async fn list(&self, rel: &str) -> Result<Vec<(String, u64)>, IndexError> {
+        let prefix = self.path(rel);
+        let metas: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| IndexError::store(self.show(rel), e))?;
+        let root = self.prefix.as_ref();
+        let mut out: Vec<(String, u64)> = metas
+            .into_iter()
+            .map(|m| {
+                let full = m.location.as_ref();
+                let r = full
+                    .strip_prefix(root)
+                    .unwrap_or(full)
+                    .trim_start_matches('/');
+                (r.to_string(), m.size)
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Uploads local files: `dir/name` to `rel/name` for each name.
+    pub async fn upload(
+        &self,
+        dir: &FsPath,
+        rel: &str,
+        names: &[String],
+    ) -> Result<Vec<FileEntry>, IndexError> {
+        let mut out = Vec::with_capacity(names.len());
+        for name in names {
+            let local = dir.join(name);
+            let data = tokio::fs::read(&local)
+                .await
+                .map_err(|e| IndexError::io(local.display(), e))?;
+            let path = format!("{rel}/{name}");
+            out.push(FileEntry {
+                path: path.clone(),
+                bytes: data.len() as u64,
+            });
+            self.put(&path, data).await?;
+        }
+        Ok(out)
+    }
+
+    /// Downloads `rel` to the local file `to`.
+    pub async fn download(&self, rel: &str, to: &FsPath) -> Result<(), IndexError> {
+        let data = self
+            .get(rel)
+            .await?
+            .ok_or_else(|| IndexError::Invalid(format!("{}: missing", self.show(rel))))?;
+        if let Some(d) = to.parent() {
+            tokio::fs::create_dir_all(d)
+                .await
+                .map_err(|e| IndexError::io(d.display(), e))?;
+        }
+        let tmp = to.with_extension("part");
+        tokio::fs::write(&tmp, &data)
+            .await
+            .map_err(|e| IndexError::io(tmp.display(), e))?;
+        tokio::fs::rename(&tmp, to)
+            .await
+            .map_err(|e| IndexError::io(to.display(), e))
+    }
+}
+
+/// A file of a version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the version's directory.
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// How a build's passages compare with the version before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Changes {
+    pub added: u64,
+    pub changed: u64,
+    pub deleted: u64,
+    pub unchanged: u64,
+}
+
+/// What a version holds: `versions/<version>/manifest.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub version: String,
+    /// Seconds since the Unix epoch when the build finished.
+    pub created: u64,
+    /// `bm25`, `dense`, `kg`: what this version holds.
+    pub kinds: Vec<String>,
+    pub unit: String,
+    pub shards: u32,
+    pub passages: u64,
+    /// The version this one was built from (incremental builds).
+    pub previous: Option<String>,
+    pub changes: Changes,
+    /// Shards rebuilt, and shards copied unchanged from `previous`.
+    pub shards_rebuilt: u32,
+    pub shards_reused: u32,
+    pub model: Option<ModelInfo>,
+    /// Passages embedded by this build, taken from the previous version, and from the
+    /// embedding cache.
+    pub embedded: u64,
+    pub embeddings_reused: u64,
+    pub embeddings_cached: u64,
+    pub kg: Option<KgStats>,
+    /// The pipeline's hash and the output (its manifest) the passages came from.
+    pub pipeline_hash: String,
+    pub source: String,
+    pub files: Vec<FileEntry>,
+    /// Input passages dropped as exact duplicates, and ids seen again with another text
+    /// (the last one kept).
+    #[serde(default)]
+    pub duplicates: u64,
+    #[serde(default)]
+    pub conflicting: u64,
+    /// A hash of what the version was built from (passage ids and content hashes, KG edges,
+    /// kinds, unit, shards, model): a build with the same fingerprint as `CURRENT`'s version
+    /// keeps that version instead of writing an identical one.
+    #[serde(default)]
+    pub fingerprint: String,
+}
+
+fn version_rel(v: &str) -> String {
+    format!("versions/{v}")
+}
+
+/// The version `CURRENT` names, if any.
+pub async fn current(root: &Root) -> Result<Option<String>, IndexError> {
+    Ok(root
+        .get(CURRENT)
+        .await?
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .filter(|s| !s.is_empty()))
+}
+
+/// A version's manifest, `None` when it has none (absent, or a build that did not finish).
+pub async fn manifest(root: &Root, version: &str) -> Result<Option<Manifest>, IndexError> {
+    let rel = format!("{}/manifest.json", version_rel(version));
+    match root.get(&rel).await? {
+        None => Ok(None),
+        Some(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| IndexError::Corrupt(root.show(&rel), e.to_string())),
+    }
+}
+
+/// A version as `index list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionInfo {
+    pub version: String,
+    pub current: bool,
+    /// `None` for a build that never wrote its manifest (not readable).
+    pub manifest: Option<Manifest>,
+}
+
+/// The names of the version directories, oldest first (names sort by build time).
+async fn names(root: &Root) -> Result<Vec<String>, IndexError> {
+    let prefix = root.path("versions");
+    let listed = root
+        .store
+        .list_with_delimiter(Some(&prefix))
+        .await
+        .map_err(|e| IndexError::store(root.show("versions"), e))?;
+    let mut out: Vec<String> = listed
+        .common_prefixes
+        .iter()
+        .filter_map(|p| p.filename().map(str::to_string))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Every version under the root, oldest first.
+pub async fn list(root: &Root) -> Result<Vec<VersionInfo>, IndexError> {
+    let cur = current(root).await?;
+    let mut out = Vec::new();
+    for v in names(root).await? {
+        out.push(VersionInfo {
+            current: cur.as_deref() == Some(&v),
+            manifest: manifest(root, &v).await?,
+            version: v,
+        });
+    }
+    Ok(out)
+}
+
+/// Points `CURRENT` at `version`, which must have its manifest.
+pub async fn switch(root: &Root, version: &str) -> Result<(), IndexError> {
+    if manifest(root, version).await?.is_none() {
+        return Err(IndexError::Invalid(format!(
+            "{}: no version `{version}` with a manifest (see `distillery index list`)",
+            root.display
+        )));
+    }
+    root.put(CURRENT, format!("{version}\n")).await
+}
+
+/// Deletes the versions older than the newest `keep` (never the current one) and returns
+/// their names.
+pub async fn prune(root: &Root, keep: usize) -> Result<Vec<String>, IndexError> {
+    let cur = current(root).await?;
+    let all = names(root).await?;
+    let cut = all.len().saturating_sub(keep.max(1));
+    let mut gone = Vec::new();
+    for v in &all[..cut] {
+        if cur.as_deref() == Some(v.as_str()) {
+            continue;
+        }
+        for (rel, _) in root.list(&version_rel(v)).await? {
+            match root.store.delete(&root.path(&rel)).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(IndexError::store(root.show(&rel), e)),
+            }
+        }
+        if let Some(d) = &root.local_dir {
+            // Local stores leave empty directories behind.
+            let _ = std::fs::remove_dir_all(d.join(version_rel(v)));
+        }
+        gone.push(v.clone());
+    }
+    Ok(gone)
+}
+
+/// A version ready to read from local disk.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub manifest: Manifest,
+    /// The version's directory on local disk.
+    pub dir: PathBuf,
+}
+
+/// Opens `version` (or the current one): in place on a local root, else downloaded once into
+/// `cache_dir/<root hash>/<version>/`.
+pub async fn open(
+    root: &Root,
+    version: Option<&str>,
+    cache_dir: &FsPath,
+) -> Result<Opened, IndexError> {
+    // A reader that resolves CURRENT just before pruning removes that version tries again.
+    for _ in 0..3 {
+        let v = match version {
+            Some(v) => v.to_string(),
+            None => current(root).await?.ok_or_else(|| {
+                IndexError::Invalid(format!(
+                    "{}: no CURRENT version (build one first)",
+                    root.display
+                ))
+            })?,
+        };
+        let Some(m) = manifest(root, &v).await? else {
+            if version.is_some() {
+                return Err(IndexError::Invalid(format!(
+                    "{}: no version `{v}`",
+                    root.display
+                )));
+            }
+            continue;
+        };
+        if let Some(d) = &root.local_dir {
+            return Ok(Opened {
+                manifest: m,
+                dir: d.join(version_rel(&v)),
+            });
+        }
+        let key = format!(
+            "{:016x}",
+            twox_hash::XxHash64::oneshot(0, root.display.as_bytes())
+        );
+        let dir = cache_dir.join(key).join(&v);
+        let done = dir.join(".complete");
+        if !done.exists() {
+            let mut ok = true;
+            for f in &m.files {
+                let rel = format!("{}/{}", version_rel(&v), f.path);
+                match root.download(&rel, &dir.join(&f.path)).await {
+                    Ok(()) => {}
+                    Err(IndexError::Invalid(_)) if version.is_none() => {
+                        ok = false;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            if !ok {
+                continue;
+            }
+            tokio::fs::write(&done, b"")
+                .await
+                .map_err(|e| IndexError::io(done.display(), e))?;
+        }
+        return Ok(Opened { manifest: m, dir });
+    }
+    Err(IndexError::Invalid(format!(
+        "{}: CURRENT kept moving to pruned versions; try again",
+        root.display
+    )))
+}
+
+/// A version name for a build finishing now: `YYYYMMDDTHHMMSSZ-<8 hex>` (sorts by time; the
+/// suffix tells apart builds of one second).
+pub fn new_name(seed: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (y, mo, d) = civil(secs / 86_400);
+    let t = secs % 86_400;
+    let h = twox_hash::XxHash64::oneshot(now.subsec_nanos() as u64, seed.as_bytes());
+    format!(
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{:08x}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60,
+        h as u32
+    )
+}
+
+/// The civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil(days: u64) -> (i64, u32, u32) {
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), (1970, 1, 1));
+        assert_eq!(civil(20_418), (2025, 11, 26));
+        assert_eq!(civil(11_016), (2000, 2, 29));
+        let n = new_name("x");
+        assert_eq!(n.len(), "20261126T181500Z-0123abcd".len());
+        assert!(n.starts_with("20"));
+    }
+
+    fn manifest_of(v: &str) -> String {
+        serde_json::json!({
+            "version": v, "created": 0, "kinds": ["bm25"], "unit": "paragraph", "shards": 1,
+            "passages": 0, "previous": null, "changes": Changes::default(),
+            "shards_rebuilt": 1, "shards_reused": 0, "model": null, "embedded": 0,
+            "embeddings_reused": 0, "embeddings_cached": 0, "kg": null, "pipeline_hash": "",
+            "source": "", "files": [],
+        })
+        .to_string()
+    }
+
+    #[tokio::test]
+    async fn prune_keeps_the_newest_and_the_current_version() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = Root {
+            store: Arc::new(
+                object_store::local::LocalFileSystem::new_with_prefix(tmp.path()).unwrap(),
+            ),
+            prefix: Path::from(""),
+            display: tmp.path().display().to_string(),
+            local_dir: Some(tmp.path().to_path_buf()),
+        };
+        let names = [
+            "20260101T000000Z-a",
+            "20260102T000000Z-b",
+            "20260103T000000Z-c",
+        ];
+        for v in names.iter().chain(&["20260104T000000Z-d"]) {
+            let body = manifest_of(v);
+            root.put(&format!("versions/{v}/manifest.json"), body)
+                .await
+                .unwrap();
+        }
+        // CURRENT rolled back to the oldest: it survives pruning to 2.
+        switch(&root, names[0]).await.unwrap();
+        assert!(switch(&root, "no-such").await.is_err());
+        let gone = prune(&root, 2).await.unwrap();
+        assert_eq!(gone, vec![names[1].to_string()]);
+        let left: Vec<(String, bool)> = list(&root)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|v| (v.version, v.current))
+            .collect();
+        assert_eq!(
+            left,
+            vec![
+                (names[0].to_string(), true),
+                (names[2].to_string(), false),
+                ("20260104T000000Z-d".to_string(), false),
+            ]
+        );
+        assert!(!tmp.path().join("versions").join(names[1]).exists());
+    }
+}
