@@ -2,7 +2,7 @@
 # Index benchmarks against named baselines on the same machine, in the same run, one core
 # each (taskset -c 0). Reports ratios; no thresholds. Figures go to docs/benchmarks.md.
 #
-#   scripts/bench-index.sh [PAGES=4000] [EMBED_PASSAGES=2000]
+#   scripts/bench-index.sh [PAGES=2700] [EMBED_PASSAGES=2000]   (2700 pages: about 100,000 passages)
 #
 # 1. BM25: the index stage (kinds = ["bm25"]) over the passages of PAGES generated wiki pages
 #    vs bm25s tokenizing and indexing the same passages (its own timer, reading excluded);
@@ -12,18 +12,24 @@
 #    cache) vs sentence-transformers (CPU torch, batch 32) on the same EMBED_PASSAGES passages.
 #    Needs DISTILLERY_EMBED_MODEL; the baseline needs a python with sentence_transformers
 #    (BENCH_ST_PYTHON, default python3).
+#    (DISTILLERY_BIN runs another binary instead of building a release one.)
 # 3. Nightly: day 1 built, then day 2 (1% of the pages edited) built incrementally, vs a full
 #    build of day 2 into an empty root: the index stage's seconds and the jobs' CPU seconds;
 #    peak RSS of each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PAGES=${1:-4000}
+PAGES=${1:-2700}
 EMBED_PASSAGES=${2:-2000}
 WORK=${BENCH_DIR:-$(mktemp -d)}
+mkdir -p "$WORK"
 ST_PYTHON=${BENCH_ST_PYTHON:-python3}
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
-cargo build --release -p distillery-cli
-BIN=$PWD/target/release/distillery
+if [ -n "${DISTILLERY_BIN:-}" ]; then
+  BIN=$(realpath "$DISTILLERY_BIN")
+else
+  cargo build --release -p distillery-cli
+  BIN=$PWD/target/release/distillery
+fi
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 
@@ -106,9 +112,11 @@ PY
   n=$(counter "$WORK/out-dense" index embeddings.computed)
   python3 -c "
 import pyarrow as pa, pyarrow.parquet as pq, glob
-pq.write_table(pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob('$WORK/root-dense/versions/*/passages/*.parquet'))]), '$WORK/embed.parquet')"
+import json
+t = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob('$WORK/root-dense/versions/*/passages/*.parquet'))]).to_pydict()
+json.dump([f'{a}\\n{b}' if a else b for a, b in zip(t['title'], t['text'])], open('$WORK/embed.json', 'w'))"
   if "$ST_PYTHON" -c "import sentence_transformers" 2>/dev/null; then
-    read -r theirs m <<<"$($PIN "$ST_PYTHON" scripts/bench/index.py st "$DISTILLERY_EMBED_MODEL" "$WORK/embed.parquet" 32)"
+    read -r theirs m <<<"$($PIN "$ST_PYTHON" scripts/bench/index.py st "$DISTILLERY_EMBED_MODEL" "$WORK/embed.json" 32)"
     python3 -c "print(f'{$n} passages: index stage {$ours:.2f} s ({$n/$ours:.1f}/s), sentence-transformers {$theirs:.2f} s ({$m/$theirs:.1f}/s): throughput ratio {$theirs/$ours:.2f}x')"
   else
     python3 -c "print(f'{$n} passages: index stage {$ours:.2f} s ({$n/$ours:.1f}/s); sentence-transformers not found ($ST_PYTHON)')"

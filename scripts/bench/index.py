@@ -5,8 +5,9 @@
                                     the first paragraph of every 100th page (1%)
   bm25s PASSAGES.parquet            seconds bm25s takes to tokenize and index the passages
                                     (title + text, lucene BM25, k1 1.2, b 0.75)
-  st MODEL PASSAGES.parquet BATCH   seconds sentence-transformers (CPU torch) takes to embed
-                                    the passages as the index does (title, newline, text)
+  st MODEL PASSAGES BATCH           seconds sentence-transformers (CPU torch) takes to embed
+                                    the passages as the index does (title, newline, text);
+                                    PASSAGES: .parquet, or .json (a list of those texts)
   recall BIN ROOT HOTPOT.json       recall@10 of the supporting paragraphs: `distillery
                                     search` on ROOT against bm25s on ROOT's passages
 """
@@ -42,6 +43,10 @@ def days(day1: str, day2: str, n: int) -> None:
 
 
 def texts(path: str):
+    """The passages of a table (or of a JSON list of texts, for a python without pyarrow) as
+    the index embeds them: title, newline, text."""
+    if path.endswith(".json"):
+        return None, json.load(open(path, encoding="utf-8"))
     import pyarrow.parquet as pq
 
     t = pq.read_table(path).to_pydict()

@@ -45,8 +45,19 @@ impl From<candle_core::Error> for EmbedError {
     }
 }
 
-/// Longest input in tokens (BERT's position limit for MiniLM-style models).
+/// Longest input in tokens when the model does not say (sentence-transformers' MiniLM value).
 const MAX_TOKENS: usize = 256;
+
+/// The model's input limit in tokens, as sentence-transformers truncates: `max_seq_length` of
+/// its `sentence_bert_config.json`, else [`MAX_TOKENS`]; never past the position limit.
+fn max_tokens(dir: &Path, positions: usize) -> usize {
+    let said = std::fs::read(dir.join("sentence_bert_config.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["max_seq_length"].as_u64())
+        .map_or(MAX_TOKENS, |n| n as usize);
+    said.min(positions.max(1))
+}
 
 /// How token vectors become one sentence vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,7 +192,7 @@ impl Embedder {
         tokenizer.with_padding(Some(PaddingParams::default()));
         tokenizer
             .with_truncation(Some(TruncationParams {
-                max_length: MAX_TOKENS,
+                max_length: max_tokens(&dir, config.max_position_embeddings),
                 ..Default::default()
             }))
             .map_err(|e| bad(format!("tokenizer.json: {e}")))?;
