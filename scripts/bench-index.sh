@@ -12,15 +12,21 @@
 #    cache) vs sentence-transformers (CPU torch, batch 32) on the same EMBED_PASSAGES passages.
 #    Needs DISTILLERY_EMBED_MODEL; the baseline needs a python with sentence_transformers
 #    (BENCH_ST_PYTHON, default python3).
-#    (DISTILLERY_BIN runs another binary instead of building a release one.)
+#    (DISTILLERY_BIN runs another binary instead of building a release one; BENCH_SECTIONS=13
+#    runs sections 1 and 3 only.)
 # 3. Nightly: day 1 built, then day 2 (1% of the pages edited) built incrementally, vs a full
 #    build of day 2 into an empty root: the index stage's seconds and the jobs' CPU seconds;
 #    peak RSS of each.
+# 4. Peak RSS of a full job on PAGES and on 4 x PAGES pages.
+# 5. Nightly with BM25 and dense (MiniLM) on BENCH_DENSE_PAGES (60) pages, each build with an
+#    empty embedding cache of its own: incremental vs full, index stage seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PAGES=${1:-2700}
 EMBED_PASSAGES=${2:-2000}
 WORK=${BENCH_DIR:-$(mktemp -d)}
+SECTIONS=${BENCH_SECTIONS:-12345}   # which of the sections below to run
+DENSE_PAGES=${BENCH_DENSE_PAGES:-60}
 mkdir -p "$WORK"
 ST_PYTHON=${BENCH_ST_PYTHON:-python3}
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
@@ -61,6 +67,7 @@ TOML
 echo "== generating inputs in $WORK"
 [ -f "$WORK/day1.xml" ] || python3 scripts/bench/index.py days "$WORK/day1.xml" "$WORK/day2.xml" "$PAGES"
 
+if [[ $SECTIONS == *1* ]]; then
 echo "== 1. bm25: index stage vs bm25s (one core each)"
 p=$(pipeline bm25 "$WORK/day1.xml" "$WORK/root-bm25" '["bm25"]' false "")
 timed "$WORK/bm25" "$p" > /dev/null
@@ -92,12 +99,14 @@ TOML
 "$BIN" --quiet run "$WORK/hotpot.toml" > /dev/null
 read -r r_ours r_theirs nq <<<"$(python3 scripts/bench/index.py recall "$BIN" "$WORK/root-hotpot" "$HOTPOT")"
 python3 -c "print(f'recall@10 on {$nq} HotpotQA questions: distillery {$r_ours:.4f}, bm25s {$r_theirs:.4f} ({($r_ours-$r_theirs)*100:+.2f} points)')"
+fi
 
+if [[ $SECTIONS == *2* ]]; then
 echo "== 2. embeddings: candle MiniLM in the index stage vs sentence-transformers (one core each, batch 32)"
 if [ -z "${DISTILLERY_EMBED_MODEL:-}" ]; then
   echo "   skipped: DISTILLERY_EMBED_MODEL is not set"
 else
-  pages=$(( EMBED_PASSAGES * PAGES / passages + 1 ))
+  pages=$(( EMBED_PASSAGES * PAGES / ${passages:-$((PAGES * 38))} + 1 ))
   python3 - "$WORK/day1.xml" "$WORK/embed.xml" "$pages" <<'PY'
 import re, sys
 xml = open(sys.argv[1], encoding="utf-8").read()
@@ -122,7 +131,9 @@ json.dump([f'{a}\\n{b}' if a else b for a, b in zip(t['title'], t['text'])], ope
     python3 -c "print(f'{$n} passages: index stage {$ours:.2f} s ({$n/$ours:.1f}/s); sentence-transformers not found ($ST_PYTHON)')"
   fi
 fi
+fi
 
+if [[ $SECTIONS == *3* ]]; then
 echo "== 3. nightly: day 2 (1% of pages edited) incremental vs full (one core)"
 rm -rf "$WORK/root-nightly" "$WORK/root-full"
 p1=$(pipeline day1 "$WORK/day1.xml" "$WORK/root-nightly" '["bm25"]' true "")
@@ -137,7 +148,9 @@ for c in passages passages.changed passages.unchanged shards.rebuilt shards.reus
   echo "   day 2 $c: $(counter "$WORK/out-day2" index $c)"
 done
 python3 -c "print(f'index stage: incremental {$s2:.2f} s vs full {$sf:.2f} s ({100*$s2/$sf:.1f}%); whole job CPU: {$c2:.2f} s vs {$cf:.2f} s ({100*$c2/$cf:.1f}%); peak RSS {$m2} MB vs {$mf} MB')"
+fi
 
+if [[ $SECTIONS == *4* ]]; then
 echo "== 4. peak RSS: the same build on PAGES and 4 x PAGES pages, shards grown past 20,000 passages"
 [ -f "$WORK/big1.xml" ] || python3 scripts/bench/index.py days "$WORK/big1.xml" "$WORK/big2.xml" $((PAGES * 4))
 for n in day1 big1; do
@@ -147,3 +160,21 @@ for n in day1 big1; do
   read -r c m <<<"$(timed "$WORK/mem-$n" "$p")"
   echo "   $n: $(counter "$WORK/out-mem-$n" index passages) passages in $(python3 -c "import json,glob; print(json.load(open(glob.glob('$WORK/root-mem-$n/versions/*/manifest.json')[0]))['shards'])") shards: peak RSS $m MB, CPU $c s"
 done
+fi
+
+if [[ $SECTIONS == *5* ]] && [ -n "${DISTILLERY_EMBED_MODEL:-}" ]; then
+echo "== 5. nightly with bm25 + dense on $DENSE_PAGES pages: incremental vs full (one core)"
+[ -f "$WORK/dense1.xml" ] || python3 scripts/bench/index.py days "$WORK/dense1.xml" "$WORK/dense2.xml" "$DENSE_PAGES"
+rm -rf "$WORK"/root-dn-* "$WORK"/cache-dn-*
+emb() { echo ", embedding = { model = \"$DISTILLERY_EMBED_MODEL\", batch = 32, cache = \"$WORK/cache-dn-$1\" }"; }
+p1=$(pipeline dn1 "$WORK/dense1.xml" "$WORK/root-dn-nightly" '["bm25", "dense"]' true "$(emb nightly)")
+p2=$(pipeline dn2 "$WORK/dense2.xml" "$WORK/root-dn-nightly" '["bm25", "dense"]' true "$(emb nightly)")
+pf=$(pipeline dnf "$WORK/dense2.xml" "$WORK/root-dn-full" '["bm25", "dense"]' false "$(emb full)")
+timed "$WORK/dn1" "$p1" > /dev/null
+timed "$WORK/dn2" "$p2" > /dev/null
+timed "$WORK/dnf" "$pf" > /dev/null
+s2=$(stage_secs "$WORK/out-dn2" index)
+sf=$(stage_secs "$WORK/out-dnf" index)
+echo "   day 2: $(counter "$WORK/out-dn2" index passages) passages, $(counter "$WORK/out-dn2" index passages.changed) changed, $(counter "$WORK/out-dn2" index embeddings.computed) embedded, $(counter "$WORK/out-dn2" index embeddings.reused) reused; full: $(counter "$WORK/out-dnf" index embeddings.computed) embedded"
+python3 -c "print(f'index stage: incremental {$s2:.2f} s vs full {$sf:.2f} s ({100*$s2/$sf:.2f}%)')"
+fi

@@ -5,16 +5,22 @@
 //! deleted by id), `title` and `text` (tokenized with tantivy's `default` analyzer, stored).
 //! A build adds passages in id order on one writer thread and merges the index into one
 //! segment. An incremental build starts from a copy of the previous version's shard: it
-//! deletes the changed and deleted ids, adds the changed and added passages as a new segment
-//! and merges, which drops the deleted documents; the statistics BM25 scores with (document
-//! frequencies, average lengths) are then those of a full rebuild, so both answer every
-//! query with the same passages and the same scores.
+//! deletes the changed and deleted ids and adds the changed and added passages as a new
+//! segment; the old segments stay as they are, so its cost follows the change. Tantivy keeps
+//! a deleted document in its segment's statistics (document frequencies, token counts) until
+//! a merge, so the build records what it deleted in `distillery-deleted.json` (documents,
+//! tokens per field, documents per term) and [`Bm25Reader`] scores with the statistics minus
+//! those: the same as a full rebuild's, so both answer every query with the same passages and
+//! scores. Past a fifth of the documents deleted, or [`MAX_SEGMENTS`] segments, the update
+//! merges everything into one segment and the record goes.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
 use tantivy::indexer::NoMergePolicy;
-use tantivy::query::BooleanQuery;
+use tantivy::query::{Bm25StatisticsProvider, BooleanQuery};
 use tantivy::schema::{Field, STORED, STRING, Schema, TEXT, Value};
 use tantivy::tokenizer::TokenStream;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term, doc};
@@ -24,6 +30,88 @@ use crate::passage::Passage;
 
 /// Writer memory budget (tantivy flushes a segment past it).
 const WRITER_BYTES: usize = 256 << 20;
+
+/// The record of deleted documents still counted in the segments' statistics.
+const DELETED: &str = "distillery-deleted.json";
+
+/// Segments past which an update merges them all.
+pub const MAX_SEGMENTS: usize = 8;
+
+/// What the deleted documents still in the segments add to tantivy's statistics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct Deleted {
+    docs: u64,
+    /// Tokens per field name.
+    tokens: BTreeMap<String, u64>,
+    /// Per field name, the deleted documents holding each term.
+    df: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl Deleted {
+    fn load(dir: &Path) -> Result<Deleted, IndexError> {
+        let f = dir.join(DELETED);
+        match std::fs::read(&f) {
+            Ok(b) => serde_json::from_slice(&b)
+                .map_err(|e| IndexError::Corrupt(f.display().to_string(), e.to_string())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Deleted::default()),
+            Err(e) => Err(IndexError::io(f.display(), e)),
+        }
+    }
+
+    /// Counts a deleted passage's fields as the index analysed them.
+    fn add(&mut self, index: &Index, f: Fields, p: &Passage) -> Result<(), IndexError> {
+        self.docs += 1;
+        for (field, name, text) in [(f.title, "title", &p.title), (f.text, "text", &p.text)] {
+            let mut analyzer = index.tokenizer_for_field(field)?;
+            let mut stream = analyzer.token_stream(text);
+            let (mut n, mut terms) = (0u64, BTreeSet::new());
+            while stream.advance() {
+                n += 1;
+                terms.insert(stream.token().text.clone());
+            }
+            *self.tokens.entry(name.to_string()).or_default() += n;
+            let df = self.df.entry(name.to_string()).or_default();
+            for t in terms {
+                *df.entry(t).or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A searcher's statistics less the deleted documents'.
+struct Alive<'a> {
+    searcher: &'a tantivy::Searcher,
+    deleted: &'a Deleted,
+}
+
+impl Alive<'_> {
+    fn name(&self, field: Field) -> &str {
+        self.searcher.schema().get_field_name(field)
+    }
+}
+
+impl Bm25StatisticsProvider for Alive<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        let all = Bm25StatisticsProvider::total_num_tokens(self.searcher, field)?;
+        let gone = self.deleted.tokens.get(self.name(field)).copied();
+        Ok(all.saturating_sub(gone.unwrap_or(0)))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        let all = Bm25StatisticsProvider::total_num_docs(self.searcher)?;
+        Ok(all.saturating_sub(self.deleted.docs))
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let all = self.searcher.doc_freq(term)?;
+        let gone = term.value().as_str().and_then(|t| {
+            let df = self.deleted.df.get(self.name(term.field()))?;
+            df.get(t).copied()
+        });
+        Ok(all.saturating_sub(gone.unwrap_or(0)))
+    }
+}
 
 /// The fields of a passage index.
 #[derive(Debug, Clone, Copy)]
@@ -106,17 +194,31 @@ pub fn build(dir: &Path, passages: &[&Passage]) -> Result<(), IndexError> {
     finish(&index, w, dir)
 }
 
-/// Updates the index in `dir` (a copy of the previous version's): deletes `removed` ids, then
-/// adds `added`.
-pub fn update(dir: &Path, removed: &[&str], added: &[&Passage]) -> Result<(), IndexError> {
-    let index = Index::open_in_dir(dir).map_err(|e| IndexError::tantivy(dir.display(), e))?;
+/// Updates the index in `dir` (a copy of the previous version's, with its deleted record):
+/// deletes the `removed` passages (as the index holds them), then adds `added` as a new
+/// segment; merges everything when deletes or segments pile up.
+pub fn update(dir: &Path, removed: &[&Passage], added: &[&Passage]) -> Result<(), IndexError> {
+    let t = |e: tantivy::TantivyError| IndexError::tantivy(dir.display(), e);
+    let index = Index::open_in_dir(dir).map_err(t)?;
     let f = fields(&index, dir)?;
-    let w = writer(&index, dir)?;
-    for id in removed {
-        w.delete_term(Term::from_field_text(f.id, id));
+    let mut deleted = Deleted::load(dir)?;
+    let mut w = writer(&index, dir)?;
+    for p in removed {
+        w.delete_term(Term::from_field_text(f.id, &p.id));
+        deleted.add(&index, f, p)?;
     }
     add(&w, f, added)?;
-    finish(&index, w, dir)
+    w.commit().map_err(t)?;
+    let segments = index.searchable_segment_metas().map_err(t)?;
+    let max_doc: u64 = segments.iter().map(|m| u64::from(m.max_doc())).sum();
+    if deleted.docs * 5 > max_doc || segments.len() > MAX_SEGMENTS {
+        let _ = std::fs::remove_file(dir.join(DELETED));
+        return finish(&index, w, dir);
+    }
+    let body = serde_json::to_vec(&deleted).map_err(|e| IndexError::Invalid(e.to_string()))?;
+    std::fs::write(dir.join(DELETED), body).map_err(|e| IndexError::io(dir.display(), e))?;
+    w.garbage_collect_files().wait().map_err(t)?;
+    w.wait_merging_threads().map_err(t)
 }
 
 /// The files of an index directory worth keeping (not tantivy's lock files).
@@ -131,6 +233,14 @@ pub fn files(dir: &Path) -> Result<Vec<String>, IndexError> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Whether `name` is a file of one segment (`<32 hex digits>.<ext>`): written once, never
+/// changed, so a version can share it with the one before.
+pub fn is_segment_file(name: &str) -> bool {
+    name.split_once('.').is_some_and(|(id, ext)| {
+        id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()) && !ext.is_empty()
+    })
 }
 
 /// A hit of a search.
@@ -168,6 +278,7 @@ pub struct Bm25Reader {
     reader: IndexReader,
     f: Fields,
     dir: String,
+    deleted: Deleted,
 }
 
 impl std::fmt::Debug for Bm25Reader {
@@ -193,6 +304,7 @@ impl Bm25Reader {
             reader,
             f,
             dir: show,
+            deleted: Deleted::load(dir)?,
         })
     }
 
@@ -215,8 +327,16 @@ impl Bm25Reader {
         let q = BooleanQuery::new_multiterms_query(terms);
         let searcher = self.reader.searcher();
         // A few more than asked, so ties at the cut are ordered by id.
+        let alive = Alive {
+            searcher: &searcher,
+            deleted: &self.deleted,
+        };
         let top = searcher
-            .search(&q, &TopDocs::with_limit(k + 16).order_by_score())
+            .search_with_statistics_provider(
+                &q,
+                &TopDocs::with_limit(k + 16).order_by_score(),
+                &alive,
+            )
             .map_err(t)?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, addr) in top {
@@ -278,7 +398,9 @@ mod tests {
         );
         build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
         copy_dir(&v1, &v2);
-        update(&v2, &["a", "c"], &[&new[0], &new[3]]).unwrap();
+        update(&v2, &[&old[0], &old[2]], &[&new[0], &new[3]]).unwrap();
+        // Two of five documents deleted: past a fifth, so the update merged.
+        assert!(!v2.join(DELETED).exists());
         build(&full, &new.iter().collect::<Vec<_>>()).unwrap();
         let (inc, reb, before) = (
             Bm25Reader::open(&v2).unwrap(),
@@ -301,5 +423,85 @@ mod tests {
         // The old version is untouched.
         assert_eq!(before.len(), 4);
         assert!(files(&v2).unwrap().iter().all(|f| !f.ends_with(".lock")));
+    }
+
+    #[test]
+    fn an_update_without_a_merge_scores_as_a_rebuild_does() {
+        let words = [
+            "river", "lake", "town", "castle", "bridge", "forest", "hill", "valley",
+        ];
+        let old: Vec<Passage> = (0..24)
+            .map(|i| {
+                let text = format!(
+                    "The {} by the {} near {} {i}. The {} is old.",
+                    words[i % 8],
+                    words[(i * 3) % 8],
+                    words[(i * 5 + 1) % 8],
+                    words[(i + 2) % 8]
+                );
+                p(&format!("p{i:02}"), &format!("Place {i}"), &text)
+            })
+            .collect();
+        let mut new = old.clone();
+        new[3] = p(
+            "p03",
+            "Place 3",
+            "The river castle bridge was rebuilt in stone.",
+        );
+        new.remove(7);
+        new.push(p("p99", "Place 99", "A new lake town by the forest hill."));
+        let tmp = tempfile::tempdir().unwrap();
+        let (v1, v2, full) = (
+            tmp.path().join("v1"),
+            tmp.path().join("v2"),
+            tmp.path().join("full"),
+        );
+        build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
+        copy_dir(&v1, &v2);
+        update(&v2, &[&old[3], &old[7]], &[&new[3], new.last().unwrap()]).unwrap();
+        // Two of 26 documents deleted: no merge, the old segment stays.
+        assert!(v2.join(DELETED).exists());
+        let metas = Index::open_in_dir(&v2)
+            .unwrap()
+            .searchable_segment_metas()
+            .unwrap();
+        assert_eq!(metas.len(), 2);
+        build(&full, &new.iter().collect::<Vec<_>>()).unwrap();
+        let (inc, reb) = (
+            Bm25Reader::open(&v2).unwrap(),
+            Bm25Reader::open(&full).unwrap(),
+        );
+        assert_eq!(inc.len(), reb.len());
+        for q in [
+            "river castle",
+            "lake town forest",
+            "stone bridge rebuilt",
+            "valley hill",
+            "place 3",
+            "old",
+        ] {
+            assert_eq!(
+                inc.search(q, 10).unwrap(),
+                reb.search(q, 10).unwrap(),
+                "{q}"
+            );
+        }
+        // A second update counts both rounds of deletes.
+        let v3 = tmp.path().join("v3");
+        copy_dir(&v2, &v3);
+        update(&v3, &[&new[0]], &[]).unwrap();
+        let full2 = tmp.path().join("full2");
+        build(&full2, &new[1..].iter().collect::<Vec<_>>()).unwrap();
+        let (inc, reb) = (
+            Bm25Reader::open(&v3).unwrap(),
+            Bm25Reader::open(&full2).unwrap(),
+        );
+        for q in ["river castle", "lake", "place"] {
+            assert_eq!(
+                inc.search(q, 10).unwrap(),
+                reb.search(q, 10).unwrap(),
+                "{q}"
+            );
+        }
     }
 }

@@ -386,8 +386,8 @@ impl ShardCx<'_> {
     ) -> Result<Vec<FileEntry>, IndexError> {
         let sn = shard_name(self.s);
         let prel = format!("passages/{sn}.parquet");
-        // The previous version's passages of this shard: id → content hash.
-        let old: Option<HashMap<String, String>> = match self.prev {
+        // The previous version's passages of this shard, by id.
+        let old: Option<HashMap<String, Passage>> = match self.prev {
             None => None,
             Some(p) => {
                 let f = self.local("prev").join("passages.parquet");
@@ -397,12 +397,13 @@ impl ShardCx<'_> {
                 Some(
                     passage::read(&f)?
                         .into_iter()
-                        .map(|p| (p.id, p.content_hash))
+                        .map(|p| (p.id.clone(), p))
                         .collect(),
                 )
             }
         };
-        let mut removed: Vec<&str> = Vec::new();
+        // The previous passages to remove (changed or gone), as the old version holds them.
+        let mut removed: Vec<&Passage> = Vec::new();
         let mut added: Vec<&Passage> = Vec::new();
         if let Some(old) = &old {
             let now: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
@@ -412,20 +413,19 @@ impl ShardCx<'_> {
                         m.changes.added += 1;
                         added.push(p);
                     }
-                    Some(h) if *h != p.content_hash => {
+                    Some(o) if o.content_hash != p.content_hash => {
                         m.changes.changed += 1;
-                        removed.push(&p.id);
+                        removed.push(o);
                         added.push(p);
                     }
                     Some(_) => m.changes.unchanged += 1,
                 }
             }
-            let mut gone: Vec<&str> = old
-                .keys()
-                .map(String::as_str)
-                .filter(|id| !now.contains(id))
+            let mut gone: Vec<&Passage> = old
+                .values()
+                .filter(|o| !now.contains(o.id.as_str()))
                 .collect();
-            gone.sort_unstable();
+            gone.sort_unstable_by(|a, b| a.id.cmp(&b.id));
             m.changes.deleted += gone.len() as u64;
             removed.extend(gone);
         } else {
@@ -477,7 +477,8 @@ impl ShardCx<'_> {
             files.extend(self.bm25(&ps, &removed, &added).await?);
         }
         if self.spec.dense {
-            files.extend(self.dense(&ps, &removed, &added, m).await?);
+            let ids: Vec<&str> = removed.iter().map(|p| p.id.as_str()).collect();
+            files.extend(self.dense(&ps, &ids, &added, m).await?);
         }
         Ok(files)
     }
@@ -485,7 +486,7 @@ impl ShardCx<'_> {
     async fn bm25(
         &self,
         ps: &[Passage],
-        removed: &[&str],
+        removed: &[&Passage],
         added: &[&Passage],
     ) -> Result<Vec<FileEntry>, IndexError> {
         let sn = shard_name(self.s);
@@ -508,10 +509,34 @@ impl ShardCx<'_> {
             }
             None => bm25::build(&dir, &ps.iter().collect::<Vec<_>>())?,
         }
-        let names = bm25::files(&dir)?;
-        self.root
-            .upload(&dir, &format!("{}/bm25/{sn}", self.vrel), &names)
-            .await
+        // Segment files (named by segment id, never rewritten) the previous version has are
+        // copied inside the root (a hard link on local disk); the rest is uploaded.
+        let prefix = format!("bm25/{sn}/");
+        let kept: HashMap<&str, u64> = self.prev.map_or_else(HashMap::new, |p| {
+            (p.manifest.files.iter())
+                .filter_map(|f| Some((f.path.strip_prefix(&prefix)?, f.bytes)))
+                .filter(|(name, _)| bm25::is_segment_file(name))
+                .collect()
+        });
+        let (mut copied, mut fresh) = (Vec::new(), Vec::new());
+        for name in bm25::files(&dir)? {
+            match (self.prev, kept.get(name.as_str())) {
+                (Some(p), Some(&bytes)) => {
+                    let rel = format!("{}/bm25/{sn}/{name}", self.vrel);
+                    (self.root)
+                        .copy(&format!("versions/{}/{prefix}{name}", p.name), &rel)
+                        .await?;
+                    copied.push(FileEntry { path: rel, bytes });
+                }
+                _ => fresh.push(name),
+            }
+        }
+        let mut files = (self.root)
+            .upload(&dir, &format!("{}/bm25/{sn}", self.vrel), &fresh)
+            .await?;
+        files.extend(copied);
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
     }
 
     async fn dense(

@@ -139,8 +139,19 @@ impl Root {
         Ok(out)
     }
 
-    /// Downloads `rel` to the local file `to`.
+    /// Downloads `rel` to the local file `to`: a hard link on a local root (the files of a
+    /// version are never written again, and tantivy replaces rather than rewrites files), else
+    /// a copy.
     pub async fn download(&self, rel: &str, to: &FsPath) -> Result<(), IndexError> {
+        if let Some(d) = &self.local_dir {
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| IndexError::io(parent.display(), e))?;
+            }
+            let _ = std::fs::remove_file(to);
+            if std::fs::hard_link(d.join(rel), to).is_ok() {
+                return Ok(());
+            }
+        }
         let data = self
             .get(rel)
             .await?
