@@ -9,7 +9,8 @@
 #    recall@10 of the shared HotpotQA sample's supporting paragraphs, `distillery search` vs
 #    bm25s on the same passages.
 # 2. Embeddings: the index stage (kinds = ["dense"], MiniLM with candle, batch 32, empty
-#    cache) vs sentence-transformers (CPU torch, batch 32) on the same EMBED_PASSAGES passages.
+#    cache, RAYON_NUM_THREADS=1) vs sentence-transformers (CPU torch, batch 32, one thread) on
+#    the same EMBED_PASSAGES passages.
 #    Needs DISTILLERY_EMBED_MODEL; the baseline needs a python with sentence_transformers
 #    (BENCH_ST_PYTHON, default python3).
 #    (DISTILLERY_BIN runs another binary instead of building a release one; BENCH_SECTIONS=13
@@ -116,7 +117,8 @@ open(sys.argv[2], "w", encoding="utf-8").write(head + "\n".join(pages) + "\n</me
 PY
   rm -rf "$WORK/root-dense" "$WORK/embed-cache"
   p=$(pipeline dense "$WORK/embed.xml" "$WORK/root-dense" '["dense"]' false ", embedding = { model = \"$DISTILLERY_EMBED_MODEL\", batch = 32, cache = \"$WORK/embed-cache\" }")
-  timed "$WORK/dense" "$p" > /dev/null
+  # One core, one thread, as torch.set_num_threads(1) tells sentence-transformers.
+  RAYON_NUM_THREADS=1 timed "$WORK/dense" "$p" > /dev/null
   ours=$(stage_secs "$WORK/out-dense" index)
   n=$(counter "$WORK/out-dense" index embeddings.computed)
   python3 -c "

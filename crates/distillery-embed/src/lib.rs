@@ -45,6 +45,13 @@ impl From<candle_core::Error> for EmbedError {
     }
 }
 
+/// Texts per forward pass on one CPU thread. Bigger batches allocate bigger tensors per op,
+/// whose pages the allocator takes and hands back each time: embedding 510 MiniLM passages on
+/// one core and one thread took 24.4 s in passes of 1 or 2, 27.5 s of 4, 31.7 s of 8 and
+/// 42.0 s of 32; with candle's two threads on that core, passes of 2 took 59.9 s
+/// (docs/benchmarks.md).
+pub const CPU_BATCH: usize = 2;
+
 /// Longest input in tokens when the model does not say (sentence-transformers' MiniLM value).
 const MAX_TOKENS: usize = 256;
 
@@ -220,8 +227,31 @@ impl Embedder {
         })
     }
 
-    /// Unit-length embeddings of the texts (mean over the non-padding tokens).
+    /// Unit-length embeddings of the texts (pooled over the non-padding tokens). On a CPU
+    /// that candle runs on one thread (`RAYON_NUM_THREADS=1`) they go through the model
+    /// [`CPU_BATCH`] at a time, whatever the caller's batch; with more threads, the whole
+    /// batch at once (each op is then cut across the threads).
     pub fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let one_thread = candle_core::utils::get_num_threads() == 1;
+        let per_pass = if self.device.is_cpu() && one_thread {
+            CPU_BATCH
+        } else {
+            texts.len().max(1)
+        };
+        self.embed_in(texts, per_pass)
+    }
+
+    /// [`Embedder::embed`] with `per_pass` texts per forward pass.
+    pub fn embed_in(&self, texts: &[&str], per_pass: usize) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(per_pass.max(1)) {
+            out.extend(self.forward(chunk)?);
+        }
+        Ok(out)
+    }
+
+    /// One forward pass over `texts`, padded to the longest.
+    fn forward(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
@@ -321,6 +351,31 @@ mod tests {
         assert!(far < 0.2, "cos = {far}");
         let same = e.embed(&["Paris", "paris"]).unwrap();
         assert!(cosine(&same[0], &same[1]) > 0.99);
+    }
+
+    #[test]
+    fn passes_of_two_embed_as_one_padded_batch_does() {
+        let Some(dir) = model() else { return };
+        let e = Embedder::load(&dir).unwrap();
+        let texts = [
+            "Short.",
+            "A somewhat longer sentence about rivers and lakes in the north.",
+            "Lake Varnholm is a long, narrow lake carved by a retreating glacier.",
+            "Two words",
+            "The ferry company was founded in 1911 by a group of local farmers.",
+        ];
+        let (small, whole) = (
+            e.embed_in(&texts, 2).unwrap(),
+            e.embed_in(&texts, 5).unwrap(),
+        );
+        for (a, b) in small.iter().zip(&whole) {
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-5, "largest difference {worst}");
+        }
     }
 
     #[test]
