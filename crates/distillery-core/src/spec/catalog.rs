@@ -43,6 +43,23 @@ impl StageCheck<'_, '_> {
         self.index
     }
 
+    /// The `kind` of the stage named `name` (its `name`, else its kind) listed before this
+    /// one, as written; `None` when no earlier stage has that name.
+    pub fn earlier_kind(&self, name: &str) -> Option<&str> {
+        fn kind_of(v: &toml::Value) -> Option<&str> {
+            v.get("kind").and_then(toml::Value::as_str)
+        }
+        self.stages[..self.index.min(self.stages.len())]
+            .iter()
+            .find(|v| {
+                v.get("name")
+                    .and_then(toml::Value::as_str)
+                    .or_else(|| kind_of(v))
+                    == Some(name)
+            })
+            .and_then(|v| kind_of(v))
+    }
+
     /// The stage's options as `T`, every bad key reported at its line.
     pub fn options<T: DeserializeOwned>(&mut self) -> Option<T> {
         let base = [key("stages"), PathSeg::Index(self.index), key("options")];

@@ -195,28 +195,16 @@ impl Stage for Cirag {
                 "corpus",
                 "give `corpus` (indexed in memory) or `index` (a built index), not both",
             ),
-            Some(name) => {
-                let stages = &cx.stages[..cx.index()];
-                fn kind_of(v: &toml::Value) -> Option<&str> {
-                    v.get("kind").and_then(|k| k.as_str())
+            Some(name) => match cx.earlier_kind(name) {
+                Some(kind) if kind != "index" => {
+                    cx.error("index", format!("stage `{name}` is not an `index` stage"))
                 }
-                let named = |v: &toml::Value| {
-                    v.get("name")
-                        .and_then(|n| n.as_str())
-                        .or_else(|| kind_of(v))
-                        == Some(name)
-                };
-                match stages.iter().find(|s| named(s)) {
-                    Some(s) if kind_of(s) != Some("index") => {
-                        cx.error("index", format!("stage `{name}` is not an `index` stage"))
-                    }
-                    Some(_) if o.index_version.is_some() => cx.error(
-                        "index_version",
-                        "an index built in this job is read at the version it built",
-                    ),
-                    _ => {}
-                }
-            }
+                Some(_) if o.index_version.is_some() => cx.error(
+                    "index_version",
+                    "an index built in this job is read at the version it built",
+                ),
+                _ => {}
+            },
             None => {}
         }
         if let Some(e) = &o.rerank {

@@ -161,16 +161,7 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
         }
     }
     if let Some(name) = &o.plans {
-        let kind_of = |v: &toml::Value| v.get("kind").and_then(|k| k.as_str()).map(str::to_string);
-        let name_of = |v: &toml::Value| {
-            v.get("name")
-                .and_then(|n| n.as_str())
-                .map(str::to_string)
-                .or_else(|| kind_of(v))
-        };
-        let earlier = cx.stages[..cx.index()].iter().any(|s| {
-            name_of(s).as_deref() == Some(name) && kind_of(s).as_deref() == Some("planner")
-        });
+        let earlier = cx.earlier_kind(name) == Some("planner");
         if !earlier {
             let message = format!("`{name}` names no planner stage listed before this one");
             cx.error("plans", message);
