@@ -18,8 +18,13 @@
 //!   time, so the refusal is kept too: an entry with the server's message as `raw`, no parsed
 //!   value and [`CacheEntry::rejected`] set. A hit on it returns the same
 //!   [`LlmError::Http`] error as the call did, without calling. Errors that may pass (429,
-//!   5xx, timeouts, broken answers) are never kept. A refusal stays until the entry is
-//!   deleted or a part of the key changes (the model revision, the template, the request).
+//!   5xx, timeouts, broken answers) are never kept. A refusal records the model's context
+//!   length when it was refused ([`Client::context_tokens`], asked once per client); a hit
+//!   on it asks the context again (one `GET /models` per client, no chat call) and, when the
+//!   context has grown since, asks the request again and overwrites the entry with what the
+//!   server says now ([`CacheStats::stale_refusals`]). A refusal made without a known
+//!   context stays until the entry is deleted or a part of the key changes (the model
+//!   revision, the template, the request).
 //! - [`ResponseCache::get_many`] looks keys up concurrently, for batches.
 
 use std::sync::Arc;
@@ -122,6 +127,21 @@ pub struct CacheEntry {
 pub struct Rejected {
     pub status: u16,
     pub url: String,
+    /// The model's context length (tokens) when the request was refused, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
+}
+
+/// Whether a kept refusal still holds: it does unless the model's context is known now and
+/// is longer than when the request was refused.
+async fn refusal_stands(client: &Client, r: &Rejected) -> bool {
+    let Some(then) = r.context_tokens else {
+        return true;
+    };
+    match client.context_tokens().await {
+        Ok(Some(now)) => now <= then,
+        _ => true,
+    }
 }
 
 /// Turns raw answers into values; its version is stored with every entry.
@@ -142,6 +162,8 @@ pub struct CacheStats {
     pub lost_races: AtomicU64,
     /// Refused requests, from the server or the cache.
     pub rejected: AtomicU64,
+    /// Cached refusals asked again because the model's context grew since.
+    pub stale_refusals: AtomicU64,
 }
 
 /// The cache: a prefix in an object store.
@@ -275,27 +297,26 @@ pub async fn cached_chat(
     let body = client.request_body(req);
     let key = CacheKey::new(template, model_revision, schema_version, &body);
     let stats = &cache.stats;
+    // Whether a kept refusal is asked again: what the server says now replaces it.
+    let mut mode = PutMode::Create;
     if let Some(mut entry) = cache.get(&key).await? {
-        stats.hits.fetch_add(1, Ordering::Relaxed);
-        if let Some(r) = entry.rejected {
-            stats.rejected.fetch_add(1, Ordering::Relaxed);
-            return Err(LlmError::Http {
-                url: r.url,
-                status: r.status,
-                message: entry.raw,
-                retry_after: None,
-            });
+        if let Some(r) = entry.rejected.take() {
+            if refusal_stands(client, &r).await {
+                stats.hits.fetch_add(1, Ordering::Relaxed);
+                stats.rejected.fetch_add(1, Ordering::Relaxed);
+                return Err(LlmError::Http {
+                    url: r.url,
+                    status: r.status,
+                    message: entry.raw,
+                    retry_after: None,
+                });
+            }
+            stats.stale_refusals.fetch_add(1, Ordering::Relaxed);
+            mode = PutMode::Overwrite;
+        } else {
+            stats.hits.fetch_add(1, Ordering::Relaxed);
+            return reuse(cache, entry, parser).await;
         }
-        if entry.parser_version != parser.version() {
-            stats.reparsed.fetch_add(1, Ordering::Relaxed);
-            let (parsed, reason) = split(parser.parse(&entry.raw));
-            entry.parsed = parsed;
-            entry.invalid_reason = reason;
-            entry.parser_version = parser.version().to_string();
-            cache.write(&entry, PutMode::Overwrite).await?;
-            return Ok(outcome(entry, true, true, stats));
-        }
-        return Ok(outcome(entry, true, false, stats));
     }
     stats.misses.fetch_add(1, Ordering::Relaxed);
     let resp = match client.chat(req).await {
@@ -310,22 +331,23 @@ pub async fn cached_chat(
                 ..
             } = &e
             {
-                cache
-                    .put(&CacheEntry {
-                        key,
-                        raw: message.clone(),
-                        parsed: None,
-                        invalid_reason: Some(format!("refused by the server ({status})")),
-                        parser_version: parser.version().to_string(),
-                        usage: Usage::default(),
-                        served_model: String::new(),
-                        created_at: now_secs(),
-                        rejected: Some(Rejected {
-                            status: *status,
-                            url: url.clone(),
-                        }),
-                    })
-                    .await?;
+                let context_tokens = client.context_tokens().await.ok().flatten();
+                let entry = CacheEntry {
+                    key,
+                    raw: message.clone(),
+                    parsed: None,
+                    invalid_reason: Some(format!("refused by the server ({status})")),
+                    parser_version: parser.version().to_string(),
+                    usage: Usage::default(),
+                    served_model: String::new(),
+                    created_at: now_secs(),
+                    rejected: Some(Rejected {
+                        status: *status,
+                        url: url.clone(),
+                        context_tokens,
+                    }),
+                };
+                cache.write(&entry, mode.clone()).await?;
             }
             return Err(e);
         }
@@ -343,8 +365,28 @@ pub async fn cached_chat(
         created_at: now_secs(),
         rejected: None,
     };
-    cache.put(&entry).await?;
+    cache.write(&entry, mode).await?;
     Ok(outcome(entry, false, false, stats))
+}
+
+/// A cached answer: as it is, or parsed again (and rewritten) when the parser version
+/// changed.
+async fn reuse(
+    cache: &ResponseCache,
+    mut entry: CacheEntry,
+    parser: &dyn Parser,
+) -> Result<Outcome, LlmError> {
+    let stats = &cache.stats;
+    if entry.parser_version != parser.version() {
+        stats.reparsed.fetch_add(1, Ordering::Relaxed);
+        let (parsed, reason) = split(parser.parse(&entry.raw));
+        entry.parsed = parsed;
+        entry.invalid_reason = reason;
+        entry.parser_version = parser.version().to_string();
+        cache.write(&entry, PutMode::Overwrite).await?;
+        return Ok(outcome(entry, true, true, stats));
+    }
+    Ok(outcome(entry, true, false, stats))
 }
 
 fn split(r: Result<Value, String>) -> (Option<Value>, Option<String>) {

@@ -290,6 +290,98 @@ async fn a_refused_request_is_kept_and_a_rerun_makes_no_call() {
     assert_eq!(flaky.requests(), 2);
 }
 
+/// One call of `text` through `cache` with the JSON parser.
+async fn ask_once(
+    client: &Client,
+    cache: &ResponseCache,
+    text: &str,
+) -> Result<Outcome, distillery_llm::LlmError> {
+    static V1: JsonParser = JsonParser { version: "1" };
+    cached_chat(client, cache, ("t", "1"), ("r", "s1"), &V1, &request(text)).await
+}
+
+#[tokio::test]
+async fn a_kept_refusal_is_asked_again_once_the_context_grew() {
+    let server = FaultServer::start(vec![Fault::Status(400)], "{\"ok\": 1}").await;
+    server.serve_models(&[("tiny", 2048)]);
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = || {
+        (
+            Client::new(fast_config(&server.url)).unwrap(),
+            cache_in(dir.path()),
+        )
+    };
+
+    let (c1, cache1) = fresh();
+    let e = ask_once(&c1, &cache1, "far too long").await.unwrap_err();
+    assert!(e.is_rejection(), "{e}");
+    let key = CacheKey::new(
+        ("t", "1"),
+        "r",
+        "s1",
+        &c1.request_body(&request("far too long")),
+    );
+    let kept = cache1.get(&key).await.unwrap().unwrap().rejected.unwrap();
+    assert_eq!(kept.context_tokens, Some(2048));
+
+    // The same context, another process: the refusal stands, no call.
+    let (c2, cache2) = fresh();
+    assert!(
+        ask_once(&c2, &cache2, "far too long")
+            .await
+            .unwrap_err()
+            .is_rejection()
+    );
+    assert_eq!(server.requests(), 1);
+    assert_eq!(cache2.stats().stale_refusals.load(Ordering::Relaxed), 0);
+
+    // The server now serves a longer context: the request is asked again, answered, and the
+    // answer replaces the refusal.
+    server.serve_models(&[("tiny", 8192)]);
+    let (c3, cache3) = fresh();
+    let o = ask_once(&c3, &cache3, "far too long").await.unwrap();
+    assert!(matches!(o, Outcome::Parsed { cached: false, .. }), "{o:?}");
+    assert_eq!(server.requests(), 2);
+    assert_eq!(cache3.stats().stale_refusals.load(Ordering::Relaxed), 1);
+    let entry = cache3.get(&key).await.unwrap().unwrap();
+    assert_eq!(entry.rejected, None);
+    assert_eq!(entry.parsed, Some(json!({"ok": 1})));
+
+    // From then on the answer comes from the cache.
+    let (c4, cache4) = fresh();
+    let o = ask_once(&c4, &cache4, "far too long").await.unwrap();
+    assert!(matches!(o, Outcome::Parsed { cached: true, .. }), "{o:?}");
+    assert_eq!(server.requests(), 2);
+
+    // A configured context counts the same way: a refusal under 2048 configured tokens
+    // stands for a client configured with 2048 and is asked again with 4096.
+    let strict = FaultServer::start(vec![Fault::Status(400), Fault::Status(400)], "{}").await;
+    let configured = |n: u64| {
+        let mut cfg = fast_config(&strict.url);
+        cfg.context_tokens = Some(n);
+        Client::new(cfg).unwrap()
+    };
+    let dir2 = tempfile::tempdir().unwrap();
+    let cache = cache_in(dir2.path());
+    let refused = |n: u64| {
+        let cache = cache.clone();
+        let client = configured(n);
+        async move {
+            ask_once(&client, &cache, "x")
+                .await
+                .unwrap_err()
+                .is_rejection()
+        }
+    };
+    // Refused, then taken from the cache; asked again under a longer context, refused again
+    // and kept with it, then taken from the cache.
+    for (context, calls) in [(2048, 1), (2048, 1), (4096, 2), (4096, 2)] {
+        assert!(refused(context).await);
+        assert_eq!(strict.requests(), calls, "context {context}");
+    }
+    assert_eq!(strict.side_requests.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn the_context_length_comes_from_the_server_once_or_from_the_configuration() {
     let server = FaultServer::start(vec![Fault::Status(500)], "{}").await;
