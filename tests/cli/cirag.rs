@@ -283,6 +283,62 @@ fn cirag_trajectories_become_exact_student_samples() {
     assert!(counter(&s2, "llm.cache_hits") > 0);
     assert!(counter(&s2, "llm.calls") < calls);
     assert_eq!(made(&out2), before);
+
+    // A context too small for the longer retrieved passages next to the extraction prompts:
+    // they are extracted as pieces that fit (the cuts kept in the cache), and the loop runs
+    // as before.
+    const CONTEXT: u64 = 540;
+    const ANSWER: u64 = 64;
+    let tokens = crate::triples::stand_in_tokens();
+    server.tokenize_with(tokens.clone());
+    let (out3, cache3) = (tmp.path().join("out3"), tmp.path().join("cache3"));
+    let small = vec![
+        format!("llm.cache={}", cache3.display()),
+        format!("output={}", out3.display()),
+        format!("llm.context_tokens={CONTEXT}"),
+        format!("stages.cirag.options.max_tokens={ANSWER}"),
+    ];
+    let asked = server.requests();
+    assert!(run_file(&file, &small).status.success());
+    let s3 = summary(&out3);
+    assert_eq!(counter(&s3, "questions"), 6);
+    assert_eq!(counter(&s3, "steps"), steps);
+    let bodies = server.bodies.lock().unwrap()[asked..].to_vec();
+    let (mut whole, mut cut) = (0, 0);
+    for b in &bodies {
+        let f = b["response_format"]["json_schema"]["name"].as_str();
+        if matches!(f, Some("named_entities" | "triples")) {
+            assert!(tokens(b) + ANSWER <= CONTEXT, "{b}");
+            whole += 1;
+        }
+    }
+    // The kept cuts: one cache entry per passage that was cut.
+    for e in walk(&cache3) {
+        if std::fs::read_to_string(&e)
+            .unwrap()
+            .contains("\"passage-pieces\"")
+        {
+            cut += 1;
+        }
+    }
+    assert!(
+        whole > 0 && cut > 0,
+        "{whole} extraction requests, {cut} passages cut"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// `pipelines/cirag-distill.toml` on shared samples against a real vLLM (random tiny model:

@@ -162,6 +162,63 @@ fn ras_subq_samples_from_a_stand_in_teacher() {
     let c = stage(&summary(&out), "ras")["counters"].clone();
     assert_eq!(c["llm.calls"], 0);
     assert_eq!(std::fs::read(out.join("ras/train.jsonl")).unwrap(), before);
+
+    // A context too small for the longer documents next to the extraction prompts: they are
+    // extracted as pieces that fit (none refused), and every question gives its samples.
+    const CONTEXT: u64 = 540;
+    const ANSWER: u64 = 64;
+    let tokens = crate::triples::stand_in_tokens();
+    server.tokenize_with(tokens.clone());
+    let out2 = tmp.path().join("out2");
+    let small = vec![
+        format!("output={}", out2.display()),
+        format!("llm.cache={}", tmp.path().join("cache2").display()),
+        format!("llm.context_tokens={CONTEXT}"),
+        format!("stages.ras.options.triple_max_tokens={ANSWER}"),
+    ];
+    let asked = server.requests();
+    assert!(run_file(&file, &small).status.success());
+    let c = stage(&summary(&out2), "ras")["counters"].clone();
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}"));
+    assert!(n("triples.split_documents") > 0, "{c}");
+    assert!(n("triples.split_documents") < n("documents.kept"), "{c}");
+    assert_eq!(n("samples.train") + n("samples.validation"), 17);
+    assert!(
+        server
+            .side_requests
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+    );
+    // Every extraction request of this run fits the context with its answer.
+    let bodies = server.bodies.lock().unwrap()[asked..].to_vec();
+    let extractions: Vec<_> = bodies
+        .iter()
+        .filter(|b| {
+            let f = b["response_format"]["json_schema"]["name"].as_str();
+            matches!(f, Some("named_entities" | "triples"))
+        })
+        .collect();
+    assert!(!extractions.is_empty());
+    for b in extractions {
+        assert!(tokens(b) + ANSWER <= CONTEXT, "{b}");
+    }
+    // The pieces' triples reach the graphs of the samples.
+    let graphs: Vec<String> = lines(&out2)
+        .iter()
+        .flat_map(|l| {
+            let input = l["messages"][0]["content"].as_str().unwrap().to_string();
+            input
+                .lines()
+                .filter(|x| x.starts_with("Retrieved Graph Information: ['(S> "))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!graphs.is_empty());
+    // A rerun makes no call: the cuts come from the cache.
+    assert!(run_file(&file, &small).status.success());
+    let c = stage(&summary(&out2), "ras")["counters"].clone();
+    assert_eq!(c["llm.calls"], 0);
 }
 
 #[test]

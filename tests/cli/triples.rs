@@ -85,6 +85,19 @@ fn made(out: &Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The normalised entity key (lowercase, non-alphanumerics as spaces, spaces collapsed).
+/// What `plan --estimate` prints for `file` with `sample` passages and the overrides `set`.
+fn estimate(file: &Path, sample: usize, set: &[String]) -> String {
+    let mut c = bin();
+    c.args(["plan", file.to_str().unwrap(), "--estimate", "--sample"])
+        .arg(sample.to_string());
+    for x in set {
+        c.arg("--set").arg(x);
+    }
+    let est = String::from_utf8_lossy(&c.output().unwrap().stdout).to_string();
+    eprintln!("{est}");
+    est
+}
+
 fn key(s: &str) -> String {
     let m: String = s
         .to_lowercase()
@@ -371,19 +384,7 @@ fn triples_pipeline_against_a_real_vllm() {
     );
     assert_eq!(made(&out), before);
     // The estimate counts with vLLM's /tokenize.
-    let mut c = bin();
-    c.args([
-        "plan",
-        file.to_str().unwrap(),
-        "--estimate",
-        "--sample",
-        "6",
-    ]);
-    for s in &set {
-        c.arg("--set").arg(s);
-    }
-    let est = String::from_utf8_lossy(&c.output().unwrap().stdout).to_string();
-    eprintln!("{est}");
+    let est = estimate(&file, 6, &set);
     assert!(est.contains("/tokenize"), "{est}");
 
     // Through a fault-injecting proxy, with an empty cache: same outputs.
@@ -451,7 +452,7 @@ fn a_rejected_request_quarantines_its_passage() {
 }
 
 /// The stand-in's tokens: a quarter of each message's characters, rounded up, plus 4.
-fn stand_in_tokens() -> crate::fault::TokenCounter {
+pub(crate) fn stand_in_tokens() -> crate::fault::TokenCounter {
     std::sync::Arc::new(|body: &Value| {
         body["messages"]
             .as_array()
@@ -562,6 +563,16 @@ fn passages_too_long_for_the_context_are_split_into_pieces() {
     assert_eq!(server.requests(), requests);
     assert_eq!(made(&out), before);
 
+    // The estimate projects the pieces: with every passage sampled (the file is read whole),
+    // exactly the run's, from the cuts the run kept.
+    let est = estimate(&file, 1000, &set);
+    assert!(
+        est.contains(&format!("passages {passages}   calls {}", 2 * units)),
+        "{est}"
+    );
+    assert!(est.contains(&format!("  {units} pieces: ")), "{est}");
+    assert_eq!(server.requests(), requests, "the estimate asks no chat");
+
     // The context from `llm.context_tokens`, against a server that says nothing and does
     // not count: passages are still split, counted at 4 characters a token.
     let bare = rt.block_on(FaultServer::start_with(vec![], teacher()));
@@ -585,4 +596,4 @@ fn passages_too_long_for_the_context_are_split_into_pieces() {
 
 /// The stand-in teacher's context in the splitting test: too small for the longer passages
 /// next to the prompts and the answers (64 tokens).
-const CONTEXT: u64 = 520;
+pub(crate) const CONTEXT: u64 = 520;

@@ -44,6 +44,7 @@ use distillery_index::dense::Embedder;
 use distillery_llm::{
     ChatMessage, ChatRequest, Client, Outcome, Parser, ResponseCache, cached_chat,
 };
+use distillery_triples::fit::Fitter;
 use distillery_triples::{Extraction, Extractor, Passage};
 use serde_json::{Value, json};
 
@@ -429,6 +430,9 @@ pub struct Cirag {
     pub client: Arc<Client>,
     pub cache: Arc<ResponseCache>,
     pub extractor: Extractor,
+    /// The extractor behind a fitter: a retrieved passage too long for the teacher's
+    /// context is extracted as pieces that fit.
+    fitter: Arc<Fitter>,
     pub prompts: Arc<Prompts>,
     pub config: Config,
     /// Ranks candidate facts by embedding similarity to the query (else: shared words).
@@ -457,6 +461,7 @@ impl Cirag {
             answer_version: prompts.answer_version(),
             client,
             cache,
+            fitter: Arc::new(Fitter::new(extractor.clone())),
             extractor,
             prompts: Arc::new(prompts),
             config,
@@ -499,27 +504,34 @@ impl Cirag {
         // (retrieval rank, position in passage, fact)
         let mut found: Vec<(usize, usize, Fact)> = Vec::new();
         let mut seen: HashSet<String> = HashSet::new();
-        for (rank, p) in hits.iter().enumerate() {
-            let Extraction::Done { triples, .. } = self.extractor.extract(p).await? else {
-                // A passage whose extraction answer did not parse gives no facts (it is in
-                // the triples stage's quarantine when that stage runs).
-                continue;
-            };
-            for (pos, t) in triples.iter().enumerate() {
-                let text = render_fact(t);
-                if taken.contains(&text) || !seen.insert(text.clone()) {
+        for (rank, hit) in hits.iter().enumerate() {
+            // A passage too long for the context is extracted as pieces; their facts come in
+            // piece order, as the whole passage's would.
+            let mut pos = 0usize;
+            for (p, x) in self.fitter.extract(hit).await? {
+                let Extraction::Done { triples, .. } = x else {
+                    // A passage whose extraction answer did not parse gives no facts (it is
+                    // in the triples stage's quarantine when that stage runs).
                     continue;
-                }
-                let sentence = distillery_triples::align::support(t, &p.sentences)
-                    .map(|s| s.sentence)
-                    .filter(|s| *s != u32::MAX);
-                let fact = Fact {
-                    text,
-                    document_id: p.document_id.clone(),
-                    passage: p.index,
-                    sentence,
                 };
-                found.push((rank, pos, fact));
+                for t in &triples {
+                    let at = pos;
+                    pos += 1;
+                    let text = render_fact(t);
+                    if taken.contains(&text) || !seen.insert(text.clone()) {
+                        continue;
+                    }
+                    let sentence = distillery_triples::align::support(t, &p.sentences)
+                        .map(|s| s.sentence)
+                        .filter(|s| *s != u32::MAX);
+                    let fact = Fact {
+                        text,
+                        document_id: p.document_id.clone(),
+                        passage: p.index,
+                        sentence,
+                    };
+                    found.push((rank, at, fact));
+                }
             }
         }
         let scores = self.relevance(query, &found).await?;

@@ -39,6 +39,9 @@ pub struct StageEstimate {
     /// Whether the sample read every input file to its end (the totals are then exact).
     pub exhaustive: bool,
     pub passages: u64,
+    /// What the passages are extracted as: each one, or its pieces when it does not fit the
+    /// teacher's context (2 calls each).
+    pub pieces: u64,
     pub calls: u64,
     pub prompt_tokens: u64,
     pub completion_typical: u64,
@@ -67,6 +70,13 @@ impl fmt::Display for StageEstimate {
             "  passages {}   calls {}   prompt tokens {}",
             self.passages, self.calls, self.prompt_tokens
         )?;
+        if self.pieces != self.passages {
+            writeln!(
+                f,
+                "  {} pieces: passages too long for the context are cut to fit, as the run cuts them",
+                self.pieces
+            )?;
+        }
         writeln!(
             f,
             "  completion tokens: typical {} (one-shot answer length), at most {} (max_tokens)",

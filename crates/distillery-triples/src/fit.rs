@@ -1,5 +1,7 @@
 //! Fitting passages into the teacher's context: a passage whose prompts would not fit is cut
-//! into pieces that do (see the stage docs).
+//! into pieces that do, so every stage that extracts triples (the `triples` stage, CIRAG's
+//! retrieved passages, RAS's kept documents) keeps every passage instead of having the
+//! server refuse it.
 //!
 //! The context is `[llm] context_tokens`, else the server's `max_model_len`
 //! ([`distillery_llm::Client::context_tokens`]); without either, passages go whole. A passage
@@ -19,14 +21,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use crate::{ExtractError, Extraction, Extractor, Passage};
 use distillery_llm::client::backoff;
 use distillery_llm::{CacheEntry, CacheKey, ChatMessage, LlmError, Usage};
-use distillery_triples::{Extractor, Passage};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 use tracing::{info, warn};
-
-use crate::error::ExecError;
 
 /// The key parts of a kept split: the splitting rule and its version.
 const SPLIT_TEMPLATE: (&str, &str) = ("passage-pieces", "1");
@@ -83,8 +83,23 @@ impl Fitter {
         }
     }
 
+    /// The extractor the pieces go to.
+    pub fn extractor(&self) -> &Extractor {
+        &self.extractor
+    }
+
+    /// Extracts `p`, or each of its pieces when it does not fit the context (in order,
+    /// concurrently: the client limits what is in flight). Each piece keeps its sentences'
+    /// offsets in the document, so provenance stays the document's.
+    pub async fn extract(&self, p: &Passage) -> Result<Vec<(Passage, Extraction)>, ExtractError> {
+        let pieces = self.fit(p).await?;
+        let xs =
+            futures::future::try_join_all(pieces.iter().map(|q| self.extractor.extract(q))).await?;
+        Ok(pieces.into_iter().zip(xs).collect())
+    }
+
     /// What to extract for `p`: `p` itself (`piece: None`) or its pieces, in order.
-    pub async fn fit(&self, p: &Passage) -> Result<Vec<Passage>, ExecError> {
+    pub async fn fit(&self, p: &Passage) -> Result<Vec<Passage>, ExtractError> {
         let whole = || Ok(vec![p.clone()]);
         if self.context.get() == Some(&None) {
             return whole();
@@ -126,7 +141,7 @@ impl Fitter {
         Ok(p.pieces(&spans))
     }
 
-    async fn context(&self) -> Result<Option<u64>, ExecError> {
+    async fn context(&self) -> Result<Option<u64>, ExtractError> {
         let client = &self.extractor.client;
         let c = self
             .context
@@ -197,7 +212,7 @@ impl Fitter {
     }
 
     /// Where to cut `p` for a context of `context` tokens: one span when it fits.
-    async fn plan(&self, p: &Passage, context: u64) -> Result<Vec<(u32, u32)>, ExecError> {
+    async fn plan(&self, p: &Passage, context: u64) -> Result<Vec<(u32, u32)>, ExtractError> {
         let whole = vec![(p.start, p.end())];
         let answer = u64::from(self.extractor.config.max_tokens);
         let overhead = self.overhead().await;

@@ -12,16 +12,20 @@
 //!   three-string triples kept, duplicates dropped;
 //! - [`Extractor::extract`]: both calls for one passage through
 //!   [`distillery_llm::cached_chat`] (temperature 0, structured output);
+//! - [`fit::Fitter`]: cuts a passage whose prompts would not fit the teacher's context into
+//!   pieces that do (counted by the server's `/tokenize`), the cuts kept in the cache;
 //! - [`align`]: the supporting sentence of each triple (provenance);
 //! - [`openie`]: HippoRAG's OpenIE JSON export and normalised entity keys;
 //! - [`ras`]: the RAS text-to-triple form `(S> s| P> p| O> o)` and Python `repr` of lists.
 //!
 //! Dependencies: `schemars` (the schema of [`TriplesOptions`] for `docs/pipelines.md`),
 //! `distillery-llm` (client and cache), `md-5` (HippoRAG's chunk ids are MD5),
-//! `hex`, `serde_json`, `serde` (the `triples` stage options, [`TriplesOptions`], live here because
+//! `hex`, `serde_json`, `tokio` (the context asked once, backoff between counts), `futures`
+//! (a passage's pieces extracted together), `tracing`, `serde` (the `triples` stage options, [`TriplesOptions`], live here because
 //! every stage that extracts triples builds its extractor from them).
 
 pub mod align;
+pub mod fit;
 pub mod openie;
 pub mod options;
 pub mod parse;

@@ -64,8 +64,10 @@ pub struct LlmSpec {
     /// The model's context length in tokens (prompt + answer). Default: what the server
     /// says (`max_model_len` of vLLM's `GET /v1/models`); set it for servers that do not
     /// say, or to keep prompts shorter. A passage whose prompts would not fit is cut into
-    /// pieces that do (`triples`); with neither, passages are sent whole and one the
-    /// server refuses is quarantined.
+    /// pieces that do (the triple extraction of `triples`, `cirag` and `ras`); with neither,
+    /// passages are sent whole and one the server refuses is quarantined. A refusal is kept
+    /// in the cache with the context it was refused under, and asked again once the context
+    /// is longer.
     #[serde(default)]
     pub context_tokens: Option<u64>,
     /// Where the response cache lives (path or URL). Default: `llm-cache` beside the

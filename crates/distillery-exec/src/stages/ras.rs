@@ -16,7 +16,11 @@
 //!    retry, then the fallback, both counted);
 //! 4. each kept document's triples through the `triples` stage's extractor and cache
 //!    (`triple_max_tokens` must match that stage's `max_tokens` for its answers to be
-//!    reused); a document whose extraction fails gives an empty graph (counted).
+//!    reused); a document too long for the teacher's context is extracted as pieces that
+//!    fit (`distillery_triples::fit`, counted as `triples.split_documents`) and its graph is
+//!    their triples; a piece whose extraction fails adds nothing (`triples.failed_pieces`),
+//!    and a document none of whose pieces gave triples has an empty graph
+//!    (`triples.failed_documents`).
 //!
 //! Samples (`ras_planner`, `ras_answerer`; user turn = the RAS input, assistant = the label
 //! or the gold answer) go to `<stage>/train.jsonl`, `<stage>/validation.jsonl`,
@@ -25,7 +29,8 @@
 //! duplicates across them ([`crate::kit::sft_out::merge_stage`]). Counters: `questions`, `no_retrieval`,
 //! `chains`, `dropped.no_answer`, `dropped.no_supporting_documents`, `dropped.filtered_out`,
 //! `documents.kept`, `documents.filtered`, `filter.invalid`, `subq.teacher`, `subq.retried`,
-//! `subq.fallback`, `triples.failed_documents`, `samples.*`, `duplicates_removed`, `llm.*`
+//! `subq.fallback`, `triples.failed_documents`, `triples.split_documents`,
+//! `triples.failed_pieces`, `samples.*`, `duplicates_removed`, `llm.*`
 //! (teacher and base model together: the base model is the same server under another model
 //! name, sharing the teacher's concurrency limit, budget and counters).
 
@@ -47,7 +52,8 @@ use distillery_distill::relevance::{
 };
 use distillery_embed::{Embedder, cosine};
 use distillery_llm::Outcome;
-use distillery_triples::{Extraction, Extractor, TriplesOptions, Unit, passages};
+use distillery_triples::fit::Fitter;
+use distillery_triples::{Extraction, TriplesOptions, Unit, passages};
 use futures::StreamExt;
 
 use crate::error::ExecError;
@@ -188,7 +194,7 @@ struct Ctx<'a> {
     prompts: &'a RasPrompts,
     relevance: &'a RelevancePrompts,
     versions: (String, String, String),
-    extractor: &'a Extractor,
+    fitter: &'a Fitter,
     embedder: &'a Embedder,
     docs: &'a HashMap<String, Document>,
 }
@@ -299,16 +305,32 @@ impl Ctx<'_> {
                 bump("subq.fallback");
                 fallback_subquery(i, &q.question, &d.title)
             });
-            let triples = match passages(d, Unit::Document).first() {
-                Some(p) => match self.extractor.extract(p).await? {
-                    Extraction::Done { triples, .. } => triples,
-                    Extraction::Invalid { .. } => {
-                        bump("triples.failed_documents");
-                        Vec::new()
+            let mut triples: Vec<[String; 3]> = Vec::new();
+            if let Some(p) = passages(d, Unit::Document).first() {
+                // A document too long for the context is extracted as pieces; its graph is
+                // their triples in piece order, each once.
+                let pieces = self.fitter.extract(p).await?;
+                if pieces.len() > 1 {
+                    bump("triples.split_documents");
+                }
+                let mut done = 0;
+                for (_, x) in &pieces {
+                    match x {
+                        Extraction::Done { triples: ts, .. } => {
+                            done += 1;
+                            for t in ts {
+                                if !triples.contains(t) {
+                                    triples.push(t.clone());
+                                }
+                            }
+                        }
+                        Extraction::Invalid { .. } => bump("triples.failed_pieces"),
                     }
-                },
-                None => Vec::new(),
-            };
+                }
+                if done == 0 {
+                    bump("triples.failed_documents");
+                }
+            }
             subqs.push(subq.clone());
             pairs.push((subq, graph_repr(&triples)));
         }
@@ -340,6 +362,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         &triple_opts,
         distillery_triples::prompt::Prompts::load(opts.triple_templates.as_deref())?,
     );
+    let fitter = Fitter::new(extractor);
     let model = opts.embedding_model.clone();
     let embedder = Arc::new(
         tokio::task::spawn_blocking(move || Embedder::load(&model))
@@ -347,7 +370,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             .map_err(|e| ExecError::Task(e.to_string()))?
             .map_err(|e| ExecError::Task(e.to_string()))?,
     );
-    const COUNTERS: [&str; 16] = [
+    const COUNTERS: [&str; 18] = [
         "questions",
         "no_retrieval",
         "chains",
@@ -361,6 +384,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         "subq.retried",
         "subq.fallback",
         "triples.failed_documents",
+        "triples.split_documents",
+        "triples.failed_pieces",
         "samples.train",
         "samples.validation",
         "duplicates_removed",
@@ -396,7 +421,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             prompts: &prompts,
             relevance: &relevance,
             versions: versions.clone(),
-            extractor: &extractor,
+            fitter: &fitter,
             embedder: &embedder,
             docs: &docs,
         };

@@ -9,7 +9,10 @@
 //! the passage's. The sample is spread over the files (`sample / files` passages each); files
 //! up to 8 MiB are read whole, so their passage counts are exact, and bigger ones are read
 //! until their share of documents is in hand and their passages projected by the bytes read.
-//! Totals are capped by `max_passages`. Answers are projected two ways: typical (as long
+//! Totals are capped by `max_passages`. A sampled passage too long for the teacher's context
+//! is cut as the run cuts it ([`Fitter`], while the server counts tokens or
+//! `llm.context_tokens` is set) and its pieces counted: calls and answers are projected per
+//! piece. Answers are projected two ways: typical (as long
 //! as the one-shot example answers) and at most (`max_tokens` each). The share of sampled
 //! passages whose NER answer is already cached is reported too: those calls cost nothing.
 
@@ -22,6 +25,7 @@ use distillery_core::{Document, Record, RecordSink, SinkError};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{IngestError, InputCtx, read_input};
 use distillery_llm::ChatMessage;
+use distillery_triples::fit::Fitter;
 use distillery_triples::prompt::Prompts;
 use distillery_triples::{Passage, TriplesOptions, Unit, passages};
 
@@ -54,6 +58,39 @@ impl RecordSink for SampleSink {
             return Err(SinkError(SAMPLE_DONE.into()));
         }
         Ok(())
+    }
+}
+
+/// The tokens of a chat: the server's `/tokenize` while it answers, then the local
+/// tokenizer when one is given, else 4 characters a token; `counter` says which counted.
+async fn count(
+    counter: &mut Counter,
+    local: Option<&tokenizers::Tokenizer>,
+    tokenizer: Option<&str>,
+    client: &distillery_llm::Client,
+    messages: &[ChatMessage],
+) -> u64 {
+    if matches!(counter, Counter::Server(_)) {
+        match client.count_tokens(messages).await {
+            Ok(n) => return n,
+            Err(_) => {
+                *counter = match tokenizer {
+                    Some(t) => Counter::Tokenizer(t.to_string()),
+                    None => Counter::Chars,
+                }
+            }
+        }
+    }
+    let text: String = messages
+        .iter()
+        .map(|m| format!("{}\n{}\n", m.role, m.content))
+        .collect();
+    match local {
+        Some(t) => t
+            .encode(text.as_str(), true)
+            .map(|e| e.len() as u64)
+            .unwrap_or_else(|_| text.chars().count() as u64 / 4),
+        None => text.chars().count().div_ceil(4) as u64,
     }
 }
 
@@ -166,34 +203,47 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
         ),
         None => None,
     };
-    let mut count = async |messages: &[ChatMessage]| -> u64 {
-        if matches!(counter, Counter::Server(_)) {
-            match teacher.client.count_tokens(messages).await {
-                Ok(n) => return n,
+    let local = local.as_ref();
+    let client = &teacher.client;
+    // Passages too long for the context are projected as the pieces the run cuts them into
+    // (the same fitter; its cuts are kept in the cache, where the run finds them), while the
+    // server counts tokens or `llm.context_tokens` is set.
+    let fitter = Fitter::new(extractor.clone());
+    let mut fitting = true;
+    let (mut prompt_sample, mut pieces_sample) = (0u64, 0u64);
+    for ps in &sampled {
+        let chats = |q: &Passage| {
+            [
+                extractor.ner_request(q).messages,
+                extractor.openie_request(q, &example_entities).messages,
+            ]
+        };
+        let mut whole = 0u64;
+        for m in chats(ps) {
+            whole += count(&mut counter, local, tokenizer, client, &m).await;
+        }
+        fitting &= llm.context_tokens.is_some() || matches!(counter, Counter::Server(_));
+        let pieces = if fitting {
+            match fitter.fit(ps).await {
+                Ok(pieces) => pieces,
                 Err(_) => {
-                    counter = match tokenizer {
-                        Some(t) => Counter::Tokenizer(t.to_string()),
-                        None => Counter::Chars,
-                    }
+                    fitting = false;
+                    vec![ps.clone()]
                 }
             }
+        } else {
+            vec![ps.clone()]
+        };
+        pieces_sample += pieces.len() as u64;
+        if pieces.len() <= 1 {
+            prompt_sample += whole;
+            continue;
         }
-        let text: String = messages
-            .iter()
-            .map(|m| format!("{}\n{}\n", m.role, m.content))
-            .collect();
-        match &local {
-            Some(t) => t
-                .encode(text.as_str(), true)
-                .map(|e| e.len() as u64)
-                .unwrap_or_else(|_| text.chars().count() as u64 / 4),
-            None => text.chars().count().div_ceil(4) as u64,
+        for q in &pieces {
+            for m in chats(q) {
+                prompt_sample += count(&mut counter, local, tokenizer, client, &m).await;
+            }
         }
-    };
-    let mut prompt_sample = 0u64;
-    for ps in &sampled {
-        prompt_sample += count(&extractor.ner_request(ps).messages).await;
-        prompt_sample += count(&extractor.openie_request(ps, &example_entities).messages).await;
     }
     // One batched lookup of the sample's NER keys.
     let keys: Vec<_> = sampled.iter().map(|ps| extractor.ner_key(ps)).collect();
@@ -205,7 +255,8 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
         .filter(|e| e.is_some())
         .count() as u64;
     let answer = |s: &str| vec![ChatMessage::new("assistant", s)];
-    let per_answer = count(&answer(&ex_ner)).await + count(&answer(&ex_ie)).await;
+    let per_answer = count(&mut counter, local, tokenizer, client, &answer(&ex_ner)).await
+        + count(&mut counter, local, tokenizer, client, &answer(&ex_ie)).await;
 
     // --- projection ---
     let n = sampled.len() as u64;
@@ -219,8 +270,13 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
         0.0
     };
     let prompt_tokens = (per_passage_prompt * passages_total as f64).round() as u64;
-    let completion_typical = per_answer * passages_total;
-    let completion_max = 2 * u64::from(opts.max_tokens) * passages_total;
+    let pieces_total = if n > 0 {
+        (passages_total as f64 * pieces_sample as f64 / n as f64).round() as u64
+    } else {
+        passages_total
+    };
+    let completion_typical = per_answer * pieces_total;
+    let completion_max = 2 * u64::from(opts.max_tokens) * pieces_total;
     let price = teacher.budget.price;
     Ok(StageEstimate {
         stage: stage.name.clone(),
@@ -230,7 +286,8 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
         total_bytes: total_bytes.max(sample_bytes),
         exhaustive,
         passages: passages_total,
-        calls: 2 * passages_total,
+        pieces: pieces_total,
+        calls: 2 * pieces_total,
         prompt_tokens,
         completion_typical,
         completion_max,

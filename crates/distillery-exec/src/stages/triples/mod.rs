@@ -15,7 +15,7 @@
 //! (inside a sentence only when one sentence alone does not fit), and each piece is extracted
 //! as a passage of its own (its own cache keys, its own export line); its rows keep the
 //! document's provenance. The cuts are kept in the response cache, so a rerun cuts the same
-//! way without asking the server anything (see `fit.rs`). A request the server still refuses
+//! way without asking the server anything (see `distillery_triples::fit`). A request the server still refuses
 //! as it is (400, 413, 422) quarantines its passage or piece (`llm_rejected`), and the cache
 //! keeps the refusal, so a rerun quarantines it again without a call.
 //!
@@ -64,6 +64,7 @@ use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, QuarantineRecord, TableKind, Triple};
 use distillery_llm::Budget;
+use distillery_triples::fit::Fitter;
 use distillery_triples::openie::{ExportWriter, doc_json, entity_key};
 use distillery_triples::prompt::Prompts;
 use distillery_triples::{
@@ -83,10 +84,8 @@ use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, EstimateCx, MergeCx, RunCx, Stage};
 use crate::task::Partitioning;
-use fit::Fitter;
 
 mod estimate;
-mod fit;
 
 /// The `triples` stage. Options: [`TriplesOptions`] (in `distillery-triples`, since every
 /// stage that extracts triples builds its extractor from them).
