@@ -3,15 +3,15 @@
 //! - `generations/NNNNNNNNNNNNNNNNNNNN`: created (if absent) by each coordinator start; the
 //!   highest is the current generation, and attempts of older ones are fenced;
 //! - `jobs/<job>/job.json`: the job as submitted (pipeline text, overrides, task ids, the
-//!   input files planned for it);
+//!   input files and the stages' side files planned for it);
 //! - `jobs/<job>/commits/<task>.json`: one commit record per task, created only if absent, so
 //!   exactly one attempt of a task wins, whatever the races;
 //! - `jobs/<job>/final.json`: how the job ended.
 //!
 //! A restarted coordinator lists `jobs/`, reloads every job without a `final.json` (its tasks
-//! from the planned files) and marks the committed tasks done from their commit records.
+//! from the planned files, nothing resolved again) and marks the committed tasks done from their commit records.
 
-use distillery_exec::plan::PlannedFile;
+use distillery_exec::plan::{PlannedFile, SideFiles};
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::TaskOutput;
 use object_store::{PutMode, PutOptions};
@@ -33,6 +33,10 @@ pub struct JobRecord {
     /// `None` in records written before they were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<PlannedFile>>,
+    /// The files stages read besides the inputs (a label stage's `decontaminate` files),
+    /// planned at submission likewise. `None` in records written before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<SideFiles>,
 }
 
 /// The winning attempt of a task.

@@ -1,5 +1,9 @@
-//! Planning: resolving a pipeline's inputs into files and listing what a run will write.
+//! Planning: resolving a pipeline's inputs into files, and the files stages read besides
+//! them into [`SideFile`]s, and listing what a run will write. What planning resolved travels
+//! with the tasks and the job record: workers and a restarted coordinator never resolve a
+//! glob again.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use distillery_core::TableKind;
@@ -29,11 +33,27 @@ pub struct PlannedFile {
     pub range: Option<ByteRange>,
 }
 
+/// A file a stage reads besides the pipeline's inputs (a label stage's evaluation files),
+/// resolved from its option's patterns at planning ([`crate::stages::Stage::resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SideFile {
+    /// The option naming it (`decontaminate`).
+    pub option: String,
+    /// The index of the pattern in that option that matched it.
+    pub index: usize,
+    pub location: String,
+}
+
+/// The side files of each stage that has some, by stage name.
+pub type SideFiles = BTreeMap<String, Vec<SideFile>>;
+
 /// What a run will do.
 #[derive(Debug, Clone)]
 pub struct Plan {
     pub pipeline: Pipeline,
     pub files: Vec<PlannedFile>,
+    /// The files stages read besides the inputs, as planning resolved them.
+    pub side: SideFiles,
     /// Stages in execution order: one `ingest/<input>` per input, then the pipeline's stages.
     pub stages: Vec<String>,
     /// Tables the output will hold.
@@ -216,6 +236,48 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
             Err(e) => errors.push(inputs_message(e)),
         }
     }
+    let side = match resolve_side(p) {
+        Ok(side) => side,
+        Err(e) => {
+            errors.extend(e);
+            SideFiles::new()
+        }
+    };
+    if !errors.is_empty() {
+        return Err(ExecError::Inputs(errors.join("\n")));
+    }
+    plan_known(p, files, side)
+}
+
+/// The files each stage reads besides the inputs, resolved now; every problem at once.
+pub fn resolve_side(p: &Pipeline) -> Result<SideFiles, Vec<String>> {
+    let (mut side, mut errors) = (SideFiles::new(), Vec::new());
+    for s in &p.stages {
+        match stage_of(s)
+            .map_err(|e| vec![e.to_string()])
+            .and_then(|st| st.resolve(s))
+        {
+            Ok(files) if files.is_empty() => {}
+            Ok(files) => {
+                side.insert(s.name.clone(), files);
+            }
+            Err(e) => errors.extend(e),
+        }
+    }
+    if errors.is_empty() {
+        Ok(side)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The plan of `p` over files resolved before (at submission, say): nothing is resolved
+/// again.
+pub fn plan_known(
+    p: &Pipeline,
+    files: Vec<PlannedFile>,
+    side: SideFiles,
+) -> Result<Plan, ExecError> {
     let mut stages: Vec<String> = p
         .inputs
         .iter()
@@ -224,23 +286,13 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
     let mut tables: Vec<TableKind> = Vec::new();
     let mut out_files: Vec<String> = Vec::new();
     for i in &p.inputs {
-        for t in tables_of(i.format) {
-            if !tables.contains(t) {
-                tables.push(*t);
-            }
-        }
+        tables.extend(tables_of(i.format));
     }
     for s in &p.stages {
         stages.push(s.name.clone());
-        let stage = stage_of(s)?;
-        let declared = stage.outputs(s);
+        let declared = stage_of(s)?.outputs(s);
         tables.extend(declared.tables);
         out_files.extend(declared.files);
-        // Files the stage reads besides the inputs must exist too.
-        errors.extend(stage.resolve(s));
-    }
-    if !errors.is_empty() {
-        return Err(ExecError::Inputs(errors.join("\n")));
     }
     tables.push(TableKind::Quarantine);
     tables.sort();
@@ -248,6 +300,7 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
     Ok(Plan {
         pipeline: p.clone(),
         files,
+        side,
         stages,
         tables,
         outputs: out_files,
@@ -293,6 +346,9 @@ impl fmt::Display for Plan {
         writeln!(f, "stages")?;
         for s in &self.stages {
             writeln!(f, "  {s}")?;
+            for side in self.side.get(s).into_iter().flatten() {
+                writeln!(f, "    reads {} ({})", side.location, side.option)?;
+            }
         }
         writeln!(f, "outputs")?;
         for t in &self.tables {

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
-use crate::plan::{Plan, PlannedFile, plan, primary_table};
+use crate::plan::{Plan, PlannedFile, SideFile, plan, primary_table};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, ingest_file, rfc3339};
 use crate::sink::QUARANTINE_EXAMPLES;
@@ -100,6 +100,9 @@ pub struct TaskDef {
     /// workers read what was planned and never resolve the input globs again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<PlannedFile>,
+    /// For a stage task, the files its stage reads besides the inputs, as planned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub side: Vec<SideFile>,
 }
 
 impl TaskDef {
@@ -187,7 +190,13 @@ impl TaskOutput {
 
 /// Plans a pipeline into tasks.
 pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
-    let plan = plan(p)?;
+    Ok(tasks_of(plan(p)?))
+}
+
+/// The tasks of a plan: one ingest task per planned file (or byte range), then each
+/// stage's tasks on a level of their own.
+pub fn tasks_of(plan: Plan) -> JobPlan {
+    let p = &plan.pipeline;
     let mut tasks = Vec::new();
     for (i, f) in plan.files.iter().enumerate() {
         tasks.push(TaskDef {
@@ -197,12 +206,14 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
             gpus: 0,
             group: "ingest".to_string(),
             file: Some(f.clone()),
+            side: Vec::new(),
         });
     }
     let mut level = 0u32;
     for (i, s) in p.stages.iter().enumerate() {
         level += 1;
         let (how, count) = partitioning(p, s);
+        let side = plan.side.get(&s.name).cloned().unwrap_or_default();
         let shards: Vec<Option<u32>> = match how {
             Partitioning::Whole => vec![None],
             Partitioning::Shards | Partitioning::Questions => (0..count).map(Some).collect(),
@@ -219,6 +230,7 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
                 gpus: s.gpus,
                 group: s.name.clone(),
                 file: None,
+                side: side.clone(),
             });
         }
         if how != Partitioning::Whole && stage_of(s).is_ok_and(|st| st.merges()) {
@@ -230,10 +242,11 @@ pub fn plan_tasks(p: &Pipeline) -> Result<JobPlan, ExecError> {
                 gpus: 0,
                 group: s.name.clone(),
                 file: None,
+                side: Vec::new(),
             });
         }
     }
-    Ok(JobPlan { plan, tasks })
+    JobPlan { plan, tasks }
 }
 
 /// Where an attempt writes, relative to the output location.
@@ -323,6 +336,7 @@ pub async fn run_task(
                 parts: &selected,
                 upstream,
                 parallelism,
+                side: &task.side,
             };
             Ok(stage_of(stage)?.run(cx).await?.into_task(dir))
         }

@@ -540,6 +540,7 @@ mod tests {
             submitted_at_ms: 0,
             task_ids: Vec::new(),
             files: None,
+            side: None,
         };
         let mut job = JobRt::new(rec, p, plan).unwrap();
         job.step(Phase::cancel).unwrap();

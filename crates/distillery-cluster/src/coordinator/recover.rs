@@ -8,9 +8,9 @@ use std::collections::BTreeSet;
 use distillery_core::spec::Pipeline;
 use distillery_exec::ExecError;
 use distillery_exec::lock::OutputLock;
-use distillery_exec::plan::{Plan, PlannedFile, tables_of};
+use distillery_exec::plan::{PlannedFile, SideFiles, plan_known, resolve_side};
 use distillery_exec::store::open_location;
-use distillery_exec::task::{JobPlan, TaskDef, TaskKind, plan_tasks};
+use distillery_exec::task::{JobPlan, plan_tasks, tasks_of};
 use tracing::{info, warn};
 
 use super::status::unstarted_final;
@@ -18,8 +18,9 @@ use super::{CoordinatorService, error_kind};
 use crate::ClusterError;
 use crate::state::JobRecord;
 
-/// A job's pipeline and plan, from its record: the tasks rebuilt from the files planned at
-/// submission; a record without them (written by an older coordinator) is planned again.
+/// A job's pipeline and plan, from its record: the tasks rebuilt from the input files and
+/// side files planned at submission; what a record lacks (written by an older coordinator) is
+/// resolved again.
 pub(super) fn replan(rec: &JobRecord) -> Result<(Pipeline, JobPlan), ClusterError> {
     let p = distillery_exec::stages::parse_pipeline(
         &rec.pipeline_file,
@@ -28,7 +29,19 @@ pub(super) fn replan(rec: &JobRecord) -> Result<(Pipeline, JobPlan), ClusterErro
     )
     .map_err(|e| ClusterError::Config(e.to_string()))?;
     let plan = match &rec.files {
-        Some(files) => plan_from_files(&p, files.clone())?,
+        Some(files) => {
+            let side = match &rec.side {
+                Some(side) => side.clone(),
+                None => {
+                    warn!(
+                        job = %rec.job_id,
+                        "the job record has no planned side files (an older record): resolving them again"
+                    );
+                    resolve_side(&p).map_err(|e| ClusterError::Config(e.join("\n")))?
+                }
+            };
+            plan_from_files(&p, files.clone(), side)?
+        }
         None => {
             warn!(
                 job = %rec.job_id,
@@ -40,49 +53,14 @@ pub(super) fn replan(rec: &JobRecord) -> Result<(Pipeline, JobPlan), ClusterErro
     Ok((p, plan))
 }
 
-/// [`plan_tasks`] on files planned before: one ingest task per file, as `plan_tasks` makes
-/// them, then the stages' tasks, planned for the pipeline without its inputs so that no
-/// input path is resolved again.
-pub(super) fn plan_from_files(p: &Pipeline, files: Vec<PlannedFile>) -> Result<JobPlan, ExecError> {
-    let mut bare = p.clone();
-    bare.inputs.clear();
-    let JobPlan {
-        plan: above,
-        tasks: stage_tasks,
-    } = plan_tasks(&bare)?;
-    let mut tasks: Vec<TaskDef> = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| TaskDef {
-            id: format!("ingest/{}", f.tag),
-            kind: TaskKind::Ingest { file: i },
-            level: 0,
-            gpus: 0,
-            group: "ingest".to_string(),
-            file: Some(f.clone()),
-        })
-        .collect();
-    tasks.extend(stage_tasks);
-    let mut stages: Vec<String> = p
-        .inputs
-        .iter()
-        .map(|i| format!("ingest/{}", i.name))
-        .collect();
-    stages.extend(above.stages);
-    let mut tables = above.tables;
-    for i in &p.inputs {
-        tables.extend(tables_of(i.format));
-    }
-    tables.sort();
-    tables.dedup();
-    let plan = Plan {
-        pipeline: p.clone(),
-        files,
-        stages,
-        tables,
-        outputs: above.outputs,
-    };
-    Ok(JobPlan { plan, tasks })
+/// [`plan_tasks`] on files planned before: the same tasks, and no input path or side file
+/// resolved again.
+pub(super) fn plan_from_files(
+    p: &Pipeline,
+    files: Vec<PlannedFile>,
+    side: SideFiles,
+) -> Result<JobPlan, ExecError> {
+    Ok(tasks_of(plan_known(p, files, side)?))
 }
 
 impl CoordinatorService {
@@ -167,7 +145,8 @@ mod tests {
         let text = super::super::tests::pipeline(tmp.path(), 1);
         let p = distillery_exec::stages::parse_pipeline("t.toml", &text, &[]).unwrap();
         let planned = plan_tasks(&p).unwrap();
-        let again = plan_from_files(&p, planned.plan.files.clone()).unwrap();
+        let again =
+            plan_from_files(&p, planned.plan.files.clone(), planned.plan.side.clone()).unwrap();
         assert!(
             planned.tasks.len() > planned.plan.files.len(),
             "stage tasks too"
@@ -177,6 +156,7 @@ mod tests {
         assert_eq!(again.plan.stages, planned.plan.stages);
         assert_eq!(again.plan.tables, planned.plan.tables);
         assert_eq!(again.plan.outputs, planned.plan.outputs);
+        assert_eq!(again.plan.side, planned.plan.side);
         assert_eq!(again.plan.pipeline, p);
     }
 }

@@ -95,6 +95,7 @@ impl CoordinatorService {
                 task_ids: plan.tasks.iter().map(|t| t.id.clone()).collect(),
                 // A restart runs what was planned now, whatever the globs match by then.
                 files: Some(plan.plan.files.clone()),
+                side: Some(plan.plan.side.clone()),
             };
             self.state.put_job(&rec).await?;
             info!(job = %job_id, pipeline = %p.name, tasks = rec.task_ids.len(), "job submitted");

@@ -332,12 +332,19 @@ async fn a_restarted_coordinator_runs_the_files_planned_at_submission() {
     let inputs = tmp.path().join("in");
     std::fs::create_dir(&inputs).unwrap();
     std::fs::copy(data.join("hotpot.json"), inputs.join("a.json")).unwrap();
+    // The label stage's evaluation files are planned too.
+    let evals = tmp.path().join("evals");
+    std::fs::create_dir(&evals).unwrap();
+    std::fs::copy(data.join("hotpot.json"), evals.join("dev.json")).unwrap();
     let text = format!(
         "version = 1\nname = \"t\"\noutput = \"{}\"\n[run]\nshards = 2\n\
          [[inputs]]\nname = \"hotpot\"\nformat = \"hotpotqa\"\npaths = [\"{}\"]\n\
-         [[stages]]\nkind = \"hseq\"\n",
+         [[stages]]\nkind = \"hseq\"\n\
+         [[stages]]\nkind = \"label\"\ninputs = [\"hotpot\"]\n\
+         options = {{ decontaminate = [\"{}\"] }}\n",
         tmp.path().join("out").display(),
-        inputs.join("*.json").display()
+        inputs.join("*.json").display(),
+        evals.join("*.json").display()
     );
     let svc = service(tmp.path(), CoordinatorConfig::default()).await;
     let job = svc.submit("t.toml", &text, &[]).await.unwrap();
@@ -358,9 +365,27 @@ async fn a_restarted_coordinator_runs_the_files_planned_at_submission() {
             .clone()
     };
     assert!(location(&planned).ends_with("a.json"));
-    // The glob matches another file now, and no longer the one planned.
+    let side = |defs: &[distillery_exec::task::TaskDef]| -> Vec<String> {
+        let label: Vec<_> = defs.iter().filter(|d| d.group == "label").collect();
+        assert!(label.len() >= 2, "shard tasks and a merge");
+        label
+            .iter()
+            .filter(|d| matches!(d.kind, distillery_exec::task::TaskKind::Stage { .. }))
+            .flat_map(|d| d.side.iter().map(|f| f.location.clone()))
+            .collect()
+    };
+    let planned_side = side(&planned);
+    assert_eq!(
+        planned_side.len(),
+        2,
+        "one file for each of the 2 shard tasks"
+    );
+    assert!(planned_side.iter().all(|l| l.ends_with("dev.json")));
+    // The globs match other files now, and no longer the ones planned.
     std::fs::copy(data.join("hotpot.json"), inputs.join("b.json")).unwrap();
     std::fs::remove_file(inputs.join("a.json")).unwrap();
+    std::fs::copy(data.join("hotpot.json"), evals.join("test.json")).unwrap();
+    std::fs::remove_file(evals.join("dev.json")).unwrap();
     let svc2 = service(tmp.path(), CoordinatorConfig::default()).await;
     assert_eq!(
         svc2.lock().jobs[&job].phase.job_state(),
@@ -368,13 +393,16 @@ async fn a_restarted_coordinator_runs_the_files_planned_at_submission() {
         "resumed"
     );
     assert_eq!(tasks(&svc2), planned, "the tasks planned at submission");
+    assert_eq!(side(&tasks(&svc2)), planned_side);
     // A record from before the files were kept: the inputs are resolved again.
     let rec = tmp.path().join(format!("state/jobs/{job}/job.json"));
     let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rec).unwrap()).unwrap();
     assert!(v.as_object_mut().unwrap().remove("files").is_some());
+    assert!(v.as_object_mut().unwrap().remove("side").is_some());
     std::fs::write(&rec, serde_json::to_vec(&v).unwrap()).unwrap();
     let svc3 = service(tmp.path(), CoordinatorConfig::default()).await;
     let replanned = tasks(&svc3);
     assert_eq!(replanned.len(), planned.len());
     assert!(location(&replanned).ends_with("b.json"), "planned again");
+    assert!(side(&replanned).iter().all(|l| l.ends_with("test.json")));
 }

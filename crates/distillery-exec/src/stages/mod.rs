@@ -27,7 +27,7 @@ use futures::future::{BoxFuture, LocalBoxFuture};
 use crate::error::ExecError;
 use crate::estimate::StageEstimate;
 use crate::parts::WrittenPart;
-use crate::plan::Plan;
+use crate::plan::{Plan, SideFile};
 use crate::run::StageOutput;
 use crate::store::Location;
 use crate::task::{Partitioning, ShardOutput};
@@ -59,6 +59,8 @@ pub struct RunCx<'a> {
     pub upstream: &'a [ShardOutput],
     /// Threads the task may use.
     pub parallelism: usize,
+    /// The files it reads besides the inputs, as planning resolved them ([`Stage::resolve`]).
+    pub side: &'a [SideFile],
 }
 
 /// What a stage's merge task gets: the committed outputs of the stage's shard tasks.
@@ -128,10 +130,11 @@ pub trait Stage: Send + Sync {
     /// The tables and files it writes.
     fn outputs(&self, stage: &StageSpec) -> Declared;
 
-    /// Problems with files it reads besides the pipeline's inputs (evaluation files, say),
-    /// found at planning time so a run does not start without them.
-    fn resolve(&self, _stage: &StageSpec) -> Vec<String> {
-        Vec::new()
+    /// The files it reads besides the pipeline's inputs (evaluation files, say), resolved
+    /// at planning so a run does not start without them; or every problem with them. Its
+    /// tasks get what planning resolved ([`RunCx::side`]), never the patterns again.
+    fn resolve(&self, _stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        Ok(Vec::new())
     }
 
     /// Runs one task of the stage.

@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 
 use super::{DATASET_INFO, LABEL_REPORT, TRAIN_JSONL, VALIDATION_JSONL};
 use crate::error::ExecError;
+use crate::plan::SideFile;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage, options};
 use crate::store::resolve_paths;
@@ -48,30 +49,32 @@ impl Stage for Label {
         }
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Vec<String> {
-        let Ok(o) = options::<LabelOptions>(stage) else {
-            return Vec::new();
-        };
-        if o.decontaminate.is_empty() {
-            return Vec::new();
+    /// The `decontaminate` files, each pattern resolved on its own (its format is the
+    /// pattern's entry in `decontaminate_formats`).
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = options::<LabelOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        let (mut files, mut errors) = (Vec::new(), Vec::new());
+        let name = format!("{}.decontaminate", stage.name);
+        for (index, pattern) in o.decontaminate.iter().enumerate() {
+            match resolve_paths(&name, std::slice::from_ref(pattern)) {
+                Ok(found) => files.extend(found.into_iter().map(|location| SideFile {
+                    option: "decontaminate".to_string(),
+                    index,
+                    location,
+                })),
+                Err(ExecError::Inputs(m)) => errors.push(m),
+                Err(e) => errors.push(e.to_string()),
+            }
         }
-        match resolve_paths(&format!("{}.decontaminate", stage.name), &o.decontaminate) {
-            Ok(_) => Vec::new(),
-            Err(ExecError::Inputs(m)) => vec![m],
-            Err(e) => vec![e.to_string()],
+        if errors.is_empty() {
+            Ok(files)
+        } else {
+            Err(errors)
         }
     }
 
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(super::run_stage(
-            cx.pipeline,
-            cx.stage,
-            cx.out,
-            cx.dir,
-            cx.parts,
-            cx.upstream,
-            cx.parallelism,
-        ))
+        Box::pin(super::run_stage(cx))
     }
 
     fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {

@@ -98,8 +98,10 @@ use crate::error::ExecError;
 use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
 use crate::kit::sft_merge::{self, LedgerWriter};
 use crate::parts::{PART_BUFFER_BYTES, PartWriters, WrittenPart, part_name, read_part};
+use crate::plan::SideFile;
 use crate::run::StageOutput;
-use crate::store::{Location, StoreOpener, resolve_paths};
+use crate::stages::RunCx;
+use crate::store::{Location, StoreOpener};
 use crate::task::ShardOutput;
 use route::{Groups, Routes};
 
@@ -222,15 +224,9 @@ impl PhaseClock {
 }
 
 /// Runs the label stage over the parts staged so far.
-pub async fn run_stage(
-    p: &Pipeline,
-    stage: &StageSpec,
-    out: &Location,
-    staging: &str,
-    parts: &[WrittenPart],
-    upstream: &[ShardOutput],
-    parallelism: usize,
-) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
+    let (upstream, parallelism, side) = (cx.upstream, cx.parallelism, cx.side);
     let opts: &LabelOptions = crate::stages::options(stage)?;
     let started = Instant::now();
     let clock = Arc::new(PhaseClock::new());
@@ -263,7 +259,7 @@ pub async fn run_stage(
         }
     }
 
-    let decon = load_decontamination(opts).await?;
+    let decon = load_decontamination(opts, side).await?;
     // Every shard task loads the same files: the merge task counts them once.
     outputs
         .ledger
@@ -998,30 +994,33 @@ impl Decontaminator {
     }
 }
 
-/// Reads the `decontaminate` files with the real readers, one file at a time (memory: one
+/// Reads the `decontaminate` files, as planning resolved them, with the real readers, one
+/// file at a time (memory: one
 /// evaluation file's records while it is read, then its normalised questions). A file's
 /// format is its entry in `decontaminate_formats`, else told from its first record
 /// ([`distillery_ingest::qa::detect_format`]). An evaluation file is read whole or the stage
 /// fails: a file whose format cannot be told, one that holds a bad record, or one that yields
 /// no question is an error naming the file (a question left unread could stay in the
 /// training set).
-async fn load_decontamination(opts: &LabelOptions) -> Result<Decontaminator, ExecError> {
+async fn load_decontamination(
+    opts: &LabelOptions,
+    side: &[SideFile],
+) -> Result<Decontaminator, ExecError> {
     let mut d = Decontaminator::default();
-    for (i, pattern) in opts.decontaminate.iter().enumerate() {
+    for file in side.iter().filter(|f| f.option == "decontaminate") {
         let given = opts
             .decontaminate_formats
-            .get(i)
+            .get(file.index)
             .and_then(|f| Format::from_name(f));
-        for location in resolve_paths("decontaminate", std::slice::from_ref(pattern))? {
-            let handle = tokio::runtime::Handle::current();
-            let questions = tokio::task::spawn_blocking(move || {
-                evaluation_questions(given, &location, &StoreOpener::new(handle))
-            })
-            .await
-            .map_err(task_err)??;
-            for q in &questions {
-                d.add(q);
-            }
+        let location = file.location.clone();
+        let handle = tokio::runtime::Handle::current();
+        let questions = tokio::task::spawn_blocking(move || {
+            evaluation_questions(given, &location, &StoreOpener::new(handle))
+        })
+        .await
+        .map_err(task_err)??;
+        for q in &questions {
+            d.add(q);
         }
     }
     Ok(d)
