@@ -12,15 +12,26 @@
 # 4. A multistream dump of WIKI_MB with its index: ingest + HSEQ as byte-range tasks
 #    (run.split_bytes = size / 8) on 2 worker processes pinned to a core each, vs the same dump
 #    in one task on 1 worker, parallel stream decoding off in both; the outputs compared.
+# 5. (run before 4) The single-stream bz2 dump of 1. on two cores (taskset -c 0,1) vs one:
+#    bz2 decoding on a thread of its own, parsing and HSEQ on the other core.
+#
+# BENCH_DIR keeps the generated inputs between runs; BENCH_SECTIONS (say "1 5") runs only
+# those sections; DISTILLERY_BIN uses a binary already built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WIKI_MB=${1:-200}
 NT_LINES=${2:-2000000}
 BIG_MB=${3:-1100}
 WORK=${BENCH_DIR:-$(mktemp -d)}
+SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
-cargo build --release -p distillery-cli
-BIN=$PWD/target/release/distillery
+if [ -z "${DISTILLERY_BIN:-}" ]; then
+  cargo build --release -p distillery-cli
+  BIN=$PWD/target/release/distillery
+else
+  BIN=$DISTILLERY_BIN
+fi
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 
@@ -28,26 +39,55 @@ secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=s
 
 echo "== generating inputs in $WORK"
 [ -f "$WORK/wiki.xml.bz2" ] || python3 scripts/gen_bench_data.py wiki "$WORK/wiki.xml.bz2" "$WIKI_MB"
-[ -f "$WORK/fb.nt.gz" ] || python3 scripts/gen_bench_data.py nt "$WORK/fb.nt.gz" "$NT_LINES"
+if want 2; then
+  [ -f "$WORK/fb.nt.gz" ] || python3 scripts/gen_bench_data.py nt "$WORK/fb.nt.gz" "$NT_LINES"
+fi
 
+if want 1; then
 echo "== 1. mediawiki ingest + hseq vs bzip2 -dc (one core each)"
 base=$(secs "$PIN bzip2 -dc $WORK/wiki.xml.bz2 > /dev/null")
 ours=$(secs "$PIN $BIN --quiet ingest mediawiki $WORK/wiki.xml.bz2 --out $WORK/out-wiki --hseq --shards 4 --option parallel_streams=false > /dev/null")
 pages=$($BIN --quiet inspect "$WORK/out-wiki" --sql "SELECT count(*) AS n FROM documents" --format csv | tail -1)
 python3 -c "print(f'bzip2 -dc: {$base:.2f} s   distillery ingest+hseq: {$ours:.2f} s   ratio {$ours/$base:.2f}x   ({$pages} pages)')"
 
+fi
+
+if want 2; then
 echo "== 2. freebase N-Triples parse+filter+parquet vs gzip -dc | wc -l (one core each)"
 base=$(secs "$PIN sh -c 'gzip -dc $WORK/fb.nt.gz | wc -l > /dev/null'")
 ours=$(secs "$PIN $BIN --quiet ingest freebase $WORK/fb.nt.gz --out $WORK/out-fb --shards 4 > /dev/null")
 triples=$($BIN --quiet inspect "$WORK/out-fb" --sql "SELECT count(*) AS n FROM triples" --format csv | tail -1)
 python3 -c "print(f'gzip -dc|wc -l: {$base:.2f} s   distillery: {$ours:.2f} s   ratio {$ours/$base:.2f}x   {$triples} triples, {$triples/$ours:,.0f} triples/s')"
 
+fi
+
+if want 3; then
 echo "== 3. peak RSS on a synthetic dump of ${BIG_MB} MB"
 [ -f "$WORK/big.xml" ] || python3 scripts/gen_bench_data.py wiki "$WORK/big.xml" "$BIG_MB"
 ls -l "$WORK/big.xml"
 /usr/bin/time -v $BIN --quiet ingest mediawiki "$WORK/big.xml" --out "$WORK/out-big" --hseq --shards 4 2> "$WORK/time.txt" > /dev/null
 grep -E "Maximum resident set size|Elapsed" "$WORK/time.txt"
 
+fi
+
+if want 5; then
+echo "== 5. a single-stream bz2 dump: ingest + hseq on two cores vs one"
+[ -n "$PIN" ] && [ "$(nproc)" -ge 2 ] || { echo "   skipped: needs taskset and 2 cores"; SECTIONS=${SECTIONS//5/}; }
+fi
+if want 5; then
+base=$(secs "taskset -c 0 bzip2 -dc $WORK/wiki.xml.bz2 > /dev/null")
+one=$(secs "taskset -c 0 $BIN --quiet ingest mediawiki $WORK/wiki.xml.bz2 --out $WORK/out-1core --hseq --shards 4 > /dev/null")
+two=$(secs "taskset -c 0,1 $BIN --quiet ingest mediawiki $WORK/wiki.xml.bz2 --out $WORK/out-2core --hseq --shards 4 > /dev/null")
+python3 -c "print(f'bzip2 -dc on one core: {$base:.2f} s   one core: {$one:.2f} s ({$one/$base:.2f}x bzip2)   two cores: {$two:.2f} s ({$two/$base:.2f}x bzip2)   speedup {$one/$two:.2f}x')"
+for t in documents segments; do
+  q="SELECT * FROM $t ORDER BY id"
+  cmp -s <("$BIN" --quiet inspect "$WORK/out-1core" --sql "$q" --format csv) \
+         <("$BIN" --quiet inspect "$WORK/out-2core" --sql "$q" --format csv) \
+    && echo "   table $t identical" || echo "   table $t DIFFERENT"
+done
+fi
+
+want 4 || exit 0
 echo "== 4. a multistream dump with its index: byte-range tasks on 2 workers vs one task on 1 worker (one core each)"
 [ -f "$WORK/ms-multistream.xml.bz2" ] || python3 scripts/gen_bench_data.py multistream "$WORK/ms-multistream.xml.bz2" "$WIKI_MB"
 command -v taskset >/dev/null || { echo "   skipped: needs taskset"; exit 0; }

@@ -18,13 +18,16 @@
 # tasks of one stage run on a level of their own, so this is the stage's wall time less
 # scheduling gaps. The job's time is the wall time of `submit --wait`.
 #
-# BENCH_DIR keeps the generated inputs between runs; DISTILLERY_BIN uses a binary already
-# built (a debug build gives ratios too, far slower).
+# BENCH_DIR keeps the generated inputs between runs; BENCH_SECTIONS (say "1") runs only those
+# sections; DISTILLERY_BIN uses a binary already built (a debug build gives ratios too, far
+# slower).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 QUESTIONS=${1:-100000}
 LATENCY_MS=${2:-50}
 WORK=${BENCH_DIR:-$(mktemp -d)}
+SECTIONS=${BENCH_SECTIONS:-1 2}
+want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
 [ "$(nproc)" -ge 2 ] || { echo "bench needs 2 cores"; exit 1; }
 if [ -z "${DISTILLERY_BIN:-}" ]; then
@@ -90,11 +93,14 @@ kind = "label"
 options = { methods = ["hseq-paper", "answer-aware"] }
 TOML
 
+if want 1; then
 echo "== 1. labels: 1 worker vs 2 workers (one core each)"
 l1=$(run_job labels-1 1 "$WORK/labels.toml" "$WORK/labels-1")
 l2=$(run_job labels-2 2 "$WORK/labels.toml" "$WORK/labels-2")
 report labels "$WORK/labels-1" "$WORK/labels-2" "$l1" "$l2"
 same_sft "$WORK/labels-1" "$WORK/labels-2" sft/train.jsonl sft/validation.jsonl label_report.json
+fi
+want 2 || exit 0
 
 echo "== 2. triples: 1 worker vs 2 workers (one core each), ${LATENCY_MS} ms a request"
 PORT=$(free_port)

@@ -6,8 +6,9 @@ writes OUT_DIR/hotpot.json (the shared HotpotQA dev head, official JSON array) a
 OUT_DIR/musique.jsonl (the shared MuSiQue-Ans head, one record a line), together QUESTIONS
 questions: each sample repeated, in turn, until its file holds half of them. Every copy gets a
 unique id (`<id>-c<copy>`) and, from the second copy on, its question text ends with
-` (copy N)`, so no two questions give the same prompts: the label stage's duplicate removal
-does not skip the writing of their samples and the benchmark measures the whole stage.
+` (copy N)` (MuSiQue's sub-questions too), so no two questions give the same prompts: the
+label stage's duplicate removal does not skip the writing of their samples and the benchmark
+measures the whole stage.
 
 From the second copy on, the titles of a copy's context paragraphs end with ` (copy N)` too
 (HotpotQA supporting facts follow them; MuSiQue marks its support by paragraph index), so
@@ -49,6 +50,12 @@ def retitle_hotpot(r, suffix):
 
 def retitle_musique(r, suffix):
     r["paragraphs"] = [{**p, "title": p["title"] + suffix} for p in r["paragraphs"]]
+    # The sub-questions too: HANRAG's refiner and ending samples are built from them, and
+    # copies sharing them would make exact duplicates (a third of all samples at 100,000
+    # questions), far more than a real dataset holds.
+    r["question_decomposition"] = [
+        {**d, "question": d["question"] + suffix} for d in r.get("question_decomposition", [])
+    ]
 
 
 def main(out_dir: str, questions: int, shared_contexts: bool) -> None:

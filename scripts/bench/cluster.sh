@@ -12,6 +12,9 @@ run_job() {
   local name=$1 workers=$2 pipeline=$3 out=$4; shift 4
   local port; port=$(free_port)
   rm -rf "$WORK/state-$name" "$out"
+  # The previous job's writes flushed first: a job of gigabytes leaves enough dirty pages for
+  # the kernel to throttle the next job's writers while it writes them back.
+  sync
   "$BIN" --quiet coordinator --listen "127.0.0.1:$port" --state "$WORK/state-$name" \
     > "$WORK/$name-coordinator.log" 2>&1 &
   local coord=$!; PIDS+=("$coord")

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use distillery_core::SftSample;
 use distillery_core::id::shard_of;
 use distillery_core::summary::ManifestFile;
+use object_store::ObjectStoreExt;
 use object_store::buffered::BufWriter;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
@@ -256,10 +257,23 @@ pub fn dataset_info(splits: &[(&str, &str)]) -> Value {
 }
 
 /// A text file (JSONL, JSON) written through object_store under the staging directory.
+/// The buffer of a [`TextFile`], and the reads of [`TextFile::copy_from`]: 8 MiB for an object
+/// store (each buffer is a part of a multipart upload, at least 5 MiB on S3); 256 KiB on
+/// local disk, where a buffer that stays in the CPU's cache copies several times faster (the
+/// label merge's 3.4 GB of JSONL took 8.6 s with 8 MiB chunks, 6.3 s streamed).
+fn chunk_bytes(out: &Location) -> usize {
+    if out.local_dir.is_some() {
+        256 << 10
+    } else {
+        8 << 20
+    }
+}
+
 pub struct TextFile {
     rel: String,
     show: String,
     writer: BufWriter,
+    chunk: u64,
     lines: u64,
     bytes: u64,
 }
@@ -267,10 +281,12 @@ pub struct TextFile {
 impl TextFile {
     pub fn new(out: &Location, staging: &str, rel: &str) -> TextFile {
         let path = out.path(&format!("{staging}/{rel}"));
+        let chunk = chunk_bytes(out);
         TextFile {
             rel: rel.to_string(),
             show: out.show(rel),
-            writer: BufWriter::with_capacity(out.store.clone(), path, 8 << 20),
+            writer: BufWriter::with_capacity(out.store.clone(), path, chunk),
+            chunk: chunk as u64,
             lines: 0,
             bytes: 0,
         }
@@ -294,6 +310,36 @@ impl TextFile {
             .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
         self.lines += lines;
         self.bytes += text.len() as u64;
+        Ok(())
+    }
+
+    /// Appends the whole staged file `rel` (`bytes` long, `rows` lines) by ranged reads of
+    /// the buffer's size ([`chunk_bytes`]), where a streamed read of a local file goes 8 KiB
+    /// at a time.
+    pub async fn copy_from(
+        &mut self,
+        out: &Location,
+        rel: &str,
+        bytes: u64,
+        rows: u64,
+    ) -> Result<(), ExecError> {
+        let path = out.path(rel);
+        let mut at = 0;
+        while at < bytes {
+            let end = (at + self.chunk).min(bytes);
+            let chunk = out
+                .store
+                .get_range(&path, at..end)
+                .await
+                .map_err(|e| ExecError::store(out.show(rel), e))?;
+            self.writer
+                .write_all(&chunk)
+                .await
+                .map_err(|e| ExecError::output(&self.show, e.to_string()))?;
+            at = end;
+        }
+        self.bytes += bytes;
+        self.lines += rows;
         Ok(())
     }
 

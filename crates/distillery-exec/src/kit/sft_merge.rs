@@ -11,8 +11,10 @@
 //!    lines;
 //! 2. each shard's JSONL files are copied into `<dir>/train.jsonl` / `validation.jsonl` in
 //!    plan order, losers left out, and each `sft` part that holds a loser is rewritten
-//!    without it (the rewritten part replaces the shard task's at publish). With one shard
-//!    task and no duplicate its files are published as they are (no copy).
+//!    without it (the rewritten part replaces the shard task's at publish). A shard's ledger
+//!    is read first to find its losers: a shard without one (the common case) has its files
+//!    copied whole in big chunks, not line by line. With one shard task and no duplicate its
+//!    files are published as they are (no copy).
 //!
 //! Memory: one entry (content hash → winner) per distinct sample, about 48 bytes.
 
@@ -292,14 +294,42 @@ pub(crate) async fn merge_sft(
         let mut line = Vec::new();
         for s in shards {
             let head: Head = read_head(out, &ledger(s, LEDGER_HEAD)).await?;
+            let rel = ledger(s, LEDGER);
+            let show = out.show(&rel);
+            // Which of the shard's samples lose (their indices in its ledger, ascending;
+            // duplicates are rare), the kept ones counted.
+            let (mut lose, mut index) = (Vec::new(), 0u64);
+            each_line(out, &rel, |buf| {
+                let (h, e) = parse_entry(buf, &show)?;
+                if winner.get(&h) == Some(&id_key(&e.id)) && emitted.insert(h) {
+                    summary.add(&format!("samples.{}", e.task), 1);
+                    summary.add(&format!("samples.{}", e.split), 1);
+                    summary.records_out += 1;
+                } else {
+                    lose.push(index);
+                }
+                index += 1;
+                Ok(())
+            })
+            .await?;
+            if lose.is_empty() {
+                // Every line is kept: the shard's files are copied whole, in big chunks.
+                for (i, split) in splits.iter().enumerate() {
+                    let path = format!("{dir}/{split}.jsonl");
+                    if let Some(f) = s.output.intermediate.iter().find(|f| f.path == path) {
+                        files[i]
+                            .copy_from(out, &ledger(s, &path), f.bytes, f.rows)
+                            .await?;
+                    }
+                }
+                continue;
+            }
             // Opened when the ledger first names a sample of their split.
             let mut readers: [Option<LineReader>; 2] = [None, None];
             let mut rows = vec![0u64; head.parts.len()];
             let mut losers: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
-            let rel = ledger(s, LEDGER);
-            let show = out.show(&rel);
             let mut r = LineReader::open(out, &rel).await?;
-            let mut buf = Vec::new();
+            let (mut buf, mut index, mut next_loser) = (Vec::new(), 0u64, lose.iter().peekable());
             loop {
                 buf.clear();
                 let n = r
@@ -310,7 +340,7 @@ pub(crate) async fn merge_sft(
                 if n == 0 {
                     break;
                 }
-                let (h, e) = parse_entry(&buf, &show)?;
+                let (_, e) = parse_entry(&buf, &show)?;
                 let i = usize::from(e.split == "validation");
                 if readers[i].is_none() {
                     let rel = ledger(s, &format!("{dir}/{}.jsonl", splits[i]));
@@ -321,18 +351,16 @@ pub(crate) async fn merge_sft(
                 let row = rows
                     .get_mut(e.p as usize)
                     .ok_or_else(|| ExecError::Task(format!("{show}: no part {}", e.p)))?;
-                let keep = winner.get(&h) == Some(&id_key(&e.id)) && emitted.insert(h);
-                if keep {
+                if next_loser.peek() == Some(&&index) {
+                    next_loser.next();
+                    losers.entry(e.p).or_default().push(*row);
+                } else {
                     let text = std::str::from_utf8(&line)
                         .map_err(|err| ExecError::Task(format!("{}: {err}", reader.show)))?;
                     files[i].write(text).await?;
-                    summary.add(&format!("samples.{}", e.task), 1);
-                    summary.add(&format!("samples.{}", e.split), 1);
-                    summary.records_out += 1;
-                } else {
-                    losers.entry(e.p).or_default().push(*row);
                 }
                 *row += 1;
+                index += 1;
             }
             for (p, rows) in losers {
                 let rel = &head.parts[p as usize];
