@@ -38,8 +38,10 @@ pub mod pb {
     tonic::include_proto!("distillery.v1");
 }
 
-/// The protocol version checked at registration.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The protocol version checked at registration. 2: a stage task carries the files its
+/// stage reads besides the inputs (`TaskDef::side`), which a worker of version 1 would
+/// ignore.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Errors of the cluster runtime.
 #[derive(Debug, thiserror::Error)]

@@ -19,10 +19,12 @@
 //!   value and [`CacheEntry::rejected`] set. A hit on it returns the same
 //!   [`LlmError::Http`] error as the call did, without calling. Errors that may pass (429,
 //!   5xx, timeouts, broken answers) are never kept. A refusal records the model's context
-//!   length when it was refused ([`Client::context_tokens`], asked once per client); a hit
-//!   on it asks the context again (one `GET /models` per client, no chat call) and, when the
-//!   context has grown since, asks the request again and overwrites the entry with what the
-//!   server says now ([`CacheStats::stale_refusals`]). A refusal made without a known
+//!   length when it was refused ([`Client::context_tokens_once`]); a hit on it asks the
+//!   context again (one `GET /models` per client, no chat call; a server that does not
+//!   answer leaves the refusal standing) and, when the context has grown since, asks the
+//!   request again and overwrites the entry with what the server says now
+//!   ([`CacheStats::stale_refusals`]; with workers behind servers of different contexts
+//!   sharing one cache, the last writer's answer stays). A refusal made without a known
 //!   context stays until the entry is deleted or a part of the key changes (the model
 //!   revision, the template, the request).
 //! - [`ResponseCache::get_many`] looks keys up concurrently, for batches.
@@ -138,9 +140,9 @@ async fn refusal_stands(client: &Client, r: &Rejected) -> bool {
     let Some(then) = r.context_tokens else {
         return true;
     };
-    match client.context_tokens().await {
-        Ok(Some(now)) => now <= then,
-        _ => true,
+    match client.context_tokens_once().await {
+        Some(now) => now <= then,
+        None => true,
     }
 }
 
@@ -331,7 +333,7 @@ pub async fn cached_chat(
                 ..
             } = &e
             {
-                let context_tokens = client.context_tokens().await.ok().flatten();
+                let context_tokens = client.context_tokens_once().await;
                 let entry = CacheEntry {
                     key,
                     raw: message.clone(),

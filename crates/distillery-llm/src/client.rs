@@ -211,6 +211,8 @@ pub struct Client {
     stats: Arc<ClientStats>,
     /// The server's `max_model_len` of the model, asked once.
     model_len: Arc<OnceCell<Option<u64>>>,
+    /// [`Client::context_tokens`], or `None` when it could not be asked, once.
+    context_once: Arc<OnceCell<Option<u64>>>,
 }
 
 impl Client {
@@ -230,6 +232,7 @@ impl Client {
             config: Arc::new(config),
             stats: Arc::new(ClientStats::default()),
             model_len: Arc::new(OnceCell::new()),
+            context_once: Arc::new(OnceCell::new()),
         })
     }
 
@@ -249,6 +252,7 @@ impl Client {
             permits: self.permits.clone(),
             stats: self.stats.clone(),
             model_len: Arc::new(OnceCell::new()),
+            context_once: Arc::new(OnceCell::new()),
         }
     }
 
@@ -642,6 +646,16 @@ impl Client {
 }
 
 impl Client {
+    /// [`Client::context_tokens`] asked at most once per client: an error (a server that
+    /// does not answer) counts as unknown for the client's lifetime instead of being retried
+    /// on every call. For checks that may go without it (a kept refusal's).
+    pub async fn context_tokens_once(&self) -> Option<u64> {
+        *self
+            .context_once
+            .get_or_init(|| async { self.context_tokens().await.ok().flatten() })
+            .await
+    }
+
     /// The model's context length (prompt + answer tokens): the configured
     /// [`LlmConfig::context_tokens`] when set, else [`Client::max_model_len`].
     pub async fn context_tokens(&self) -> Result<Option<u64>, LlmError> {

@@ -17,7 +17,10 @@
 //! are kept in the response cache (their key: the passage's requests, the model, its
 //! revision, `max_tokens` and `context_tokens`), so a rerun cuts the same way without
 //! counting, and a passage whose whole request is in the cache (answered) is taken whole
-//! without asking anything: a rerun needs neither `/models` nor `/tokenize`.
+//! without asking anything: a rerun needs no `/tokenize` (and no `/models`, unless a kept
+//! refusal asks whether the context grew). An estimate ([`Fitter::estimating`]) cuts as the
+//! run would but keeps nothing: a cut made while the server did not count tokens must not
+//! decide the run's.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -51,6 +54,8 @@ pub struct Fitter {
     pub counted_tokenize: AtomicU64,
     /// Prompts counted at 4 characters a token.
     pub counted_chars: AtomicU64,
+    /// Whether new cuts are kept in the cache (not by an estimate).
+    keep: bool,
 }
 
 /// A chat's tokens at 4 characters a token.
@@ -80,6 +85,16 @@ impl Fitter {
             server_counts: AtomicBool::new(true),
             counted_tokenize: AtomicU64::new(0),
             counted_chars: AtomicU64::new(0),
+            keep: true,
+        }
+    }
+
+    /// A fitter for an estimate: it reads kept cuts and cuts as [`Fitter::new`]'s does, but
+    /// keeps no new cut (see the module docs).
+    pub fn estimating(extractor: Extractor) -> Fitter {
+        Fitter {
+            keep: false,
+            ..Fitter::new(extractor)
         }
     }
 
@@ -121,6 +136,9 @@ impl Fitter {
         let spans = self.plan(p, context).await?;
         if spans.len() <= 1 {
             return whole();
+        }
+        if !self.keep {
+            return Ok(p.pieces(&spans));
         }
         let raw = json!(spans.iter().map(|&(a, b)| [a, b]).collect::<Vec<_>>());
         cache

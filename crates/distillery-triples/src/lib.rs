@@ -384,7 +384,8 @@ impl Extractor {
     /// NER, then OpenIE over the passage and its entities. A request the server rejects as
     /// it is ([`LlmError::is_rejection`], e.g. a passage longer than the model's context) is
     /// an [`Extraction::Invalid`] of that passage (`rejected`, with the template refused),
-    /// not an error; the cache keeps the refusal, so a rerun gets it without a call.
+    /// not an error; the cache keeps the refusal, so a rerun gets it without a chat call
+    /// unless the model's context has grown since ([`distillery_llm::cached_chat`]).
     pub async fn extract(&self, passage: &Passage) -> Result<Extraction, ExtractError> {
         let refused = |template: &'static str, e: LlmError| match e {
             LlmError::Http { ref message, .. } if e.is_rejection() => Ok(Extraction::Invalid {

@@ -256,11 +256,10 @@ pub fn dataset_info(splits: &[(&str, &str)]) -> Value {
     Value::Object(o)
 }
 
-/// A text file (JSONL, JSON) written through object_store under the staging directory.
 /// The buffer of a [`TextFile`], and the reads of [`TextFile::copy_from`]: 8 MiB for an object
 /// store (each buffer is a part of a multipart upload, at least 5 MiB on S3); 256 KiB on
-/// local disk, where a buffer that stays in the CPU's cache copies several times faster (the
-/// label merge's 3.4 GB of JSONL took 8.6 s with 8 MiB chunks, 6.3 s streamed).
+/// local disk, where a buffer that stays in the CPU's cache copies several times faster
+/// (docs/benchmarks.md, "Scale-out").
 fn chunk_bytes(out: &Location) -> usize {
     if out.local_dir.is_some() {
         256 << 10
@@ -269,6 +268,7 @@ fn chunk_bytes(out: &Location) -> usize {
     }
 }
 
+/// A text file (JSONL, JSON) written through object_store under the staging directory.
 pub struct TextFile {
     rel: String,
     show: String,

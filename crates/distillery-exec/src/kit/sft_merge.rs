@@ -5,7 +5,7 @@
 //! `<dir>/validation.jsonl` and, per sample, one line of a ledger ([`LedgerWriter`]): the
 //! sample's content hash, its id, its split and task, and the `sft` part (and so the row)
 //! holding it. Shard tasks remove no duplicates themselves. The merge task ([`merge_sft`])
-//! reads every ledger twice, in plan order:
+//! reads the ledgers in plan order, in two passes:
 //! 1. the winner of each content hash is the sample with the smallest id hash: a rule that
 //!    does not depend on which task saw which sample first, so 1, 4 or 16 tasks keep the same
 //!    lines;
@@ -13,8 +13,9 @@
 //!    plan order, losers left out, and each `sft` part that holds a loser is rewritten
 //!    without it (the rewritten part replaces the shard task's at publish). A shard's ledger
 //!    is read first to find its losers: a shard without one (the common case) has its files
-//!    copied whole in big chunks, not line by line. With one shard task and no duplicate its
-//!    files are published as they are (no copy).
+//!    copied whole, not line by line; one with losers has its ledger read once more, with
+//!    its files, line by line. With one shard task and no duplicate its files are published
+//!    as they are (no copy).
 //!
 //! Memory: one entry (content hash → winner) per distinct sample, about 48 bytes.
 

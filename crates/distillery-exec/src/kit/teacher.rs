@@ -210,6 +210,10 @@ impl Teacher {
         s.add("llm.calls", cs.misses.load(Ordering::Relaxed));
         s.add("llm.cache_hits", cs.hits.load(Ordering::Relaxed));
         s.add("llm.reparsed", cs.reparsed.load(Ordering::Relaxed));
+        let stale = cs.stale_refusals.load(Ordering::Relaxed);
+        if stale > 0 {
+            s.add("llm.stale_refusals", stale);
+        }
         s.add("llm.retries", retries);
         s.add("llm.failures", failures);
         s.add("llm.tokens_in", tokens_in);

@@ -1007,7 +1007,20 @@ async fn load_decontamination(
     side: &[SideFile],
 ) -> Result<Decontaminator, ExecError> {
     let mut d = Decontaminator::default();
-    for file in side.iter().filter(|f| f.option == "decontaminate") {
+    let files: Vec<&SideFile> = side
+        .iter()
+        .filter(|f| f.option == "decontaminate")
+        .collect();
+    // Planning fails on a pattern that matches nothing, so no file means a task planned
+    // without them (by a coordinator that does not ship side files): never label unchecked.
+    if files.is_empty() && !opts.decontaminate.is_empty() {
+        return Err(ExecError::Task(
+            "the task carries no `decontaminate` files although the stage names some: it was \
+             planned by an older coordinator; resubmit the job"
+                .into(),
+        ));
+    }
+    for file in files {
         let given = opts
             .decontaminate_formats
             .get(file.index)
@@ -1437,6 +1450,21 @@ mod tests {
     use crate::kit::jsonl::{dataset_info, jsonl_line, split_of};
     use distillery_core::Message;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn a_task_without_the_planned_evaluation_files_fails() {
+        let opts = LabelOptions {
+            decontaminate: vec!["/evals/*.json".into()],
+            ..LabelOptions::default()
+        };
+        let Err(e) = load_decontamination(&opts, &[]).await else {
+            panic!("a task without its evaluation files ran");
+        };
+        assert!(e.to_string().contains("older coordinator"), "{e}");
+        // Without `decontaminate`, no side file is needed.
+        let none = load_decontamination(&LabelOptions::default(), &[]).await;
+        assert_eq!(none.unwrap().len(), 0);
+    }
 
     fn sample(user: &str) -> SftSample {
         SftSample {

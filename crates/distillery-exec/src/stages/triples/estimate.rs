@@ -206,9 +206,9 @@ pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
     let local = local.as_ref();
     let client = &teacher.client;
     // Passages too long for the context are projected as the pieces the run cuts them into
-    // (the same fitter; its cuts are kept in the cache, where the run finds them), while the
-    // server counts tokens or `llm.context_tokens` is set.
-    let fitter = Fitter::new(extractor.clone());
+    // (the run's cuts when the cache has them; new cuts are not kept), while the server
+    // counts tokens or `llm.context_tokens` is set.
+    let fitter = Fitter::estimating(extractor.clone());
     let mut fitting = true;
     let (mut prompt_sample, mut pieces_sample) = (0u64, 0u64);
     for ps in &sampled {

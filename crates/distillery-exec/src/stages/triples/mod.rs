@@ -15,9 +15,10 @@
 //! (inside a sentence only when one sentence alone does not fit), and each piece is extracted
 //! as a passage of its own (its own cache keys, its own export line); its rows keep the
 //! document's provenance. The cuts are kept in the response cache, so a rerun cuts the same
-//! way without asking the server anything (see `distillery_triples::fit`). A request the server still refuses
+//! way without counting (see `distillery_triples::fit`). A request the server still refuses
 //! as it is (400, 413, 422) quarantines its passage or piece (`llm_rejected`), and the cache
-//! keeps the refusal, so a rerun quarantines it again without a call.
+//! keeps the refusal with the context it was refused under, so a rerun quarantines it again
+//! without a chat call (asking the context once), unless the context has grown since.
 //!
 //! - `triples/part-SSSSS-INPUT@STAGE-NNNN.parquet` (the documents part's shard, and its tag
 //!   with the stage name, [`stage_tag`], so nothing of the input is overwritten): one row
