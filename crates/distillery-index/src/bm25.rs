@@ -376,6 +376,30 @@ mod tests {
         }
     }
 
+    /// `old` built into `v1`, copied to `v2` and updated there (`deleted` out, `added` in);
+    /// `full` is a path for the rebuild to compare with.
+    fn versions(
+        old: &[Passage],
+        deleted: &[&Passage],
+        added: &[&Passage],
+    ) -> (
+        tempfile::TempDir,
+        std::path::PathBuf,
+        std::path::PathBuf,
+        std::path::PathBuf,
+    ) {
+        let tmp = tempfile::tempdir().unwrap();
+        let (v1, v2, full) = (
+            tmp.path().join("v1"),
+            tmp.path().join("v2"),
+            tmp.path().join("full"),
+        );
+        build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
+        copy_dir(&v1, &v2);
+        update(&v2, deleted, added).unwrap();
+        (tmp, v1, v2, full)
+    }
+
     #[test]
     fn an_update_answers_as_a_rebuild_does() {
         let old = [
@@ -390,15 +414,7 @@ mod tests {
             p("d", "Graz", "Graz is a city in Styria."),
             p("e", "Linz", "Linz lies on the Danube in Austria."),
         ];
-        let tmp = tempfile::tempdir().unwrap();
-        let (v1, v2, full) = (
-            tmp.path().join("v1"),
-            tmp.path().join("v2"),
-            tmp.path().join("full"),
-        );
-        build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
-        copy_dir(&v1, &v2);
-        update(&v2, &[&old[0], &old[2]], &[&new[0], &new[3]]).unwrap();
+        let (_tmp, v1, v2, full) = versions(&old, &[&old[0], &old[2]], &[&new[0], &new[3]]);
         // Two of five documents deleted: past a fifth, so the update merged.
         assert!(!v2.join(DELETED).exists());
         build(&full, &new.iter().collect::<Vec<_>>()).unwrap();
@@ -450,15 +466,8 @@ mod tests {
         );
         new.remove(7);
         new.push(p("p99", "Place 99", "A new lake town by the forest hill."));
-        let tmp = tempfile::tempdir().unwrap();
-        let (v1, v2, full) = (
-            tmp.path().join("v1"),
-            tmp.path().join("v2"),
-            tmp.path().join("full"),
-        );
-        build(&v1, &old.iter().collect::<Vec<_>>()).unwrap();
-        copy_dir(&v1, &v2);
-        update(&v2, &[&old[3], &old[7]], &[&new[3], new.last().unwrap()]).unwrap();
+        let (tmp, _, v2, full) =
+            versions(&old, &[&old[3], &old[7]], &[&new[3], new.last().unwrap()]);
         // Two of 26 documents deleted: no merge, the old segment stays.
         assert!(v2.join(DELETED).exists());
         let metas = Index::open_in_dir(&v2)
