@@ -12,7 +12,8 @@
 #    cache, RAYON_NUM_THREADS=1) vs sentence-transformers (CPU torch, batch 32, one thread) on
 #    the same EMBED_PASSAGES passages.
 #    Needs DISTILLERY_EMBED_MODEL; the baseline needs a python with sentence_transformers
-#    (BENCH_ST_PYTHON, default python3).
+#    (BENCH_ST_PYTHON, default python3). The model alone: the `embed_bench` example of
+#    distillery-embed; on a GPU: scripts/bench-embed-gpu.sh.
 #    (DISTILLERY_BIN runs another binary instead of building a release one; BENCH_SECTIONS=13
 #    runs sections 1 and 3 only.)
 # 3. Nightly: day 1 built, then day 2 (1% of the pages edited) built incrementally, vs a full

@@ -5,9 +5,12 @@
                                     the first paragraph of every 100th page (1%)
   bm25s PASSAGES.parquet            seconds bm25s takes to tokenize and index the passages
                                     (title + text, lucene BM25, k1 1.2, b 0.75)
-  st MODEL PASSAGES BATCH           seconds sentence-transformers (CPU torch) takes to embed
-                                    the passages as the index does (title, newline, text);
-                                    PASSAGES: .parquet, or .json (a list of those texts)
+  st MODEL PASSAGES BATCH [DEVICE [OUT.f32]]
+                                    seconds sentence-transformers takes to embed the
+                                    passages as the index does (title, newline, text);
+                                    PASSAGES: .parquet, or .json (a list of those texts);
+                                    DEVICE cpu (one thread, the default) or cuda; OUT gets
+                                    the unit vectors as little-endian f32
   recall BIN ROOT HOTPOT.json       recall@10 of the supporting paragraphs: `distillery
                                     search` on ROOT against bm25s on ROOT's passages
 """
@@ -70,17 +73,24 @@ def bm25s_build(path: str) -> None:
     print(f"{time.perf_counter() - t:.3f} {len(corpus)}")
 
 
-def st(model: str, path: str, batch: int) -> None:
+def st(model: str, path: str, batch: int, device: str = "cpu", out: str = "") -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    torch.set_num_threads(1)
+    if device == "cpu":
+        torch.set_num_threads(1)
     _, corpus = texts(path)
-    m = SentenceTransformer(model, device="cpu")
+    m = SentenceTransformer(model, device=device)
     m.encode(corpus[:batch], batch_size=batch)  # warm-up
+    if device != "cpu":
+        torch.cuda.synchronize()
     t = time.perf_counter()
-    m.encode(corpus, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
+    v = m.encode(corpus, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
+    if device != "cpu":
+        torch.cuda.synchronize()
     print(f"{time.perf_counter() - t:.3f} {len(corpus)}")
+    if out:
+        v.astype("<f4").tofile(out)
 
 
 def recall(bin_: str, root: str, hotpot: str) -> None:
@@ -110,7 +120,7 @@ if __name__ == "__main__":
     elif cmd == "bm25s":
         bm25s_build(args[0])
     elif cmd == "st":
-        st(args[0], args[1], int(args[2]))
+        st(args[0], args[1], int(args[2]), *args[3:5])
     elif cmd == "recall":
         recall(args[0], args[1], args[2])
     else:

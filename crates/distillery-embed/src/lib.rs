@@ -12,15 +12,27 @@
 //! Nothing is downloaded. Weights are read into memory (no mmap: the workspace has no unsafe
 //! code).
 //!
-//! Dependencies: `candle-core`, `candle-nn`, `candle-transformers` (the BERT model and its
-//! safetensors loading; their `cuda` features behind ours), `tokenizers` (the model's own
-//! `tokenizer.json`), `twox-hash` (the revision of weights outside the Hugging Face cache).
+//! The encoder is our own `bert` module (fused query/key/value, one matrix product per
+//! projection, a vectorised exact GELU on the CPU), faster on one core than
+//! candle-transformers' BERT, with the same vectors as sentence-transformers (figures in
+//! docs/benchmarks.md).
+//!
+//! Dependencies: `candle-core`, `candle-nn` (tensors, their CPU and CUDA kernels, safetensors
+//! loading; their `cuda` features behind ours), `candle-transformers` (the BERT `config.json`
+//! type), `gemm` (not called: its `x86-v4` feature gives candle's CPU matrix products their
+//! AVX-512 kernels), `tokenizers` (the model's own `tokenizer.json`), `twox-hash` (the revision
+//! of weights outside the Hugging Face cache).
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
+
+mod bert;
+mod gelu;
+
+use bert::Bert;
 use distillery_core::{ErrorKind, HasKind};
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
@@ -45,11 +57,9 @@ impl From<candle_core::Error> for EmbedError {
     }
 }
 
-/// Texts per forward pass on one CPU thread. Bigger batches allocate bigger tensors per op,
-/// whose pages the allocator takes and hands back each time: embedding 510 MiniLM passages on
-/// one core and one thread took 24.4 s in passes of 1 or 2, 27.5 s of 4, 31.7 s of 8 and
-/// 42.0 s of 32; with candle's two threads on that core, passes of 2 took 59.9 s
-/// (docs/benchmarks.md).
+/// Texts per forward pass on one CPU thread. Bigger passes allocate bigger tensors per op,
+/// whose pages the allocator takes and hands back each time, and are slower per text; passes
+/// of 1 and 2 are the fastest (docs/benchmarks.md, "Where candle's embedding time goes").
 pub const CPU_BATCH: usize = 2;
 
 /// Longest input in tokens when the model does not say (sentence-transformers' MiniLM value).
@@ -108,7 +118,7 @@ impl Pooling {
 
 /// A BERT sentence embedder.
 pub struct Embedder {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
     device: Device,
     pub dir: PathBuf,
@@ -215,7 +225,7 @@ impl Embedder {
         let dimension = config_hidden_size(&dir)?;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
-        let model = BertModel::load(vb, &config).map_err(|e| bad(format!("weights: {e}")))?;
+        let model = Bert::load(vb, &config).map_err(|e| bad(format!("weights: {e}")))?;
         Ok(Embedder {
             model,
             tokenizer,
@@ -269,8 +279,8 @@ impl Embedder {
             .collect::<Result<_, _>>()?;
         let ids = Tensor::stack(&ids, 0)?;
         let mask = Tensor::stack(&mask, 0)?;
-        let types = ids.zeros_like()?;
-        let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+        let padded = enc.iter().any(|e| e.get_attention_mask().contains(&0));
+        let hidden = self.model.forward(&ids, padded.then_some(&mask))?;
         let pooled = match self.pooling {
             Pooling::Mean => {
                 let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;

@@ -1,0 +1,198 @@
+//! The BERT encoder for inference, as Hugging Face's `BertModel` computes it (absolute
+//! positions, post-layer-norm), written for throughput rather than generality:
+//!
+//! - query, key and value are one fused projection (one matrix product instead of three);
+//! - every projection multiplies a `[tokens, hidden]` matrix, not a batch of per-text ones;
+//! - the attention softmax is candle's fused last-dimension op, and the padding mask is added
+//!   only when a pass has padding;
+//! - GELU is the vectorised exact one of [`crate::gelu`] on the CPU.
+//!
+//! The weights and their names are the checkpoint's own (`embeddings.*`, `encoder.layer.N.*`,
+//! under a `bert.` or `<model_type>.` prefix or none), read through candle's `VarBuilder`.
+
+use candle_core::{Result, Tensor};
+use candle_nn::{Embedding, LayerNorm, Module, VarBuilder};
+use candle_transformers::models::bert::{Config, HiddenAct};
+
+/// `x · Wᵀ + b` over the last dimension, as one matrix product over all leading dimensions.
+struct Linear {
+    weight_t: Tensor,
+    bias: Tensor,
+}
+
+impl Linear {
+    fn load(vb: VarBuilder, inputs: usize, outputs: usize) -> Result<Linear> {
+        let w = vb.get((outputs, inputs), "weight")?;
+        let b = vb.get(outputs, "bias")?;
+        Linear::new(&w, b)
+    }
+
+    fn new(weight: &Tensor, bias: Tensor) -> Result<Linear> {
+        Ok(Linear {
+            weight_t: weight.t()?.contiguous()?,
+            bias,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let dims = x.dims();
+        let (lead, last) = dims.split_at(dims.len() - 1);
+        let rows: usize = lead.iter().product();
+        let y = x
+            .reshape((rows, last[0]))?
+            .matmul(&self.weight_t)?
+            .broadcast_add(&self.bias)?;
+        let mut shape = lead.to_vec();
+        shape.push(self.bias.dim(0)?);
+        y.reshape(shape)
+    }
+}
+
+fn layer_norm(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
+    candle_nn::layer_norm(size, eps, vb)
+}
+
+struct Layer {
+    qkv: Linear,
+    attention_out: Linear,
+    attention_norm: LayerNorm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: LayerNorm,
+    heads: usize,
+    act: HiddenAct,
+}
+
+impl Layer {
+    fn load(vb: VarBuilder, c: &Config) -> Result<Layer> {
+        let h = c.hidden_size;
+        let att = vb.pp("attention");
+        let s = att.pp("self");
+        // Scores are (q·k)/√d: the scale is folded into the query's weights and bias.
+        let scale = 1.0 / ((h / c.num_attention_heads) as f64).sqrt();
+        let part = |name: &str, scaled: bool| -> Result<(Tensor, Tensor)> {
+            let w = s.pp(name).get((h, h), "weight")?;
+            let b = s.pp(name).get(h, "bias")?;
+            if scaled {
+                Ok(((w * scale)?, (b * scale)?))
+            } else {
+                Ok((w, b))
+            }
+        };
+        let (qw, qb) = part("query", true)?;
+        let (kw, kb) = part("key", false)?;
+        let (vw, vb_) = part("value", false)?;
+        let qkv = Linear::new(
+            &Tensor::cat(&[qw, kw, vw], 0)?,
+            Tensor::cat(&[qb, kb, vb_], 0)?,
+        )?;
+        Ok(Layer {
+            qkv,
+            attention_out: Linear::load(att.pp("output").pp("dense"), h, h)?,
+            attention_norm: layer_norm(att.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
+            intermediate: Linear::load(vb.pp("intermediate").pp("dense"), h, c.intermediate_size)?,
+            output: Linear::load(vb.pp("output").pp("dense"), c.intermediate_size, h)?,
+            output_norm: layer_norm(vb.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
+            heads: c.num_attention_heads,
+            act: c.hidden_act,
+        })
+    }
+
+    /// `x`: `[batch, tokens, hidden]`; `mask`: `[batch, 1, 1, tokens]`, 0 or the f32 minimum.
+    fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let (b, n, h) = x.dims3()?;
+        let d = h / self.heads;
+        let qkv = self
+            .qkv
+            .forward(x)?
+            .reshape((b, n, 3, self.heads, d))?
+            .permute((2, 0, 3, 1, 4))?
+            .contiguous()?;
+        let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
+        let mut scores = q.matmul(&k.t()?)?;
+        if let Some(m) = mask {
+            scores = scores.broadcast_add(m)?;
+        }
+        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let context = probs
+            .matmul(&v)?
+            .transpose(1, 2)?
+            .contiguous()?
+            .reshape((b, n, h))?;
+        let attended = self
+            .attention_norm
+            .forward(&(self.attention_out.forward(&context)? + x)?)?;
+        let inner = self.intermediate.forward(&attended)?;
+        let inner = match self.act {
+            HiddenAct::Gelu => crate::gelu::gelu_erf(&inner)?,
+            HiddenAct::GeluApproximate => inner.gelu()?,
+            HiddenAct::Relu => inner.relu()?,
+        };
+        self.output_norm
+            .forward(&(self.output.forward(&inner)? + attended)?)
+    }
+}
+
+/// A BERT encoder: token ids in, the last layer's token vectors out.
+pub struct Bert {
+    words: Embedding,
+    positions: Embedding,
+    types: Embedding,
+    norm: LayerNorm,
+    layers: Vec<Layer>,
+}
+
+impl Bert {
+    /// Loads the weights under the checkpoint's root, `bert.`, or `<model_type>.`.
+    pub fn load(vb: VarBuilder, c: &Config) -> Result<Bert> {
+        let mut prefixes = vec![String::new(), "bert".to_string()];
+        prefixes.extend(c.model_type.clone());
+        let root = prefixes
+            .iter()
+            .map(|p| if p.is_empty() { vb.clone() } else { vb.pp(p) })
+            .find(|v| v.contains_tensor("embeddings.word_embeddings.weight"))
+            .unwrap_or_else(|| vb.clone());
+        let e = root.pp("embeddings");
+        let h = c.hidden_size;
+        Ok(Bert {
+            words: candle_nn::embedding(c.vocab_size, h, e.pp("word_embeddings"))?,
+            positions: candle_nn::embedding(
+                c.max_position_embeddings,
+                h,
+                e.pp("position_embeddings"),
+            )?,
+            types: candle_nn::embedding(c.type_vocab_size, h, e.pp("token_type_embeddings"))?,
+            norm: layer_norm(e.pp("LayerNorm"), h, c.layer_norm_eps)?,
+            layers: (0..c.num_hidden_layers)
+                .map(|i| Layer::load(root.pp(format!("encoder.layer.{i}")), c))
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// `ids`: `[batch, tokens]` (u32, token type 0 throughout); `mask`: the same shape, 1 for a
+    /// real token and 0 for padding, or `None` when the pass has no padding.
+    pub fn forward(&self, ids: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let (_, n) = ids.dims2()?;
+        let positions = Tensor::arange(0u32, n as u32, ids.device())?;
+        let types = Tensor::zeros(1, candle_core::DType::U32, ids.device())?;
+        let x = self
+            .words
+            .forward(ids)?
+            .broadcast_add(&self.types.forward(&types)?)?
+            .broadcast_add(&self.positions.forward(&positions)?)?;
+        let mut x = self.norm.forward(&x)?;
+        // Padding gets the f32 minimum added to its scores, as transformers does.
+        let mask = match mask {
+            Some(m) => Some(
+                ((m.to_dtype(candle_core::DType::F32)? - 1.0)? * f64::from(f32::MAX))?
+                    .unsqueeze(1)?
+                    .unsqueeze(1)?,
+            ),
+            None => None,
+        };
+        for layer in &self.layers {
+            x = layer.forward(&x, mask.as_ref())?;
+        }
+        Ok(x)
+    }
+}
