@@ -244,7 +244,8 @@ pub async fn build(
     embedder: Option<&dyn Embedder>,
     cache: Option<&EmbeddingCache>,
 ) -> Result<Built, IndexError> {
-    spool.flush()?;
+    // What the spool still holds stays in memory (at most `SPOOL_ROWS` passages, as while
+    // spooling): writing it out only to read it back cost a Parquet round trip of the corpus.
     let model = embedder.map(|e| e.model().clone());
     if spec.dense && embedder.is_none() {
         return Err(IndexError::Invalid(
