@@ -225,7 +225,8 @@ def check_container(t: Target, obj: dict, pod: dict, where: str, c: dict) -> Non
     cmdline = list(c.get("command") or []) + list(c.get("args") or [])
     if any(a == "--token" or a.startswith("--token=") for a in cmdline):
         t.fail(obj, f"{cname}: passes the token on the command line (use DISTILLERY_TOKEN from a Secret)")
-    is_distillery = last.split(":")[0].split("@")[0] == "distillery" or image.split(":")[0].endswith("/distillery")
+    base = last.split(":")[0].split("@")[0]
+    is_distillery = base in ("distillery", "distillery-cuda")
     if is_distillery:
         gets_token = any(e.get("name") == "DISTILLERY_TOKEN" and (e.get("valueFrom") or {}).get("secretKeyRef")
                          for e in c.get("env") or [])
