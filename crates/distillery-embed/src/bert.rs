@@ -48,10 +48,6 @@ impl Linear {
     }
 }
 
-fn layer_norm(vb: VarBuilder, size: usize, eps: f64) -> Result<LayerNorm> {
-    candle_nn::layer_norm(size, eps, vb)
-}
-
 struct Layer {
     qkv: Linear,
     attention_out: Linear,
@@ -89,10 +85,18 @@ impl Layer {
         Ok(Layer {
             qkv,
             attention_out: Linear::load(att.pp("output").pp("dense"), h, h)?,
-            attention_norm: layer_norm(att.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
+            attention_norm: candle_nn::layer_norm(
+                h,
+                c.layer_norm_eps,
+                att.pp("output").pp("LayerNorm"),
+            )?,
             intermediate: Linear::load(vb.pp("intermediate").pp("dense"), h, c.intermediate_size)?,
             output: Linear::load(vb.pp("output").pp("dense"), c.intermediate_size, h)?,
-            output_norm: layer_norm(vb.pp("output").pp("LayerNorm"), h, c.layer_norm_eps)?,
+            output_norm: candle_nn::layer_norm(
+                h,
+                c.layer_norm_eps,
+                vb.pp("output").pp("LayerNorm"),
+            )?,
             heads: c.num_attention_heads,
             act: c.hidden_act,
         })
@@ -162,7 +166,7 @@ impl Bert {
                 e.pp("position_embeddings"),
             )?,
             types: candle_nn::embedding(c.type_vocab_size, h, e.pp("token_type_embeddings"))?,
-            norm: layer_norm(e.pp("LayerNorm"), h, c.layer_norm_eps)?,
+            norm: candle_nn::layer_norm(h, c.layer_norm_eps, e.pp("LayerNorm"))?,
             layers: (0..c.num_hidden_layers)
                 .map(|i| Layer::load(root.pp(format!("encoder.layer.{i}")), c))
                 .collect::<Result<_>>()?,
