@@ -15,6 +15,7 @@ mod ras;
 mod relevance;
 #[path = "../support/stand_in.rs"]
 mod stand_in;
+mod subgraph;
 mod triples;
 
 use std::path::{Path, PathBuf};

@@ -20,11 +20,12 @@ pub enum TableKind {
     Labels,
     Sft,
     Quarantine,
+    Subgraphs,
 }
 
 impl TableKind {
     /// All tables, in the order outputs list them.
-    pub const ALL: [TableKind; 9] = [
+    pub const ALL: [TableKind; 10] = [
         TableKind::Documents,
         TableKind::Tables,
         TableKind::Triples,
@@ -34,6 +35,7 @@ impl TableKind {
         TableKind::Labels,
         TableKind::Sft,
         TableKind::Quarantine,
+        TableKind::Subgraphs,
     ];
 
     /// The table's name: its directory in an output and its SQL table name in `inspect`.
@@ -48,6 +50,7 @@ impl TableKind {
             TableKind::Labels => "labels",
             TableKind::Sft => "sft",
             TableKind::Quarantine => "quarantine",
+            TableKind::Subgraphs => "subgraphs",
         }
     }
 
@@ -205,6 +208,50 @@ pub struct Entity {
     pub label: Option<String>,
     pub description: Option<String>,
     pub aliases: Vec<String>,
+}
+
+/// One edge of a question's KG subgraph (the `subgraph` stage): an edge of the knowledge
+/// graph that touches a node within `hops - 1` hops of one of the question's topic entities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SubgraphEdge {
+    /// Stable id of (stage, question record id, triple id).
+    pub id: String,
+    /// The question's record id (`questions.id`).
+    pub question_id: String,
+    /// The KG's own entity key of the subject (a Freebase mid, a Wikidata QID, a MetaQA name).
+    pub subject: String,
+    pub relation: String,
+    pub object: String,
+    /// `entity`, or `literal`/`iri` for an edge kept with the stage's `literals` option.
+    pub object_kind: String,
+    /// 1 for an edge touching a topic entity, `h` for one whose nearer end is `h - 1` hops
+    /// from the nearest topic entity.
+    pub hop: u32,
+    pub subject_name: Option<String>,
+    pub object_name: Option<String>,
+    /// The KG edge's `triples.id`.
+    pub triple_id: String,
+    /// The dataset the edge came from (`freebase`, `wikidata`, `fb15k`, ...).
+    pub source: String,
+}
+
+impl SubgraphEdge {
+    /// The edge as a triple of the question's own subgraph (`source` = the question id), the
+    /// form its HSEQ segments encode and `hseq verify` decodes back.
+    pub fn edge_triple(&self) -> Triple {
+        Triple {
+            id: self.triple_id.clone(),
+            dataset: self.source.clone(),
+            source: self.question_id.clone(),
+            subject: self.subject.clone(),
+            predicate: self.relation.clone(),
+            object: self.object.clone(),
+            object_kind: self.object_kind.clone(),
+            subject_name: self.subject_name.clone(),
+            object_name: self.object_name.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// A piece of gold evidence of a question.
@@ -497,6 +544,7 @@ pub enum Record {
     Label(LabelRecord),
     Sft(SftSample),
     Quarantine(QuarantineRecord),
+    Subgraph(SubgraphEdge),
 }
 
 impl Record {
@@ -511,6 +559,7 @@ impl Record {
             Record::Label(_) => TableKind::Labels,
             Record::Sft(_) => TableKind::Sft,
             Record::Quarantine(_) => TableKind::Quarantine,
+            Record::Subgraph(_) => TableKind::Subgraphs,
         }
     }
 
@@ -526,6 +575,7 @@ impl Record {
             Record::Label(r) => &r.id,
             Record::Sft(r) => &r.id,
             Record::Quarantine(r) => &r.id,
+            Record::Subgraph(r) => &r.id,
         }
     }
 }

@@ -53,6 +53,7 @@ fn schemas() -> &'static Schemas {
                 TableKind::Labels => trace::<LabelRecord>("labels"),
                 TableKind::Sft => trace::<SftSample>("sft"),
                 TableKind::Quarantine => trace::<QuarantineRecord>("quarantine"),
+                TableKind::Subgraphs => trace::<SubgraphEdge>("subgraphs"),
             };
             let schema = Arc::new(Schema::new(f.clone()));
             fields.push((t, f, schema));
@@ -247,6 +248,7 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
         TableKind::Labels => conv!(Label),
         TableKind::Sft => conv!(Sft),
         TableKind::Quarantine => conv!(Quarantine),
+        TableKind::Subgraphs => conv!(Subgraph),
     }
 }
 
@@ -288,6 +290,10 @@ pub fn batch_to_records(t: TableKind, batch: &RecordBatch) -> Result<Vec<Record>
         TableKind::Quarantine => from_batch::<QuarantineRecord>(t, batch)?
             .into_iter()
             .map(Record::Quarantine)
+            .collect(),
+        TableKind::Subgraphs => from_batch::<SubgraphEdge>(t, batch)?
+            .into_iter()
+            .map(Record::Subgraph)
             .collect(),
     })
 }

@@ -161,6 +161,7 @@ const ID_COLUMNS: &[(TableKind, &[&str])] = &[
     (TableKind::Labels, &["id"]),
     (TableKind::Sft, &["id"]),
     (TableKind::Quarantine, &["id"]),
+    (TableKind::Subgraphs, &["id"]),
 ];
 
 fn column(path: &[&str]) -> ColumnPath {

@@ -3,7 +3,7 @@
 //!
 //! Each segments part `segments/part-SSSSS-TAG` is walked in lockstep with the source parts of
 //! the same shard and tag (documents, then tables, then triples: the order the stage wrote
-//! them). Segments are grouped by root (`document`, `table`, `subgraph`); each group is
+//! them; a `subgraph` stage's `subgraphs` rows, as the triples of each question's subgraph). Segments are grouped by root (`document`, `table`, `subgraph`); each group is
 //! checked against the next source record(s). Memory is bounded by one group.
 
 use std::collections::BTreeMap;
@@ -81,6 +81,7 @@ async fn records_of(
     Ok(Box::pin(
         s.map(move |b| {
             b.and_then(|b| batch_to_records(table, &b).map_err(ExecError::from))
+                .map(|v| v.into_iter().map(subgraph_as_triple).collect::<Vec<_>>())
                 .map(|v| futures::stream::iter(v.into_iter().map(Ok)))
         })
         .map(|r| match r {
@@ -89,6 +90,14 @@ async fn records_of(
         })
         .flatten(),
     ))
+}
+
+/// A `subgraphs` row is checked as the triple its segments encode.
+fn subgraph_as_triple(r: Record) -> Record {
+    match r {
+        Record::Subgraph(e) => Record::Triple(e.edge_triple()),
+        other => other,
+    }
 }
 
 /// Verifies a published output.
@@ -107,7 +116,10 @@ pub async fn verify_output(url: &str) -> Result<VerifyReport, ExecError> {
             };
             match table {
                 TableKind::Segments => segment_parts.push((shard, tag, f.path.clone())),
-                TableKind::Documents | TableKind::Tables | TableKind::Triples => sources
+                TableKind::Documents
+                | TableKind::Tables
+                | TableKind::Triples
+                | TableKind::Subgraphs => sources
                     .entry((shard, tag))
                     .or_default()
                     .push((table, f.path.clone())),

@@ -16,6 +16,7 @@ pub mod label;
 pub mod planner;
 pub mod ras;
 pub mod relevance;
+pub mod subgraph;
 pub mod triples;
 
 use distillery_core::TableKind;
@@ -43,6 +44,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &relevance::Relevance,
     &ras::Ras,
     &index::IndexStage,
+    &subgraph::SubgraphStage,
 ];
 
 /// What a stage's task gets to run with.

@@ -1,0 +1,638 @@
+//! The `subgraph` stage: for every question of its QA inputs, the k-hop neighbourhood of its
+//! topic entities in the knowledge graph of the input named by `kg`, as Hydra (seed 004)
+//! explores Freebase and Wikidata, without a SPARQL server.
+//!
+//! A task takes one shard of the questions and walks all of their topic entities at once
+//! ([`walk`]): one pass over the KG's `triples` parts per hop, each edge looked up in the
+//! frontier of every question, so the KG is read `hops` times whatever the number of
+//! questions, never once per entity. Edges are followed in both directions, level by level:
+//! a question's subgraph holds every edge that touches a node within `hops - 1` hops of one of
+//! its topic entities. Hydra's filter is the default: relations `type.object.type`,
+//! `type.object.name`, `common.*`, `freebase.*` and `*sameAs*` are not followed, `g.` nodes
+//! are not reached (Hydra keeps `m.` entities), and literal objects are left out (`literals`
+//! keeps them as leaves). Keys match across Freebase's `m.0abc` and FB15k's `/m/0abc`.
+//!
+//! With `max_nodes`, a subgraph over the cap gets Hydra's reduction: the nodes within `D` hops
+//! of every topic entity and the edges between them, `D` from `hops` down to 1, the first that
+//! fits ([`walk::reduce`]).
+//!
+//! Outputs, per question part (tag `<input>@<stage>`, the question's shard):
+//! - `subgraphs`: one row per (question, edge): `question_id` (the question's record id),
+//!   `subject`, `relation`, `object` (the KG's own keys), `hop`, names, the edge's `triple_id`
+//!   and `source` dataset;
+//! - `segments` (with `segments = true`): the HSEQ KG segments of each subgraph (a `subgraph`
+//!   root per subject run, a `triplet` per edge), the triples' `source` set to the question id;
+//! - `<stage>/questions.jsonl`: one line per question: topic entities found in the graph and
+//!   kept after the reduction, nodes, edges,
+//!   `connect_hop` (the smallest `D` at which one node is within `D` hops of every topic entity),
+//!   the reduction depth, and how many gold answers the subgraph holds (by key or name).
+//!
+//! Counters: `questions`, `questions.without_topic`, `topics`, `topics.missing` (not in the
+//! graph: no edge the filter keeps),
+//! `edges`, `nodes`, `questions.reduced`, `questions.over_cap`, `answers`, `answers.covered`,
+//! `questions.answer_covered`, `kg.edges_scanned`, `kg.passes`, `segments`.
+//!
+//! **Memory:** the questions of one task with the nodes their walks reached and the edges they
+//! kept; the KG itself is streamed. More tasks (`tasks`) spread a large question set.
+
+pub mod walk;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use arrow::array::{Array, AsArray, StringArray};
+use distillery_core::id::stable_id;
+use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Entity, Question, SubgraphEdge, TableKind};
+use distillery_hseq::KgEncoder;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tracing::info;
+
+use self::walk::{EdgeRef, Filter, Pattern, Walk, canon};
+use crate::error::ExecError;
+use crate::kit::contexts::{parts_of, question_tags};
+use crate::kit::fragments::{Fragments, concat};
+use crate::parts::{PartWriters, WrittenPart, read_part_columns, read_part_rows};
+use crate::plan::stage_tag;
+use crate::run::StageOutput;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::store::Location;
+use crate::task::Partitioning;
+
+fn default_hops() -> u32 {
+    3
+}
+fn default_drop_relations() -> Vec<String> {
+    [
+        "type.object.type",
+        "type.object.name",
+        "common.*",
+        "freebase.*",
+        "*sameAs*",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+fn default_drop_entities() -> Vec<String> {
+    vec!["g.*".to_string()]
+}
+fn yes() -> bool {
+    true
+}
+
+/// `subgraph` stage options.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubgraphOptions {
+    /// The name of the knowledge graph input (freebase, wikidata, fb15k or metaqa-kb): its
+    /// `triples` are walked, its `entities` name the nodes.
+    pub kg: String,
+    /// Edges touching a node within `hops - 1` hops of a topic entity are kept (1 to 6).
+    #[serde(default = "default_hops")]
+    pub hops: u32,
+    /// Hydra's reduction past this many nodes per question (none: every subgraph whole).
+    #[serde(default)]
+    pub max_nodes: Option<u64>,
+    /// Relations never followed, in Freebase's dotted form (FB15k's `/a/b/c` is matched as
+    /// `a.b.c`): `x` exact, `x*` prefix, `*x` suffix, `*x*` substring. Default: Hydra's.
+    #[serde(default = "default_drop_relations")]
+    pub drop_relations: Vec<String>,
+    /// Nodes never reached (same patterns, on keys in the dotted form). Default: `g.*`, as
+    /// Hydra keeps only `m.` Freebase entities.
+    #[serde(default = "default_drop_entities")]
+    pub drop_entities: Vec<String>,
+    /// Keep edges to literal and IRI objects, as leaves.
+    #[serde(default)]
+    pub literals: bool,
+    /// Also write each subgraph as HSEQ KG segments.
+    #[serde(default = "yes")]
+    pub segments: bool,
+}
+
+impl SubgraphOptions {
+    fn filter(&self) -> Result<Filter, Vec<String>> {
+        let mut errors = Vec::new();
+        let mut parse = |v: &[String]| -> Vec<Pattern> {
+            v.iter()
+                .filter_map(|p| Pattern::parse(p).map_err(|e| errors.push(e)).ok())
+                .collect()
+        };
+        let f = Filter {
+            drop_relations: parse(&self.drop_relations),
+            drop_entities: parse(&self.drop_entities),
+            literals: self.literals,
+        };
+        if errors.is_empty() {
+            Ok(f)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
+/// The file of per-question lines.
+fn questions_file(stage: &str) -> String {
+    format!("{stage}/questions.jsonl")
+}
+
+/// The `subgraph` stage.
+pub struct SubgraphStage;
+
+impl Stage for SubgraphStage {
+    fn kind(&self) -> &'static str {
+        "subgraph"
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(SubgraphOptions)
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: SubgraphOptions = cx.options()?;
+        if !(1..=6).contains(&o.hops) {
+            cx.error("hops", "`hops` must be 1 to 6");
+        }
+        if o.max_nodes == Some(0) {
+            cx.error("max_nodes", "`max_nodes` must be at least 1");
+        }
+        if let Err(errors) = o.filter() {
+            for e in errors {
+                cx.error("drop_relations", e);
+            }
+        }
+        match cx.inputs.iter().find(|i| i.name == o.kg) {
+            None => cx.error("kg", format!("`{}` names no input", o.kg)),
+            Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
+                let message = format!("`{}` is a {} input, not a knowledge graph", o.kg, i.format);
+                cx.error("kg", message)
+            }
+            _ => {}
+        }
+        let not_qa: Vec<String> = cx
+            .stage_inputs
+            .iter()
+            .filter(|i| !i.format.is_qa() && i.name != o.kg)
+            .map(|i| format!("`{}` ({})", i.name, i.format))
+            .collect();
+        if !not_qa.is_empty() {
+            cx.error(
+                "",
+                format!(
+                    "the stage's inputs must be question sets: {}",
+                    not_qa.join(", ")
+                ),
+            );
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Questions
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        let segments = super::options::<SubgraphOptions>(stage).is_ok_and(|o| o.segments);
+        let mut tables = vec![TableKind::Subgraphs];
+        if segments {
+            tables.push(TableKind::Segments);
+        }
+        Declared {
+            tables,
+            files: vec![questions_file(&stage.name)],
+        }
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let name = questions_file(&cx.stage.name);
+            let file = concat(cx.out, cx.dir, cx.shards, &name).await?;
+            let mut summary = StageSummary::new(&cx.stage.name);
+            summary.bytes_out = file.bytes;
+            summary.seconds = started.elapsed().as_secs_f64();
+            Ok(StageOutput {
+                summary,
+                files: vec![file],
+                ..Default::default()
+            })
+        })
+    }
+}
+
+/// A question as the walk needs it.
+struct Q {
+    id: String,
+    question_id: String,
+    dataset: String,
+    topics: Vec<String>,
+    answers: Vec<String>,
+    /// The part it came from: its tag and shard name the outputs.
+    tag: String,
+    shard: u32,
+}
+
+/// An edge some question kept.
+struct EdgeRow {
+    id: String,
+    dataset: String,
+    subject: String,
+    predicate: String,
+    object: String,
+    object_kind: String,
+    subject_name: Option<String>,
+    object_name: Option<String>,
+}
+
+/// The columns of `triples` a pass reads, in the table's order.
+const KG_COLUMNS: [&str; 8] = [
+    "id",
+    "dataset",
+    "subject",
+    "predicate",
+    "object",
+    "object_kind",
+    "subject_name",
+    "object_name",
+];
+
+fn strings<'b>(
+    batch: &'b arrow::record_batch::RecordBatch,
+    name: &str,
+) -> Result<&'b StringArray, ExecError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| ExecError::Task(format!("triples part without a string `{name}` column")))
+}
+
+fn opt(a: &StringArray, i: usize) -> Option<String> {
+    (!a.is_null(i)).then(|| a.value(i).to_string())
+}
+
+/// Answers and node labels compared case- and space-insensitively.
+fn norm(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// Runs one task of the stage: the questions of its shard.
+pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
+    let opts: &SubgraphOptions = super::options(stage)?;
+    let filter = opts
+        .filter()
+        .map_err(|e| ExecError::Task(format!("stage `{}`: {}", stage.name, e.join("; "))))?;
+    let started = Instant::now();
+    let mut summary = StageSummary::with_counters(
+        &stage.name,
+        &[
+            "questions",
+            "questions.without_topic",
+            "topics",
+            "topics.missing",
+            "edges",
+            "nodes",
+            "questions.reduced",
+            "questions.over_cap",
+            "answers",
+            "answers.covered",
+            "questions.answer_covered",
+            "kg.edges_scanned",
+            "kg.passes",
+            "segments",
+        ],
+    );
+
+    let questions = read_questions(out, parts, &stage.inputs, &mut summary).await?;
+    let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
+    let mut walk = Walk::new(&topics, opts.hops, &filter);
+    let kg_parts = parts_of(parts, TableKind::Triples, std::slice::from_ref(&opts.kg));
+    let mut rows: HashMap<usize, EdgeRow> = HashMap::new();
+    while walk.next_pass() {
+        summary.add("kg.passes", 1);
+        let mut index = 0usize;
+        for (_, _, part) in &kg_parts {
+            if walk.hop() == 1 {
+                summary.bytes_in += part.bytes;
+            }
+            let mut stream = Box::pin(read_part_columns(out, &part.path(), &KG_COLUMNS).await?);
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                let [id, dataset, s, p, o, kind, sn, on] = KG_COLUMNS.map(|c| strings(&batch, c));
+                let (id, dataset, s, p, o, kind, sn, on) =
+                    (id?, dataset?, s?, p?, o?, kind?, sn?, on?);
+                for i in 0..batch.num_rows() {
+                    let at = index + i;
+                    if !filter.keeps_edge(p.value(i), kind.value(i)) {
+                        continue;
+                    }
+                    let e = EdgeRef {
+                        subject: s.value(i),
+                        object: o.value(i),
+                        object_is_node: kind.value(i) == "entity",
+                    };
+                    if walk.visit(at, e, &filter) && !rows.contains_key(&at) {
+                        rows.insert(
+                            at,
+                            EdgeRow {
+                                id: id.value(i).to_string(),
+                                dataset: dataset.value(i).to_string(),
+                                subject: s.value(i).to_string(),
+                                predicate: p.value(i).to_string(),
+                                object: o.value(i).to_string(),
+                                object_kind: kind.value(i).to_string(),
+                                subject_name: opt(sn, i),
+                                object_name: opt(on, i),
+                            },
+                        );
+                    }
+                }
+                index += batch.num_rows();
+                summary.add("kg.edges_scanned", batch.num_rows() as u64);
+            }
+        }
+    }
+    let names = node_names(out, parts, &opts.kg, &rows, &mut summary).await?;
+
+    let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
+    let mut lines = Fragments::new(out, staging, &questions_file(&stage.name));
+    for (qi, q) in questions.iter().enumerate() {
+        let kept = subgraph_of(&walk, qi, opts, &rows);
+        let tag = stage_tag(&q.tag, &stage.name);
+        let w = by_tag
+            .entry(tag.clone())
+            .or_insert_with(|| PartWriters::new(out.clone(), staging, &tag));
+        summary.add("topics", q.topics.len() as u64);
+        if q.topics.is_empty() {
+            summary.add("questions.without_topic", 1);
+        }
+        let mut edges: Vec<SubgraphEdge> = Vec::new();
+        let mut labels: HashSet<String> = HashSet::new();
+        let mut node_set: HashSet<&str> = HashSet::new();
+        let mut topics_hit: HashSet<&str> = HashSet::new();
+        for &(at, hop) in &kept.edges {
+            let r = &rows[&at];
+            node_set.insert(&r.subject);
+            if r.object_kind == "entity" {
+                node_set.insert(&r.object);
+            }
+            let name = |key: &str, own: &Option<String>| {
+                own.clone()
+                    .or_else(|| names.get(canon(key).as_ref()).cloned())
+            };
+            let (sn, on) = (
+                name(&r.subject, &r.subject_name),
+                name(&r.object, &r.object_name),
+            );
+            for (key, n) in [(&r.subject, &sn), (&r.object, &on)] {
+                labels.insert(norm(&canon(key)));
+                if let Some(n) = n {
+                    labels.insert(norm(n));
+                }
+            }
+            for t in &q.topics {
+                if canon(t) == canon(&r.subject) || canon(t) == canon(&r.object) {
+                    topics_hit.insert(t);
+                }
+            }
+            edges.push(SubgraphEdge {
+                id: stable_id(&[&stage.name, &q.id, &r.id]),
+                question_id: q.id.clone(),
+                subject: r.subject.clone(),
+                relation: r.predicate.clone(),
+                object: r.object.clone(),
+                object_kind: r.object_kind.clone(),
+                hop,
+                subject_name: sn,
+                object_name: on,
+                triple_id: r.id.clone(),
+                source: r.dataset.clone(),
+            });
+        }
+        // By subject, the order of the segments (`hseq verify` walks the two in lockstep).
+        edges.sort_by(|a, b| {
+            (&a.subject, &a.relation, &a.object, &a.triple_id).cmp(&(
+                &b.subject,
+                &b.relation,
+                &b.object,
+                &b.triple_id,
+            ))
+        });
+        let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
+        let found = walk.topics_of(qi);
+        summary.add("topics.missing", (distinct.len() - found) as u64);
+        let covered = q
+            .answers
+            .iter()
+            .filter(|a| labels.contains(&norm(&canon(a))) || labels.contains(&norm(a)))
+            .count() as u64;
+        summary.add("questions", 1);
+        summary.records_in += 1;
+        summary.add("edges", edges.len() as u64);
+        summary.add("nodes", node_set.len() as u64);
+        summary.add("answers", q.answers.len() as u64);
+        summary.add("answers.covered", covered);
+        if covered > 0 {
+            summary.add("questions.answer_covered", 1);
+        }
+        if kept.depth.is_some() {
+            summary.add("questions.reduced", 1);
+        }
+        if kept.over_cap {
+            summary.add("questions.over_cap", 1);
+        }
+        let line = json!({
+            "question_id": q.id,
+            "dataset_question_id": q.question_id,
+            "dataset": q.dataset,
+            "topic_entities": q.topics,
+            "topics_found": found,
+            "topics_kept": topics_hit.len(),
+            "nodes": node_set.len(),
+            "edges": edges.len(),
+            "connect_hop": kept.connect_hop,
+            "depth": kept.depth,
+            "answers": q.answers.len(),
+            "answers_covered": covered,
+        });
+        lines.write(&q.tag, q.shard, &format!("{line}\n")).await?;
+        if opts.segments && !edges.is_empty() {
+            let segs = segments_of(&edges);
+            summary.add("segments", segs.len() as u64);
+            w.write(
+                TableKind::Segments,
+                q.shard,
+                &to_batch(TableKind::Segments, &segs)?,
+            )
+            .await?;
+        }
+        if !edges.is_empty() {
+            summary.records_out += edges.len() as u64;
+            w.write(
+                TableKind::Subgraphs,
+                q.shard,
+                &to_batch(TableKind::Subgraphs, &edges)?,
+            )
+            .await?;
+        }
+    }
+    let mut written: Vec<WrittenPart> = Vec::new();
+    for (_, w) in by_tag {
+        written.extend(w.finish().await?);
+    }
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    summary.bytes_out = written.iter().map(|w| w.bytes).sum();
+    summary.seconds = started.elapsed().as_secs_f64();
+    info!(
+        stage = %stage.name,
+        questions = summary.records_in,
+        edges = summary.records_out,
+        reached = walk.reached(),
+        "subgraphs done"
+    );
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        intermediate: lines.finish().await?,
+        ..Default::default()
+    })
+}
+
+/// Reads the questions of the task's shard of every QA input, in part order.
+async fn read_questions(
+    out: &Location,
+    parts: &[WrittenPart],
+    inputs: &[String],
+    summary: &mut StageSummary,
+) -> Result<Vec<Q>, ExecError> {
+    let mut v = Vec::new();
+    for input in inputs {
+        for (tag, qparts) in question_tags(parts, input) {
+            for part in qparts {
+                summary.bytes_in += part.bytes;
+                let mut stream = Box::pin(read_part_rows(out, &part.path(), 1024).await?);
+                while let Some(batch) = stream.next().await {
+                    for q in from_batch::<Question>(TableKind::Questions, &batch?)? {
+                        v.push(Q {
+                            id: q.id,
+                            question_id: q.question_id,
+                            dataset: q.dataset,
+                            topics: q.topic_entities,
+                            answers: q.answers,
+                            tag: tag.clone(),
+                            shard: part.shard,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    Ok(v)
+}
+
+/// Labels of the kept edges' nodes that the edges do not name, from the KG's `entities`
+/// (canonical key → label); only read when some edge lacks a name.
+async fn node_names(
+    out: &Location,
+    parts: &[WrittenPart],
+    kg: &str,
+    rows: &HashMap<usize, EdgeRow>,
+    summary: &mut StageSummary,
+) -> Result<HashMap<String, String>, ExecError> {
+    let mut want: HashSet<String> = HashSet::new();
+    for r in rows.values() {
+        if r.subject_name.is_none() {
+            want.insert(canon(&r.subject).into_owned());
+        }
+        if r.object_name.is_none() && r.object_kind == "entity" {
+            want.insert(canon(&r.object).into_owned());
+        }
+    }
+    let mut names = HashMap::new();
+    if want.is_empty() {
+        return Ok(names);
+    }
+    for (_, _, part) in parts_of(parts, TableKind::Entities, &[kg.to_string()]) {
+        summary.bytes_in += part.bytes;
+        let mut stream = Box::pin(read_part_rows(out, &part.path(), 4096).await?);
+        while let Some(batch) = stream.next().await {
+            for e in from_batch::<Entity>(TableKind::Entities, &batch?)? {
+                let key = canon(&e.key).into_owned();
+                if let (true, Some(label)) = (want.contains(&key), e.label) {
+                    names.entry(key).or_insert(label);
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// What one question keeps after the cap.
+struct Kept {
+    edges: Vec<(usize, u32)>,
+    connect_hop: Option<u32>,
+    depth: Option<u32>,
+    over_cap: bool,
+}
+
+fn subgraph_of(
+    walk: &Walk,
+    q: usize,
+    opts: &SubgraphOptions,
+    rows: &HashMap<usize, EdgeRow>,
+) -> Kept {
+    let nodes = walk.nodes_of(q);
+    let edges = walk.edges_of(q);
+    let connect_hop = (walk.topics_of(q) > 0)
+        .then(|| walk::connect_hop(&nodes))
+        .flatten();
+    let cap = opts.max_nodes.unwrap_or(u64::MAX);
+    let Some((kept, depth)) = walk::reduce(&nodes, opts.hops, cap) else {
+        return Kept {
+            edges,
+            connect_hop,
+            depth: None,
+            over_cap: false,
+        };
+    };
+    // An edge stays when both ends are kept nodes (a literal object follows its subject).
+    let holds = |key: &str| walk.node_of(key).is_some_and(|n| kept.contains(&n));
+    let edges = edges
+        .into_iter()
+        .filter(|(at, _)| {
+            let r = &rows[at];
+            holds(&r.subject) && (r.object_kind != "entity" || holds(&r.object))
+        })
+        .collect();
+    Kept {
+        edges,
+        connect_hop,
+        depth: Some(depth),
+        over_cap: kept.len() as u64 > cap,
+    }
+}
+
+/// The HSEQ KG segments of one question's subgraph, its edges in row order (by subject): each
+/// triple's `source` is the question id, so two questions' roots never collide.
+fn segments_of(edges: &[SubgraphEdge]) -> Vec<distillery_core::Segment> {
+    let mut enc = KgEncoder::new();
+    edges
+        .iter()
+        .flat_map(|e| enc.push(&e.edge_triple()))
+        .collect()
+}

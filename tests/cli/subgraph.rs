@@ -1,0 +1,199 @@
+//! The `subgraph` stage on the shared FB15k-237 sample: 200 topic-entity sets (one to three
+//! mids each, written as CWQ questions with Freebase's dotted mids), depths 1 to 3 and a
+//! node cap, against a breadth-first search written independently in Python with networkx
+//! (`tests/python/check_subgraph.py`): identical node and edge sets per question. Also the
+//! answer coverage, `hseq verify` over the subgraphs' segments, and identical bytes for one
+//! and three tasks.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use crate::{ok, parquet_files, python_script, shared, stage, summary};
+
+/// Hydra's relation filter on FB15k's path-form relations (as the test's own check).
+fn hydra_drops(relation: &str) -> bool {
+    let r = relation.trim_start_matches('/').replace('/', ".");
+    r.starts_with("common.") || r.starts_with("freebase.")
+}
+
+/// 200 CWQ-form questions over the mids of `tsv`, and how many have an answer one hop away.
+fn questions(tsv: &Path, names: &Path) -> (String, u64) {
+    let text = std::fs::read_to_string(tsv).unwrap();
+    let name: BTreeMap<String, String> = std::fs::read_to_string(names)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(m, n)| (m.to_string(), n.to_string()))
+        .collect();
+    let mut first_neighbour: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut mids: BTreeSet<&str> = BTreeSet::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [s, r, o] = f[..] else { continue };
+        mids.insert(s);
+        mids.insert(o);
+        if !hydra_drops(r) {
+            first_neighbour.entry(s).or_insert(o);
+        }
+    }
+    let mids: Vec<&str> = mids.into_iter().collect();
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: usize| {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (state >> 33) as usize % n
+    };
+    let dotted = |m: &str| m.trim_start_matches('/').replacen('/', ".", 1);
+    let mut qs = Vec::new();
+    let mut answerable = 0;
+    for i in 0..200 {
+        let mut topics = serde_json::Map::new();
+        for _ in 0..1 + i % 3 {
+            let m = mids[next(mids.len())];
+            let n = name.get(m).cloned().unwrap_or_default();
+            topics.insert(dotted(m), n.into());
+        }
+        if i % 50 == 7 {
+            topics.insert("m.0absent_from_the_kg".into(), "Nobody".into());
+        }
+        let first = topics.keys().next().unwrap().replacen('.', "/", 1);
+        let answer = match first_neighbour.get(format!("/{first}").as_str()) {
+            Some(o) if name.contains_key(*o) => {
+                answerable += 1;
+                name[*o].clone()
+            }
+            _ => "an answer no graph holds".to_string(),
+        };
+        qs.push(serde_json::json!({
+            "ID": format!("sg{i:03}"),
+            "question": format!("What is linked to topic set {i}?"),
+            "answer": answer,
+            "topic_entity": topics,
+        }));
+    }
+    (serde_json::to_string_pretty(&qs).unwrap(), answerable)
+}
+
+/// A pipeline with one `subgraph` stage `sg` (a pipeline runs each stage kind once).
+fn pipeline(dir: &Path, name: &str, files: [&Path; 3], tasks: u32, options: &str) -> PathBuf {
+    let [tsv, names, qs] = files;
+    let file = dir.join(format!("{name}.toml"));
+    let text = format!(
+        r#"version = 1
+name = "{name}"
+output = "{out}"
+[run]
+shards = 3
+[[inputs]]
+name = "fb"
+format = "fb15k"
+paths = ["{tsv}"]
+options = {{ names = ["{names}"] }}
+[[inputs]]
+name = "cwq"
+format = "cwq"
+paths = ["{qs}"]
+[[stages]]
+name = "sg"
+kind = "subgraph"
+inputs = ["cwq"]
+tasks = {tasks}
+options = {{ kg = "fb", {options} }}
+"#,
+        out = dir.join(format!("out-{name}")).display(),
+        tsv = tsv.display(),
+        names = names.display(),
+        qs = qs.display(),
+    );
+    std::fs::write(&file, text).unwrap();
+    dir.join(format!("out-{name}"))
+}
+
+#[test]
+fn subgraphs_match_an_independent_bfs_on_fb15k() {
+    let (Some(tsv), Some(names)) = (
+        shared("fb15k237/test.tsv"),
+        shared("fb15k237/entity2text.txt"),
+    ) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (json, answerable) = questions(&tsv, &names);
+    let qs = dir.path().join("topics.json");
+    std::fs::write(&qs, json).unwrap();
+    let files = [tsv.as_path(), names.as_path(), qs.as_path()];
+
+    let mut edges = Vec::new();
+    let mut missing = None;
+    for (name, options, check) in [
+        ("hops1", "hops = 1", "sg:1"),
+        ("hops2", "hops = 2", "sg:2"),
+        ("hops3", "hops = 3", "sg:3"),
+        ("cap", "hops = 3, max_nodes = 300", "sg:3:300"),
+    ] {
+        let out = pipeline(dir.path(), name, files, 3, options);
+        ok(&[
+            "run",
+            dir.path().join(format!("{name}.toml")).to_str().unwrap(),
+        ]);
+        let s = summary(&out);
+        let st = stage(&s, "sg");
+        let c = &st["counters"];
+        assert_eq!(c["questions"], 200, "{st}");
+        // The four absent mids, and the same topic entities found at every depth.
+        assert_eq!(
+            c["topics.missing"],
+            missing.unwrap_or(c["topics.missing"].clone())
+        );
+        missing = Some(c["topics.missing"].clone());
+        assert!(c["topics.missing"].as_u64().unwrap() >= 4, "{st}");
+        if name == "cap" {
+            // The reduction keeps what is near every topic entity: answers near only one go.
+            assert!(c["questions.reduced"].as_u64().unwrap() > 0, "{st}");
+            assert!(c["answers.covered"].as_u64().unwrap() < answerable, "{st}");
+        } else {
+            // Every answer one hop from the first topic entity is in every subgraph.
+            assert_eq!(c["answers.covered"].as_u64(), Some(answerable), "{st}");
+        }
+        edges.push(c["edges"].as_u64().unwrap());
+
+        // The independent BFS.
+        let args = [
+            out.as_os_str(),
+            tsv.as_os_str(),
+            qs.as_os_str(),
+            check.as_ref(),
+        ];
+        if let Some(stdout) = python_script("networkx, pyarrow", "check_subgraph.py", &args) {
+            assert!(stdout.contains("200/200 questions identical"), "{stdout}");
+        }
+
+        // The segments decode back to the subgraphs' edges.
+        let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
+        let kg = v
+            .lines()
+            .find(|l| l.trim_start().starts_with("kg"))
+            .unwrap();
+        assert!(kg.ends_with("failed 0") && !v.contains("mismatch"), "{v}");
+        let kg_ok: u64 = kg.split_whitespace().nth(2).unwrap().parse().unwrap();
+        assert_eq!(kg_ok, *edges.last().unwrap(), "{v}");
+    }
+    assert!(
+        edges[0] < edges[1] && edges[1] < edges[2] && edges[3] < edges[2],
+        "{edges:?}"
+    );
+
+    // One task writes the same bytes as three.
+    let one = pipeline(dir.path(), "one", files, 1, "hops = 3");
+    ok(&["run", dir.path().join("one.toml").to_str().unwrap()]);
+    let three = dir.path().join("out-hops3");
+    let a = parquet_files(&three.join("subgraphs"));
+    assert_eq!(
+        a,
+        parquet_files(&one.join("subgraphs")),
+        "1 and 3 tasks differ"
+    );
+    let lines = |o: &Path| std::fs::read(o.join("sg/questions.jsonl")).unwrap();
+    assert_eq!(lines(&three), lines(&one));
+}
