@@ -769,6 +769,12 @@ fn every_shared_sample_is_ingested_and_round_trips() {
         "hybridqa",
         "tatqa",
         "metaqa",
+        "cwq",
+        "simpleqa",
+        "webquestions",
+        "qald",
+        "hotpotadv",
+        "zeroshot_re",
     ] {
         let st = stage(&s, &format!("ingest/{input}"));
         assert!(st["records_out"].as_u64().unwrap() > 0, "{input}: {st}");
@@ -805,6 +811,24 @@ fn every_shared_sample_is_ingested_and_round_trips() {
             "SELECT count(*) FROM triples WHERE dataset = 'fb15k'"
         ),
         20_466
+    );
+    for dataset in [
+        "cwq",
+        "simpleqa",
+        "webquestions",
+        "qald",
+        "hotpotadv",
+        "zeroshot-re",
+    ] {
+        let sql = format!("SELECT count(*) FROM questions WHERE dataset = '{dataset}'");
+        assert_eq!(count(&out_dir, &sql), 30, "{dataset}");
+    }
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM documents WHERE dataset = 'hotpotadv'"
+        ),
+        120
     );
     pyarrow_check(&out_dir);
 }

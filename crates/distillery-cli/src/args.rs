@@ -202,7 +202,7 @@ pub struct IngestArgs {
 #[derive(clap::Args)]
 pub struct LabelArgs {
     /// The QA dataset format: hotpotqa, musique, 2wiki, hybridqa, tatqa, metaqa, cwq,
-    /// simpleqa.
+    /// simpleqa, webquestions, webqsp, qald, hotpotadv, zeroshot-re.
     #[arg(value_parser = parse_qa_format)]
     pub dataset: Format,
     /// Question files (paths, globs or object-store URLs).

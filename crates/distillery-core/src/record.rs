@@ -295,7 +295,7 @@ pub struct Question {
     pub question_type: Option<String>,
     pub level: Option<String>,
     /// Topic entities named by the question (MetaQA's bracketed entity, CWQ/SimpleQuestions
-    /// topic mids).
+    /// topic mids; the Hydra sets' Freebase mids, then their Wikidata QIDs).
     pub topic_entities: Vec<String>,
     pub evidence: Vec<Evidence>,
     pub decomposition: Vec<DecompositionStep>,

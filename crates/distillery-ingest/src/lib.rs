@@ -28,7 +28,7 @@
 //! | `wikidata` | [`kb::wikidata`] | triples, entities (labels, descriptions, aliases) |
 //! | `fb15k` | [`kb::fb15k`] | triples (names from mid2name files), entities |
 //! | `metaqa-kb` | [`kb::metaqa_kb`] | triples |
-//! | `hotpotqa`, `musique`, `2wiki`, `hybridqa`, `tatqa`, `metaqa`, `cwq`, `simpleqa` | [`qa`] | questions, plus their contexts as documents and tables |
+//! | `hotpotqa`, `musique`, `2wiki`, `hybridqa`, `tatqa`, `metaqa`, `cwq`, `simpleqa`, `webquestions`, `webqsp`, `qald`, `hotpotadv`, `zeroshot-re` | [`qa`] | questions, plus their contexts as documents and tables |
 //!
 //! Dependencies: `quick-xml` (streaming XML pull parser for MediaWiki dumps), `bzip2` (pure
 //! Rust backend; multistream dumps) and `flate2` (gzip, with the `zlib-rs` backend: pure Rust
@@ -83,5 +83,10 @@ pub fn read_input(
         Format::MetaQa => qa::metaqa::read(ctx, sink),
         Format::Cwq => qa::cwq::read(ctx, sink),
         Format::SimpleQa => qa::simpleqa::read(ctx, sink),
+        Format::WebQuestions => qa::webquestions::read(ctx, sink),
+        Format::WebQsp => qa::webqsp::read(ctx, sink),
+        Format::Qald => qa::qald::read(ctx, sink),
+        Format::HotpotAdv => qa::hotpotadv::read(ctx, sink),
+        Format::ZeroShotRe => qa::zeroshot_re::read(ctx, sink),
     }
 }

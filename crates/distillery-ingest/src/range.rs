@@ -96,7 +96,12 @@ impl Shape {
             | Format::HybridQa
             | Format::TatQa
             | Format::Cwq
-            | Format::SimpleQa => Shape::JsonQa,
+            | Format::SimpleQa
+            | Format::WebQuestions
+            | Format::WebQsp
+            | Format::Qald
+            | Format::HotpotAdv
+            | Format::ZeroShotRe => Shape::JsonQa,
             Format::Fb15k | Format::MetaQaKb | Format::MetaQa => Shape::Other,
         }
     }

@@ -33,10 +33,20 @@ pub enum Format {
     Cwq,
     #[serde(rename = "simpleqa")]
     SimpleQa,
+    #[serde(rename = "webquestions")]
+    WebQuestions,
+    #[serde(rename = "webqsp")]
+    WebQsp,
+    #[serde(rename = "qald")]
+    Qald,
+    #[serde(rename = "hotpotadv")]
+    HotpotAdv,
+    #[serde(rename = "zeroshot-re")]
+    ZeroShotRe,
 }
 
 impl Format {
-    pub const ALL: [Format; 13] = [
+    pub const ALL: [Format; 18] = [
         Format::MediaWiki,
         Format::Freebase,
         Format::Wikidata,
@@ -50,6 +60,11 @@ impl Format {
         Format::MetaQa,
         Format::Cwq,
         Format::SimpleQa,
+        Format::WebQuestions,
+        Format::WebQsp,
+        Format::Qald,
+        Format::HotpotAdv,
+        Format::ZeroShotRe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -67,6 +82,11 @@ impl Format {
             Format::MetaQa => "metaqa",
             Format::Cwq => "cwq",
             Format::SimpleQa => "simpleqa",
+            Format::WebQuestions => "webquestions",
+            Format::WebQsp => "webqsp",
+            Format::Qald => "qald",
+            Format::HotpotAdv => "hotpotadv",
+            Format::ZeroShotRe => "zeroshot-re",
         }
     }
 
@@ -90,6 +110,11 @@ impl Format {
                 | Format::MetaQa
                 | Format::Cwq
                 | Format::SimpleQa
+                | Format::WebQuestions
+                | Format::WebQsp
+                | Format::Qald
+                | Format::HotpotAdv
+                | Format::ZeroShotRe
         )
     }
 }

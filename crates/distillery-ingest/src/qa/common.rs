@@ -471,30 +471,79 @@ pub(crate) type TopicEntities = (Vec<String>, Option<Map<String, Value>>);
 /// `{mid: name}` gives the mids, in order, and the names; a list of mids or a single mid gives
 /// the mids alone.
 pub(crate) fn topic_entities(v: Option<&Value>) -> Result<TopicEntities, ItemError> {
+    entity_keys(v, "topic_entity", "mid")
+}
+
+/// The entity ids of a field `field` of a record: the keys of an object `{id: name}`, in order,
+/// and the object itself (the names); the ids alone from a list of ids or a single id; nothing
+/// from null or an absent field. `kind` names the ids in errors (`mid`, `qid`).
+pub(crate) fn entity_keys(
+    v: Option<&Value>,
+    field: &str,
+    kind: &str,
+) -> Result<TopicEntities, ItemError> {
     match v {
         None | Some(Value::Null) => Ok((Vec::new(), None)),
         Some(Value::Object(m)) => Ok((m.keys().cloned().collect(), Some(m.clone()))),
         Some(Value::String(s)) => Ok((vec![s.clone()], None)),
         Some(Value::Array(items)) => {
-            let mut mids = Vec::with_capacity(items.len());
+            let mut ids = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 match item {
-                    Value::String(s) => mids.push(s.clone()),
+                    Value::String(s) => ids.push(s.clone()),
                     other => {
                         return Err(bad_value(format!(
-                            "`topic_entity[{i}]` is not a string: {}",
+                            "`{field}[{i}]` is not a string: {}",
                             excerpt_of(other)
                         )));
                     }
                 }
             }
-            Ok((mids, None))
+            Ok((ids, None))
         }
         Some(other) => Err(bad_value(format!(
-            "`topic_entity` is not an object of mid -> name: {}",
+            "`{field}` is not an object of {kind} -> name: {}",
             excerpt_of(other)
         ))),
     }
+}
+
+/// The topic entities of a record of Hydra's benchmark set (WebQuestions, WebQSP, QALD-10,
+/// AdvHotpotQA, Zero-Shot RE), which names them in two knowledge graphs: the Freebase mids of
+/// `topic_entity` (`{mid: name}`), then the Wikidata QIDs of `QID` and of `qid_topic_entity`
+/// (`{qid: name}`, the name CWQ's ToG copy uses), one list, mids first, exact duplicates
+/// dropped. The names go to `meta`: `topic_entity_names` (mid -> name) and
+/// `qid_topic_entity_names` (qid -> name), each present when its field is an object (even an
+/// empty one).
+pub(crate) fn hydra_topic_entities(
+    mids: Option<&Value>,
+    qid: Option<&Value>,
+    qid_topic_entity: Option<&Value>,
+    meta: &mut Map<String, Value>,
+) -> Result<Vec<String>, ItemError> {
+    let (mut ids, mid_names) = entity_keys(mids, "topic_entity", "mid")?;
+    if let Some(names) = mid_names {
+        meta.insert("topic_entity_names".to_string(), Value::Object(names));
+    }
+    let mut qid_names: Option<Map<String, Value>> = None;
+    for (v, field) in [(qid, "QID"), (qid_topic_entity, "qid_topic_entity")] {
+        let (qids, names) = entity_keys(v, field, "qid")?;
+        for q in qids {
+            if !ids.contains(&q) {
+                ids.push(q);
+            }
+        }
+        if let Some(names) = names {
+            let all = qid_names.get_or_insert_with(Map::new);
+            for (k, name) in names {
+                all.entry(k).or_insert(name);
+            }
+        }
+    }
+    if let Some(names) = qid_names {
+        meta.insert("qid_topic_entity_names".to_string(), Value::Object(names));
+    }
+    Ok(ids)
 }
 
 /// A dataset id that may be written as a string or a number.

@@ -1,8 +1,10 @@
 //! Tests of the qa readers: every real shared sample (counts, offset invariants, links between
 //! questions and their contexts), the bundled quick-start file, and each kind of bad input.
 //!
-//! CWQ and SimpleQuestions have no shared samples (the real files are not available here):
-//! their tests write small fixture files in the exact Think-on-Graph forms into a temp dir.
+//! CWQ and SimpleQuestions are tested on small fixture files in the exact Think-on-Graph forms
+//! written into a temp dir; the rest of Hydra's benchmark set (WebQuestions, QALD-10,
+//! AdvHotpotQA, Zero-Shot RE) on the shared samples, and WebQSP, which has none (its files are
+//! not available here), on fixtures in its ToG/Hydra and original forms.
 
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -524,6 +526,490 @@ fn simpleqa_tog_fixture() {
     assert_eq!(meta["topic_entity_names"]["m.0qk1a03"], "Paper Comets");
 }
 
+// --- The rest of Hydra's benchmark set: shared samples, and WebQSP fixtures. ---
+
+/// The meta object of a question.
+fn meta_of(q: &distillery_core::Question) -> Value {
+    serde_json::from_str(&q.meta).unwrap()
+}
+
+#[test]
+fn webquestions_shared_sample() {
+    let Some(p) = shared("kgqa/WebQuestions.first30.json") else {
+        return;
+    };
+    let s = read(Format::WebQuestions, &p);
+    check(&s);
+    assert_eq!(counts(&s), (30, 0, 0, 0, 0));
+    let q = s.questions();
+    assert_eq!(q[0].question_id, "0");
+    assert_eq!(q[29].question_id, "29");
+    assert_eq!(q[0].dataset, "webquestions");
+    assert_eq!(q[0].question, "what does jamaican people speak?");
+    assert_eq!(
+        q[0].answers,
+        vec!["Jamaican Creole English Language", "Jamaican English"]
+    );
+    assert_eq!(q[0].answerable, Some(true));
+    assert_eq!(q[0].topic_entities, vec!["m.03_r3", "Q766"]);
+    let meta = meta_of(q[0]);
+    assert_eq!(meta["url"], "http://www.freebase.com/view/en/jamaica");
+    assert_eq!(meta["topic_entity_names"]["m.03_r3"], "Jamaica");
+    assert_eq!(meta["qid_topic_entity_names"]["Q766"], "Jamaica");
+    assert!(meta.get("QID").is_none() && meta.get("topic_entity").is_none());
+    let answers: usize = q.iter().map(|q| q.answers.len()).sum();
+    assert_eq!(answers, 66);
+    assert!(q.iter().all(|q| q.topic_entities.len() == 2));
+}
+
+#[test]
+fn qald_shared_sample() {
+    let Some(p) = shared("kgqa/qald_10-en.first30.json") else {
+        return;
+    };
+    let s = read(Format::Qald, &p);
+    check(&s);
+    assert_eq!(counts(&s), (30, 0, 0, 0, 0));
+    let q = s.questions();
+    assert_eq!(q[0].question_id, "0");
+    assert_eq!(
+        q[0].question,
+        "After whom is the Riemannian geometry named?"
+    );
+    assert_eq!(q[0].answers, vec!["Bernhard Riemann"]);
+    assert_eq!(q[0].topic_entities, vec!["m.01br2f", "Q761383"]);
+    let meta = meta_of(q[0]);
+    assert_eq!(meta["answer_qids"], serde_json::json!(["Q42299"]));
+    assert!(
+        meta["sparql"]
+            .as_str()
+            .unwrap()
+            .ends_with("SELECT DISTINCT ?result WHERE { wd:Q761383 wdt:P138 ?result. }")
+    );
+    assert_eq!(
+        meta["topic_entity_names"]["m.01br2f"],
+        "Riemannian geometry"
+    );
+    assert_eq!(
+        meta["qid_topic_entity_names"]["Q761383"],
+        "Riemannian geometry"
+    );
+    // Four answers, in order.
+    let siemens = q
+        .iter()
+        .find(|q| q.question.starts_with("On which stock exchanges"))
+        .unwrap();
+    assert_eq!(
+        siemens.answers,
+        vec![
+            "New York Stock Exchange",
+            "Frankfurt Stock Exchange",
+            "SIX Swiss Exchange",
+            "XETRA"
+        ]
+    );
+    // A count: a literal keyed by itself, no QID; no Freebase mid, the QID alone.
+    let count = q
+        .iter()
+        .find(|q| q.question == "How many ancient civilizations are there?")
+        .unwrap();
+    assert_eq!(count.answers, vec!["26"]);
+    assert_eq!(meta_of(count)["answer_qids"], serde_json::json!([]));
+    assert_eq!(count.topic_entities, vec!["Q28171280"]);
+}
+
+#[test]
+fn hotpotadv_shared_sample() {
+    let Some(p) = shared("kgqa/hotpotadv.first30.json") else {
+        return;
+    };
+    let s = read(Format::HotpotAdv, &p);
+    check(&s);
+    // 30 questions x 4 paragraphs, all distinct; 67 rationale sentences + 60 supporting
+    // paragraphs.
+    assert_eq!(counts(&s), (30, 120, 0, 127, 0));
+    let q = s.questions();
+    let docs = s.documents();
+    let q0 = q[0];
+    assert_eq!(q0.question_id, "5ab52a255542996a3a96a048");
+    assert_eq!(q0.dataset, "hotpotadv");
+    assert!(
+        q0.question
+            .starts_with("Where were the Olympics held when the 1993")
+    );
+    assert_eq!(q0.answers, vec!["Sochi, Russia"]);
+    assert_eq!(q0.answerable, Some(true));
+    assert_eq!(
+        q0.topic_entities,
+        vec![
+            "m.05nd_", "m.01hczr", "m.086px", "Q5389", "Q285389", "Q82414"
+        ]
+    );
+    // Four documents in the record's order; the two "added" ones are distinct.
+    let titles: Vec<&str> = q0
+        .context_documents
+        .iter()
+        .map(|id| docs.iter().find(|d| &d.id == id).unwrap().title.as_str())
+        .collect();
+    assert_eq!(
+        titles,
+        vec![
+            "added",
+            "Ukraine at the 2014 Winter Olympics",
+            "added",
+            "Oksana Baiul"
+        ]
+    );
+    assert_ne!(q0.context_documents[0], q0.context_documents[2]);
+    assert_eq!(
+        q0.context_documents,
+        docs[..4].iter().map(|d| d.id.clone()).collect::<Vec<_>>()
+    );
+    assert!(
+        docs[0]
+            .text
+            .starts_with("Ukraine competed at the 2010 Winter Olympics")
+    );
+    assert_eq!(docs[1].sentences.len(), 2);
+    // Evidence: the four rationale sentences, then the two supporting paragraphs.
+    let kinds: Vec<&str> = q0.evidence.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            "sentence",
+            "sentence",
+            "sentence",
+            "sentence",
+            "paragraph",
+            "paragraph"
+        ]
+    );
+    let e = &q0.evidence[1];
+    assert_eq!(
+        e.title.as_deref(),
+        Some("Ukraine at the 2014 Winter Olympics")
+    );
+    assert_eq!(
+        e.text.as_deref(),
+        Some("The women's relay victory gave Ukraine its second Winter Games gold medal ever.")
+    );
+    assert_eq!(e.record_id.as_deref(), Some(docs[1].id.as_str()));
+    assert_eq!(e.index, Some(1));
+    assert_eq!(
+        q0.evidence[2].record_id.as_deref(),
+        Some(docs[3].id.as_str())
+    );
+    assert_eq!(q0.evidence[2].index, Some(0));
+    assert_eq!(q0.evidence[4].index, Some(1));
+    assert_eq!(
+        q0.evidence[4].record_id.as_deref(),
+        Some(docs[1].id.as_str())
+    );
+    assert_eq!(q0.evidence[5].index, Some(3));
+    assert_eq!(q0.evidence[5].title.as_deref(), Some("Oksana Baiul"));
+    let meta = meta_of(q0);
+    assert_eq!(meta["rationale"].as_array().unwrap().len(), 4);
+    assert_eq!(
+        meta["qid_topic_entity_names"]["Q82414"],
+        "Winter Olympic Games"
+    );
+    assert_eq!(
+        meta["topic_entity_names"]["m.086px"],
+        "Winter Olympic Games"
+    );
+    // Every rationale sentence is found in a paragraph of its title, and nearly all are one of
+    // its sentences or inside one (not where the segmentation cuts one, as at "Inc. (), d.b.a.").
+    let mut unsplit = Vec::new();
+    for x in &q {
+        assert_eq!(x.context_documents.len(), 4);
+        for e in x.evidence.iter().filter(|e| e.kind == "sentence") {
+            assert!(e.record_id.is_some(), "{}: {e:?}", x.question_id);
+            if e.index.is_none() {
+                unsplit.push(e.text.clone().unwrap());
+            }
+        }
+        assert_eq!(
+            x.evidence.iter().filter(|e| e.kind == "paragraph").count(),
+            2
+        );
+    }
+    assert_eq!(unsplit.len(), 2, "{unsplit:#?}");
+    // A record with no topic entity of either kind.
+    assert!(q.iter().any(|q| q.topic_entities.is_empty()));
+}
+
+#[test]
+fn zeroshot_re_shared_sample() {
+    let Some(p) = shared("kgqa/Zero_Shot_RE.first30.json") else {
+        return;
+    };
+    let s = read(Format::ZeroShotRe, &p);
+    check(&s);
+    assert_eq!(counts(&s), (30, 0, 0, 0, 0));
+    let q = s.questions();
+    assert_eq!(q[0].question_id, "0");
+    assert_eq!(q[0].dataset, "zeroshot-re");
+    assert_eq!(
+        q[0].question,
+        "Over which river does Jennings Randolph Bridge cross?"
+    );
+    assert_eq!(
+        q[0].answers,
+        vec!["Ohio River"],
+        "the alias repeats the answer"
+    );
+    assert_eq!(q[0].topic_entities, vec!["m.05c4fxd", "Q6179056"]);
+    let meta = meta_of(q[0]);
+    assert_eq!(meta["input"], "Jennings Randolph Bridge [SEP] crosses");
+    assert_eq!(meta["relation"], "crosses");
+    assert_eq!(meta["answer_numbers"], 2);
+    assert_eq!(
+        meta["other_template_questions"],
+        serde_json::json!([
+            "What river does Jennings Randolph Bridge cross?",
+            "Over what river does Jennings Randolph Bridge cross?"
+        ])
+    );
+    assert_eq!(
+        meta["qid_topic_entity_names"]["Q6179056"],
+        "Jennings Randolph Bridge"
+    );
+    // Aliases after the answer.
+    assert_eq!(
+        q[5].answers,
+        vec!["Bagdasarian Productions", "Universal Animation Studios"]
+    );
+    // A record with one template question has no other ones.
+    assert!(
+        q.iter()
+            .any(|q| meta_of(q).get("other_template_questions").is_none())
+    );
+}
+
+/// A WebQSP question in the ToG/Hydra form (the original record plus `topic_entity`).
+const WEBQSP_Q0: &str = r#"{
+   "QuestionId": "WebQTest-0",
+   "RawQuestion": "what does jamaican people speak?",
+   "ProcessedQuestion": "what does jamaican people speak",
+   "Parses": [
+    {
+     "ParseId": "WebQTest-0.P0",
+     "AnnotatorId": 0,
+     "AnnotatorComment": {"ParseQuality": "Complete", "QuestionQuality": "Good", "Confidence": "Normal", "FreeFormComment": "First-round parse verification"},
+     "Sparql": "PREFIX ns: <http://rdf.freebase.com/ns/>\nSELECT DISTINCT ?x\nWHERE {\nFILTER (?x != ns:m.03_r3)\nFILTER (!isLiteral(?x) OR lang(?x) = '' OR langMatches(lang(?x), 'en'))\nns:m.03_r3 ns:location.country.languages_spoken ?x .\n}\n",
+     "PotentialTopicEntityMention": "jamaican",
+     "TopicEntityName": "Jamaica",
+     "TopicEntityMid": "m.03_r3",
+     "InferentialChain": ["location.country.languages_spoken"],
+     "Constraints": [],
+     "Time": null,
+     "Order": null,
+     "Answers": [
+      {"AnswerType": "Entity", "AnswerArgument": "m.01428y", "EntityName": "Jamaican English"},
+      {"AnswerType": "Entity", "AnswerArgument": "m.04ygk0", "EntityName": "Jamaican Creole English Language"},
+      {"AnswerType": "Entity", "AnswerArgument": "m.01428y", "EntityName": "Jamaican English"}
+     ]
+    },
+    {
+     "ParseId": "WebQTest-0.P1",
+     "Sparql": "PREFIX ns: <http://rdf.freebase.com/ns/>\nSELECT DISTINCT ?x WHERE { ns:m.03_r3 ns:location.country.official_language ?x . }",
+     "TopicEntityName": "Jamaica",
+     "TopicEntityMid": "m.03_r3",
+     "InferentialChain": ["location.country.official_language"],
+     "Answers": [{"AnswerType": "Entity", "AnswerArgument": "m.01428y", "EntityName": "Jamaican English"}]
+    }
+   ],
+   "topic_entity": {"m.03_r3": "Jamaica"}
+  }"#;
+
+#[test]
+fn webqsp_tog_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("WebQSP.json");
+    std::fs::write(
+        &p,
+        format!(
+            r#"[
+ {WEBQSP_Q0},
+ {{"QuestionId": "WebQTest-8", "RawQuestion": "when was the last time the eagles won?",
+   "ProcessedQuestion": "when was the last time the eagles won",
+   "Parses": [{{"ParseId": "WebQTest-8.P0", "TopicEntityMid": "m.0d_3x", "TopicEntityName": "Eagles",
+     "Sparql": "SELECT ...", "InferentialChain": null,
+     "Answers": [{{"AnswerType": "Value", "AnswerArgument": "1980", "EntityName": null}},
+                 {{"AnswerType": "Entity", "AnswerArgument": "g.125_abc", "EntityName": null}}]}}]}},
+ {{"QuestionId": "WebQTest-9", "ProcessedQuestion": "no raw question", "Parses": [], "topic_entity": {{}}}},
+ {{"QuestionId": "WebQTest-10", "RawQuestion": "no parses?", "topic_entity": {{}}, "QID": {{"Q1": "x"}}}}
+]"#
+        ),
+    )
+    .unwrap();
+    let s = read(Format::WebQsp, &p);
+    check(&s);
+    assert_eq!(counts(&s), (3, 0, 0, 0, 1));
+    assert_eq!(reasons(&s), vec!["missing_field"]);
+    assert_eq!(s.quarantine()[0].record, Some(2));
+    let q = s.questions();
+    assert_eq!(q[0].dataset, "webqsp");
+    assert_eq!(q[0].question_id, "WebQTest-0");
+    assert_eq!(q[0].question, "what does jamaican people speak?");
+    assert_eq!(
+        q[0].answers,
+        vec!["Jamaican English", "Jamaican Creole English Language"],
+        "the first parse's answers, deduplicated"
+    );
+    assert_eq!(q[0].answerable, Some(true));
+    assert_eq!(q[0].topic_entities, vec!["m.03_r3"]);
+    let meta = meta_of(q[0]);
+    assert_eq!(
+        meta["answer_mids"],
+        serde_json::json!(["m.01428y", "m.04ygk0"])
+    );
+    assert_eq!(meta["topic_entity_names"]["m.03_r3"], "Jamaica");
+    assert_eq!(meta["ProcessedQuestion"], "what does jamaican people speak");
+    assert_eq!(
+        meta["parse_ids"],
+        serde_json::json!(["WebQTest-0.P0", "WebQTest-0.P1"])
+    );
+    assert_eq!(meta["sparql"].as_array().unwrap().len(), 2);
+    assert!(
+        meta["sparql"][0]
+            .as_str()
+            .unwrap()
+            .contains("ns:location.country.languages_spoken")
+    );
+    assert_eq!(
+        meta["inferential_chains"][1],
+        serde_json::json!(["location.country.official_language"])
+    );
+    assert!(meta.get("Parses").is_none());
+    // A literal answer and an unnamed entity: their arguments; the topic entity from the parse.
+    assert_eq!(q[1].answers, vec!["1980", "g.125_abc"]);
+    let meta = meta_of(q[1]);
+    assert_eq!(meta["answer_mids"], serde_json::json!(["g.125_abc"]));
+    assert_eq!(q[1].topic_entities, vec!["m.0d_3x"]);
+    assert_eq!(meta["topic_entity_names"]["m.0d_3x"], "Eagles");
+    // No parses: no answers, the QID alone.
+    assert!(q[2].answers.is_empty());
+    assert_eq!(q[2].answerable, None);
+    assert_eq!(q[2].topic_entities, vec!["Q1"]);
+}
+
+#[test]
+fn webqsp_original_fixture() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("WebQSP.test.json");
+    // The original file: one object; its questions have no `topic_entity`.
+    let q0 = WEBQSP_Q0
+        .replace("\n   \"topic_entity\": {\"m.03_r3\": \"Jamaica\"}", "")
+        .replace("],\n  }", "]\n  }");
+    assert!(!q0.contains("topic_entity"));
+    std::fs::write(
+        &p,
+        format!(
+            r#"{{
+ "Version": "1.0",
+ "FreebaseVersion": "2015-08-09",
+ "Questions": [
+  {q0},
+  {{"QuestionId": "WebQTest-1", "Parses": []}},
+  {{"RawQuestion": "what is the capital?", "Parses": [{{"Answers": "not a list"}}]}},
+  {{"RawQuestion": "no id", "Parses": [{{"TopicEntityMid": "m.1", "TopicEntityName": null, "Answers": []}}]}}
+ ]
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let s = read(Format::WebQsp, &p);
+    check(&s);
+    let options = FormatOptions::default_for(Format::WebQsp);
+    let loc = p.to_str().unwrap().to_string();
+    let detected = distillery_ingest::qa::detect_format(&InputCtx::local(&loc, &options));
+    assert_eq!(detected.unwrap(), Some(Format::WebQsp));
+    assert_eq!(counts(&s), (2, 0, 0, 0, 2));
+    assert_eq!(reasons(&s), vec!["missing_field", "bad_value"]);
+    let ids: HashSet<_> = s.quarantine().iter().map(|q| q.id.clone()).collect();
+    assert_eq!(ids.len(), 2, "two bad questions of one object: two records");
+    assert!(s.quarantine()[0].excerpt.contains("WebQTest-1"));
+    let q = s.questions();
+    assert_eq!(q[0].question_id, "WebQTest-0");
+    assert_eq!(
+        q[0].answers,
+        vec!["Jamaican English", "Jamaican Creole English Language"]
+    );
+    assert_eq!(q[0].topic_entities, vec!["m.03_r3"], "from the parses");
+    assert_eq!(meta_of(q[0])["topic_entity_names"]["m.03_r3"], "Jamaica");
+    assert_eq!(q[1].question_id, "3", "its index in `Questions`");
+    assert_eq!(q[1].topic_entities, vec!["m.1"]);
+    assert_eq!(meta_of(q[1])["answer_mids"], serde_json::json!([]));
+
+    // The same object on one line reads the same.
+    let pretty = std::fs::read_to_string(&p).unwrap();
+    let v: Value = serde_json::from_str(&pretty).unwrap();
+    let line = dir.path().join("WebQSP.test.line.json");
+    std::fs::write(&line, v.to_string()).unwrap();
+    let s1 = read(Format::WebQsp, &line);
+    assert_eq!(counts(&s1), (2, 0, 0, 0, 2));
+    assert_eq!(reasons(&s1), vec!["missing_field", "bad_value"]);
+    let strip = |q: &distillery_core::Question| {
+        let mut q = q.clone();
+        q.source.clear();
+        q.id.clear();
+        q
+    };
+    assert_eq!(strip(s1.questions()[0]), strip(q[0]));
+    assert_eq!(strip(s1.questions()[1]), strip(q[1]));
+
+    // Cut short, the object is lost whole: one record for it.
+    let cut = dir.path().join("WebQSP.test.cut.json");
+    std::fs::write(&cut, &pretty[..pretty.len() / 2]).unwrap();
+    let s2 = read(Format::WebQsp, &cut);
+    assert_eq!(counts(&s2), (0, 0, 0, 0, 1));
+    assert_eq!(reasons(&s2), vec!["truncated_input"]);
+    let r = &s2.quarantine()[0];
+    assert_eq!(
+        (r.byte_offset, r.line, r.record),
+        (Some(0), Some(1), Some(0))
+    );
+    assert!(r.excerpt.starts_with("{\n \"Version\""));
+}
+
+#[test]
+fn hydra_sets_merge_mids_and_qids() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("WebQuestions.json");
+    std::fs::write(
+        &p,
+        r#"[
+ {"id": 7, "url": "u", "question": "q?", "answers": "one", "topic_entity": {"m.1": "A", "m.2": "B"},
+  "QID": {"Q1": "A"}, "qid_topic_entity": {"Q2": "B", "Q1": "A again"}},
+ {"url": "u", "question": "q2?", "answers": [], "topic_entity": null},
+ {"url": "u", "question": "q3?", "answers": ["a"], "QID": ["Q5"]},
+ {"url": "u", "question": "q4?", "answers": ["a"], "QID": 5}
+]"#,
+    )
+    .unwrap();
+    let s = read(Format::WebQuestions, &p);
+    check(&s);
+    assert_eq!(counts(&s), (3, 0, 0, 0, 1));
+    assert_eq!(reasons(&s), vec!["bad_value"]);
+    assert!(s.quarantine()[0].detail.contains("`QID`"));
+    let q = s.questions();
+    assert_eq!(q[0].question_id, "7");
+    assert_eq!(q[0].answers, vec!["one"]);
+    assert_eq!(q[0].topic_entities, vec!["m.1", "m.2", "Q1", "Q2"]);
+    let meta = meta_of(q[0]);
+    assert_eq!(
+        meta["qid_topic_entity_names"],
+        serde_json::json!({"Q1": "A", "Q2": "B"})
+    );
+    assert_eq!(q[1].question_id, "1");
+    assert!(q[1].topic_entities.is_empty() && q[1].answers.is_empty());
+    assert_eq!(q[1].answerable, None);
+    assert_eq!(meta_of(q[1]), serde_json::json!({"url": "u"}));
+    assert_eq!(q[2].topic_entities, vec!["Q5"]);
+}
+
 // --- HybridQA joins, on a small WikiTables-WithLinks tree built here. ---
 
 #[test]
@@ -673,11 +1159,36 @@ fn fixtures(format: Format) -> (&'static str, &'static str, &'static str) {
             r#"{"answer":"a","topic_entity":{"m.1":"A"}}"#,
             r#"{"question":["Q?"],"answer":"a","topic_entity":{}}"#,
         ),
+        Format::WebQuestions => (
+            r#"{"id":"g","url":"u","question":"Q?","answers":["a"],"topic_entity":{"m.1":"A"},"QID":{"Q1":"A"}}"#,
+            r#"{"url":"u","answers":["a"],"topic_entity":{"m.1":"A"}}"#,
+            r#"{"url":"u","question":"Q?","answers":[{"a":1}],"topic_entity":{}}"#,
+        ),
+        Format::WebQsp => (
+            r#"{"QuestionId":"g","RawQuestion":"Q?","Parses":[{"TopicEntityMid":"m.1","Answers":[{"AnswerType":"Entity","AnswerArgument":"m.2","EntityName":"a"}]}],"topic_entity":{"m.1":"A"}}"#,
+            r#"{"QuestionId":"m","ProcessedQuestion":"q","Parses":[]}"#,
+            r#"{"QuestionId":"w","RawQuestion":"Q?","Parses":"none"}"#,
+        ),
+        Format::Qald => (
+            r#"{"id":"g","question":"Q?","answer":{"Q2":"a"},"sparql":"SELECT","QID":{"Q1":"A"},"topic_entity":{"m.1":"A"}}"#,
+            r#"{"answer":{"Q2":"a"},"sparql":"SELECT","QID":{},"topic_entity":{}}"#,
+            r#"{"question":"Q?","answer":{"Q2":["a"]},"sparql":"SELECT","QID":{},"topic_entity":{}}"#,
+        ),
+        Format::HotpotAdv => (
+            r#"{"qas_id":"g","question":"Q?","paragraphs":[{"title":"T","context":"S.","is_supp":true}],"answer":"a","rationale":[{"title":"T","sentence":"S."}],"QID":{},"topic_entity":{}}"#,
+            r#"{"qas_id":"m","paragraphs":[],"answer":"a","rationale":[]}"#,
+            r#"{"qas_id":"w","question":"Q?","paragraphs":[{"title":"T","context":["S."]}],"answer":"a"}"#,
+        ),
+        Format::ZeroShotRe => (
+            r#"{"id":"g","input":"E [SEP] r","template_questions":["Q?"],"answer":"a","relation":"r","alias":["a"],"QID":{"Q1":"E"},"topic_entity":{"m.1":"E"}}"#,
+            r#"{"input":"E [SEP] r","template_questions":[],"answer":"a","relation":"r","alias":[]}"#,
+            r#"{"input":"E [SEP] r","template_questions":"Q?","answer":"a","relation":"r","alias":[]}"#,
+        ),
         other => panic!("no fixtures for {other:?}"),
     }
 }
 
-const JSON_FORMATS: [Format; 7] = [
+const JSON_FORMATS: [Format; 12] = [
     Format::HotpotQa,
     Format::TwoWiki,
     Format::Musique,
@@ -685,6 +1196,11 @@ const JSON_FORMATS: [Format; 7] = [
     Format::HybridQa,
     Format::Cwq,
     Format::SimpleQa,
+    Format::WebQuestions,
+    Format::WebQsp,
+    Format::Qald,
+    Format::HotpotAdv,
+    Format::ZeroShotRe,
 ];
 
 /// Elements: good, syntax error, good, missing field, wrong type, invalid UTF-8, good, then
@@ -928,6 +1444,12 @@ fn the_shared_samples_tell_their_format() {
         ("tatqa/tatqa_dataset_dev.first200.json", Format::TatQa),
         ("metaqa/1-hop/test.txt", Format::MetaQa),
         ("metaqa/2-hop/test.txt", Format::MetaQa),
+        ("kgqa/cwq.first30.json", Format::Cwq),
+        ("kgqa/SimpleQA.first30.json", Format::SimpleQa),
+        ("kgqa/WebQuestions.first30.json", Format::WebQuestions),
+        ("kgqa/qald_10-en.first30.json", Format::Qald),
+        ("kgqa/hotpotadv.first30.json", Format::HotpotAdv),
+        ("kgqa/Zero_Shot_RE.first30.json", Format::ZeroShotRe),
     ];
     for (rel, want) in cases {
         let Some(p) = shared(rel) else { return };

@@ -1057,10 +1057,15 @@ fn evaluation_questions(
                 .ok_or_else(|| {
                     ExecError::Inputs(format!(
                         "decontaminate: {location}: its first record (read within the first \
-                         {} MiB) is of no QA format known here (hotpotqa, musique, 2wiki, \
-                         hybridqa, tatqa, metaqa, cwq, simpleqa); name its format in \
+                         {} MiB) is of no QA format known here ({}); name its format in \
                          decontaminate_formats",
-                        distillery_ingest::qa::DETECT_HEAD_BYTES >> 20
+                        distillery_ingest::qa::DETECT_HEAD_BYTES >> 20,
+                        Format::ALL
+                            .iter()
+                            .filter(|f| f.is_qa())
+                            .map(|f| f.name())
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ))
                 })?
         }
