@@ -38,6 +38,7 @@
 pub mod walk;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Array, AsArray, StringArray};
@@ -51,6 +52,7 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
 use self::walk::{EdgeRef, Filter, Pattern, Walk, canon};
@@ -257,16 +259,9 @@ struct EdgeRow {
 }
 
 /// The columns of `triples` a pass reads, in the table's order.
-const KG_COLUMNS: [&str; 8] = [
-    "id",
-    "dataset",
-    "subject",
-    "predicate",
-    "object",
-    "object_kind",
-    "subject_name",
-    "object_name",
-];
+const SCAN_COLUMNS: [&str; 4] = ["subject", "predicate", "object", "object_kind"];
+/// The columns read once, after the passes, for the edges some question took.
+const DETAIL_COLUMNS: [&str; 4] = ["id", "dataset", "subject_name", "object_name"];
 
 fn strings<'b>(
     batch: &'b arrow::record_batch::RecordBatch,
@@ -282,12 +277,17 @@ fn opt(a: &StringArray, i: usize) -> Option<String> {
     (!a.is_null(i)).then(|| a.value(i).to_string())
 }
 
-/// Answers and node labels compared case- and space-insensitively.
-fn norm(s: &str) -> String {
+/// A label's characters as answers are compared: lowercase, runs of whitespace as one space.
+fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
     s.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+        .enumerate()
+        .flat_map(|(i, w)| (i > 0).then_some(' ').into_iter().chain(w.chars()))
+        .flat_map(char::to_lowercase)
+}
+
+/// Whether `label` is one of `answers` (case- and space-insensitively).
+fn is_answer(label: &str, answers: &[String]) -> bool {
+    answers.iter().any(|a| norm(a).eq(norm(label)))
 }
 
 /// Runs one task of the stage: the questions of its shard.
@@ -323,51 +323,48 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut walk = Walk::new(&topics, opts.hops, &filter);
     let kg_parts = parts_of(parts, TableKind::Triples, std::slice::from_ref(&opts.kg));
     let mut rows: HashMap<usize, EdgeRow> = HashMap::new();
+    let filter = Arc::new(filter);
     while walk.next_pass() {
         summary.add("kg.passes", 1);
-        let mut index = 0usize;
-        for (_, _, part) in &kg_parts {
-            if walk.hop() == 1 {
-                summary.bytes_in += part.bytes;
-            }
-            let mut stream = Box::pin(read_part_columns(out, &part.path(), &KG_COLUMNS).await?);
-            while let Some(batch) = stream.next().await {
-                let batch = batch?;
-                let [id, dataset, s, p, o, kind, sn, on] = KG_COLUMNS.map(|c| strings(&batch, c));
-                let (id, dataset, s, p, o, kind, sn, on) =
-                    (id?, dataset?, s?, p?, o?, kind?, sn?, on?);
-                for i in 0..batch.num_rows() {
-                    let at = index + i;
-                    if !filter.keeps_edge(p.value(i), kind.value(i)) {
-                        continue;
-                    }
-                    let e = EdgeRef {
-                        subject: s.value(i),
-                        object: o.value(i),
-                        object_is_node: kind.value(i) == "entity",
-                    };
-                    if walk.visit(at, e, &filter) && !rows.contains_key(&at) {
-                        rows.insert(
-                            at,
-                            EdgeRow {
-                                id: id.value(i).to_string(),
-                                dataset: dataset.value(i).to_string(),
-                                subject: s.value(i).to_string(),
-                                predicate: p.value(i).to_string(),
-                                object: o.value(i).to_string(),
-                                object_kind: kind.value(i).to_string(),
-                                subject_name: opt(sn, i),
-                                object_name: opt(on, i),
-                            },
-                        );
-                    }
+        if walk.hop() == 1 {
+            summary.bytes_in += kg_parts.iter().map(|(_, _, p)| p.bytes).sum::<u64>();
+        }
+        // Parts are scanned in parallel against a snapshot of the frontier; the edges that
+        // touch it are then taken in part and row order, so the result is deterministic.
+        let shared = (out.clone(), Arc::new(walk.frontier_keys()), filter.clone());
+        let paths: Vec<(usize, String)> = kg_parts
+            .iter()
+            .enumerate()
+            .map(|(n, (_, _, part))| (n, part.path()))
+            .collect();
+        let scans = paths.into_iter().map(move |(n, path)| {
+            let (out, frontier, filter) = shared.clone();
+            AbortOnDropHandle::new(tokio::spawn(async move {
+                scan_part(&out, &path, n, &frontier, &filter).await
+            }))
+        });
+        let mut scans = futures::stream::iter(scans).buffered(cx.parallelism.max(1));
+        while let Some(scan) = scans.next().await {
+            let (hits, scanned) =
+                scan.map_err(|e| ExecError::Task(format!("subgraph scan: {e}")))??;
+            summary.add("kg.edges_scanned", scanned);
+            for (at, row) in hits {
+                let e = EdgeRef {
+                    subject: &row.subject,
+                    object: &row.object,
+                    object_is_node: row.object_kind == "entity",
+                };
+                if walk.visit(at, e, &filter) {
+                    rows.entry(at).or_insert(row);
                 }
-                index += batch.num_rows();
-                summary.add("kg.edges_scanned", batch.num_rows() as u64);
             }
         }
     }
+    let walked = started.elapsed().as_secs_f64();
+    let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
+    fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
     let names = node_names(out, parts, &opts.kg, &rows, &mut summary).await?;
+    let fetched = started.elapsed().as_secs_f64();
 
     let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
     let mut lines = Fragments::new(out, staging, &questions_file(&stage.name));
@@ -382,11 +379,16 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             summary.add("questions.without_topic", 1);
         }
         let mut edges: Vec<SubgraphEdge> = Vec::new();
-        let mut labels: HashSet<String> = HashSet::new();
         let mut node_set: HashSet<&str> = HashSet::new();
+        // A KG that states an edge twice gives it one row (one triple id).
+        let mut ids: HashSet<&str> = HashSet::new();
+        let mut covered_answers = vec![false; q.answers.len()];
         let mut topics_hit: HashSet<&str> = HashSet::new();
         for &(at, hop) in &kept.edges {
             let r = &rows[&at];
+            if !ids.insert(&r.id) {
+                continue;
+            }
             node_set.insert(&r.subject);
             if r.object_kind == "entity" {
                 node_set.insert(&r.object);
@@ -400,9 +402,14 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 name(&r.object, &r.object_name),
             );
             for (key, n) in [(&r.subject, &sn), (&r.object, &on)] {
-                labels.insert(norm(&canon(key)));
-                if let Some(n) = n {
-                    labels.insert(norm(n));
+                for (a, hit) in q.answers.iter().zip(covered_answers.iter_mut()) {
+                    let one = std::slice::from_ref(a);
+                    if !*hit
+                        && (is_answer(&canon(key), one)
+                            || n.as_deref().is_some_and(|n| is_answer(n, one)))
+                    {
+                        *hit = true;
+                    }
                 }
             }
             for t in &q.topics {
@@ -424,23 +431,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 source: r.dataset.clone(),
             });
         }
-        // By subject, the order of the segments (`hseq verify` walks the two in lockstep).
-        edges.sort_by(|a, b| {
-            (&a.subject, &a.relation, &a.object, &a.triple_id).cmp(&(
-                &b.subject,
-                &b.relation,
-                &b.object,
-                &b.triple_id,
-            ))
-        });
         let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
         let found = walk.topics_of(qi);
         summary.add("topics.missing", (distinct.len() - found) as u64);
-        let covered = q
-            .answers
-            .iter()
-            .filter(|a| labels.contains(&norm(&canon(a))) || labels.contains(&norm(a)))
-            .count() as u64;
+        let covered = covered_answers.iter().filter(|&&c| c).count() as u64;
         summary.add("questions", 1);
         summary.records_in += 1;
         summary.add("edges", edges.len() as u64);
@@ -503,6 +497,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         questions = summary.records_in,
         edges = summary.records_out,
         reached = walk.reached(),
+        walk_seconds = walked,
+        details_seconds = fetched - walked,
+        output_seconds = summary.seconds - fetched,
         "subgraphs done"
     );
     Ok(StageOutput {
@@ -511,6 +508,97 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         intermediate: lines.finish().await?,
         ..Default::default()
     })
+}
+
+/// One pass over one KG part: the edges the filter keeps that touch the frontier, each named
+/// by (part number, row), and the number of rows read. Only the columns a walk needs are
+/// decoded; [`fetch_details`] fills in the rest for the edges taken.
+async fn scan_part(
+    out: &Location,
+    path: &str,
+    n: usize,
+    frontier: &foldhash::HashSet<Box<str>>,
+    filter: &Filter,
+) -> Result<(Vec<(usize, EdgeRow)>, u64), ExecError> {
+    let mut hits = Vec::new();
+    let mut row = 0usize;
+    let mut stream = Box::pin(read_part_columns(out, path, &SCAN_COLUMNS).await?);
+    while let Some(batch) = stream.next().await {
+        let batch = batch?;
+        let [s, p, o, kind] = SCAN_COLUMNS.map(|c| strings(&batch, c));
+        let (s, p, o, kind) = (s?, p?, o?, kind?);
+        for i in 0..batch.num_rows() {
+            if !filter.keeps_edge(p.value(i), kind.value(i)) {
+                continue;
+            }
+            let entity = kind.value(i) == "entity";
+            let touches = frontier.contains(canon(s.value(i)).as_ref())
+                || (entity && frontier.contains(canon(o.value(i)).as_ref()));
+            if touches {
+                hits.push((
+                    (n << 32) | (row + i),
+                    EdgeRow {
+                        id: String::new(),
+                        dataset: String::new(),
+                        subject: s.value(i).to_string(),
+                        predicate: p.value(i).to_string(),
+                        object: o.value(i).to_string(),
+                        object_kind: kind.value(i).to_string(),
+                        subject_name: None,
+                        object_name: None,
+                    },
+                ));
+            }
+        }
+        row += batch.num_rows();
+    }
+    Ok((hits, row as u64))
+}
+
+/// The id, dataset and names of the edges taken, one read of those columns of each part
+/// that holds one, parts in parallel.
+async fn fetch_details(
+    out: &Location,
+    paths: &[String],
+    rows: &mut HashMap<usize, EdgeRow>,
+    parallelism: usize,
+) -> Result<(), ExecError> {
+    type Detail = (usize, String, String, Option<String>, Option<String>);
+    let mut wanted: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &at in rows.keys() {
+        wanted.entry(at >> 32).or_default().push(at & 0xffff_ffff);
+    }
+    let jobs = wanted.into_iter().map(|(n, mut want)| {
+        want.sort_unstable();
+        let (out, path) = (out.clone(), paths[n].clone());
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            let mut got: Vec<Detail> = Vec::with_capacity(want.len());
+            let (mut row, mut next) = (0usize, 0usize);
+            let mut stream = Box::pin(read_part_columns(&out, &path, &DETAIL_COLUMNS).await?);
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                let [id, dataset, sn, on] = DETAIL_COLUMNS.map(|c| strings(&batch, c));
+                let (id, dataset, sn, on) = (id?, dataset?, sn?, on?);
+                while next < want.len() && want[next] < row + batch.num_rows() {
+                    let i = want[next] - row;
+                    let v = (id.value(i).to_string(), dataset.value(i).to_string());
+                    got.push(((n << 32) | want[next], v.0, v.1, opt(sn, i), opt(on, i)));
+                    next += 1;
+                }
+                row += batch.num_rows();
+            }
+            Ok::<_, ExecError>(got)
+        }))
+    });
+    let mut jobs = futures::stream::iter(jobs).buffered(parallelism.max(1));
+    while let Some(got) = jobs.next().await {
+        let got = got.map_err(|e| ExecError::Task(format!("subgraph details: {e}")))??;
+        for (at, id, dataset, sn, on) in got {
+            let r = rows.get_mut(&at).expect("a row taken by the walk");
+            (r.id, r.dataset, r.subject_name, r.object_name) = (id, dataset, sn, on);
+        }
+    }
+    Ok(())
 }
 
 /// Reads the questions of the task's shard of every QA input, in part order.

@@ -16,6 +16,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+type FastMap<K, V> = foldhash::HashMap<K, V>;
+
 /// A key in canonical form: FB15k's path form `/m/0abc` (and relations `/film/film/genre`)
 /// becomes Freebase's dotted form `m.0abc` (`film.film.genre`); other keys are unchanged.
 pub fn canon(key: &str) -> Cow<'_, str> {
@@ -102,7 +104,8 @@ pub struct EdgeRef<'a> {
 /// Node ids of a walk: canonical key → id, and each id's KG key as first seen.
 #[derive(Debug, Default)]
 struct Nodes {
-    ids: HashMap<Box<str>, u32>,
+    ids: foldhash::HashMap<Box<str>, u32>,
+    canonical: Vec<Box<str>>,
     keys: Vec<String>,
 }
 
@@ -117,6 +120,7 @@ impl Nodes {
         }
         let id = self.keys.len() as u32;
         self.ids.insert(canonical.into(), id);
+        self.canonical.push(canonical.into());
         self.keys.push(key.to_string());
         id
     }
@@ -130,13 +134,13 @@ pub struct Walk {
     hop: u32,
     nodes: Nodes,
     /// Walker → (question, node → distance).
-    walkers: Vec<(usize, HashMap<u32, u32>)>,
+    walkers: Vec<(usize, FastMap<u32, u32>)>,
     /// Walker → whether it took an edge (its topic entity is in the graph).
     found: Vec<bool>,
     /// Node → walkers that reached it at distance `hop - 1` (this pass's frontier).
-    frontier: HashMap<u32, Vec<u32>>,
+    frontier: FastMap<u32, Vec<u32>>,
     /// Question → edge → the hop it was first found at.
-    edges: Vec<HashMap<usize, u32>>,
+    edges: Vec<FastMap<usize, u32>>,
     /// Question → its walkers.
     of_question: Vec<Vec<u32>>,
 }
@@ -151,8 +155,8 @@ impl Walk {
             nodes: Nodes::default(),
             walkers: Vec::new(),
             found: Vec::new(),
-            frontier: HashMap::new(),
-            edges: vec![HashMap::new(); topics.len()],
+            frontier: FastMap::default(),
+            edges: vec![FastMap::default(); topics.len()],
             of_question: vec![Vec::new(); topics.len()],
         };
         for (q, keys) in topics.iter().enumerate() {
@@ -169,11 +173,20 @@ impl Walk {
                     continue; // the same topic entity listed twice
                 }
                 w.of_question[q].push(w.walkers.len() as u32);
-                w.walkers.push((q, HashMap::from([(node, 0)])));
+                w.walkers.push((q, FastMap::from_iter([(node, 0)])));
                 w.found.push(false);
             }
         }
         w
+    }
+
+    /// The canonical keys of this pass's frontier: what a scan of the edges looks for
+    /// ([`Walk::visit`] then takes the edges that touch one).
+    pub fn frontier_keys(&self) -> foldhash::HashSet<Box<str>> {
+        self.frontier
+            .keys()
+            .map(|&n| self.nodes.canonical[n as usize].clone())
+            .collect()
     }
 
     /// Whether another pass is due; if so, builds its frontier.

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# KG benchmarks against named baselines on the same machine, in the same run. Reports ratios;
+# no thresholds. Figures go to docs/benchmarks.md.
+#
+#   scripts/bench-kg.sh [EDGES=50000000] [QUESTIONS=1000]
+#
+# 1. Freebase parsing: the generated KG (below) gzipped, read by a pipeline with one
+#    `freebase` input (parse, English filter, names, Parquet) on one core and on two, vs
+#    `gzip -dc | wc -l` (the floor) and pyoxigraph's strict N-Triples parser reading the same
+#    .gz (one core). Triples per second and peak RSS.
+# 2. Subgraphs: QUESTIONS generated CWQ-form questions (one or two topic entities), 3 hops,
+#    on a generated Freebase-shaped KG of EDGES N-Triples lines (NODES = EDGES / 5 entities,
+#    scripts/bench/kg_gen.py): the `subgraph` stage (after ingesting the KG to Parquet) vs
+#    Hydra's access pattern, one SPARQL query per frontier entity and direction, on
+#    pyoxigraph with the same KG loaded (scripts/bench/hydra_subgraph.py). Both on one core
+#    (taskset -c 0; the stage with run.parallelism = 1, the walk on one thread), then on two
+#    (parallelism 2, two threads). The stage runs as one task over 8 KG parts (a task scans
+#    the whole KG, so more tasks mean more scans; its parts are scanned in parallel). Loading is timed apart from the walks; the per-question
+#    edge sets of the two must be identical.
+#
+# BENCH_DIR keeps the inputs between runs; DISTILLERY_BIN runs another binary instead of
+# building a release one; BENCH_SECTIONS picks sections (default 2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EDGES=${1:-50000000}
+QUESTIONS=${2:-1000}
+NODES=${BENCH_NODES:-$((EDGES / 5))}
+WORK=${BENCH_DIR:-$(mktemp -d)}
+SECTIONS=${BENCH_SECTIONS:-12}
+mkdir -p "$WORK"
+python3 -c "import pyoxigraph, pyarrow" 2>/dev/null || python3 -m pip install --quiet pyoxigraph pyarrow
+if [ -n "${DISTILLERY_BIN:-}" ]; then
+  BIN=$(realpath "$DISTILLERY_BIN")
+else
+  cargo build --release -p distillery-cli
+  BIN=$PWD/target/release/distillery
+fi
+ONE="taskset -c 0"
+TWO="taskset -c 0,1"
+command -v taskset >/dev/null || { ONE=""; TWO=""; }
+
+stage_secs() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['seconds'])" "$1" "$2"; }
+counter() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['counters'].get(sys.argv[3],0))" "$1" "$2" "$3"; }
+# Runs a command under /usr/bin/time: prints "wall seconds, peak RSS MB".
+timed() {
+  local out=$1; shift
+  /usr/bin/time -f "%e %M" -o "$out.time" "$@" > "$out.log" 2>&1
+  python3 -c "e,m=open('$out.time').read().split()[-2:]; print(f'{float(e):.2f} {int(m)/1024:.0f}')"
+}
+
+if [ ! -f "$WORK/kg/kg.nt" ]; then
+  echo "== generating $EDGES edges in $WORK/kg"
+  python3 scripts/bench/kg_gen.py "$WORK/kg" "$EDGES" "$NODES" "$QUESTIONS"
+fi
+
+if [[ $SECTIONS == *1* ]]; then
+echo "== 1. freebase parsing: $EDGES lines, gzip"
+[ -f "$WORK/kg/kg.nt.gz" ] || gzip -1 -k "$WORK/kg/kg.nt"
+cat > "$WORK/fb-floor.sh" <<SH
+gzip -dc "$WORK/kg/kg.nt.gz" | wc -l
+SH
+read -r floor _ <<<"$(timed "$WORK/floor" $ONE bash "$WORK/fb-floor.sh")"
+read -r oxi rss_oxi <<<"$(timed "$WORK/oxi" $ONE python3 -c "
+import gzip, sys, pyoxigraph as ox
+n = 0
+with gzip.open(sys.argv[1], 'rb') as f:
+    for _ in ox.parse(f, format=ox.RdfFormat.N_TRIPLES):
+        n += 1
+print(n)" "$WORK/kg/kg.nt.gz")"
+fbpipe() { # name parallelism
+  cat > "$WORK/$1.toml" <<TOML
+version = 1
+name = "$1"
+output = "$WORK/out-$1"
+[run]
+parallelism = $2
+[[inputs]]
+name = "fb"
+format = "freebase"
+paths = ["$WORK/kg/kg.nt.gz"]
+TOML
+  echo "$WORK/$1.toml"
+}
+read -r fb1 rss_fb1 <<<"$(timed "$WORK/fb1" $ONE "$BIN" --quiet run "$(fbpipe fb1 1)")"
+read -r fb2 rss_fb2 <<<"$(timed "$WORK/fb2" $TWO "$BIN" --quiet run "$(fbpipe fb2 2)")"
+kept=$(python3 -c "import json; s=json.load(open('$WORK/out-fb1/_summary.json')); print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name']=='triples'))")
+python3 -c "
+n = $EDGES
+print(f'{n} lines ({$kept} triples kept): gzip -dc | wc -l {$floor:.2f} s ({n/$floor/1e6:.2f} M lines/s)')
+print(f'pyoxigraph strict parse (one core): {$oxi:.2f} s ({n/$oxi/1e6:.2f} M/s), peak {$rss_oxi} MB')
+print(f'distillery freebase ingest, one core: {$fb1:.2f} s ({n/$fb1/1e6:.2f} M/s, {$oxi/$fb1:.2f}x pyoxigraph), peak {$rss_fb1} MB')
+print(f'distillery freebase ingest, two cores: {$fb2:.2f} s ({$fb1/$fb2:.2f}x one core), peak {$rss_fb2} MB')"
+fi
+
+if [[ $SECTIONS == *2* ]]; then
+echo "== 2. subgraphs: $QUESTIONS questions, 3 hops, $EDGES edges, $NODES entities"
+pipeline() { # name parallelism
+  cat > "$WORK/$1.toml" <<TOML
+version = 1
+name = "$1"
+output = "$WORK/out-$1"
+[run]
+parallelism = $2
+shards = 8
+[[inputs]]
+name = "kg"
+format = "freebase"
+paths = ["$WORK/kg/kg.nt"]
+[[inputs]]
+name = "cwq"
+format = "cwq"
+paths = ["$WORK/kg/questions.json"]
+[[stages]]
+name = "sg"
+kind = "subgraph"
+inputs = ["cwq"]
+tasks = 1
+options = { kg = "kg", hops = 3, segments = false }
+TOML
+  echo "$WORK/$1.toml"
+}
+read -r job1 rss1 <<<"$(timed "$WORK/sg1" $ONE "$BIN" --quiet run "$(pipeline sg1 1)")"
+ours1=$(stage_secs "$WORK/out-sg1" sg)
+edges=$(counter "$WORK/out-sg1" sg edges)
+read -r job2 rss2 <<<"$(timed "$WORK/sg2" $TWO "$BIN" --quiet run "$(pipeline sg2 2)")"
+ours2=$(stage_secs "$WORK/out-sg2" sg)
+python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1" sg "$WORK/ours.json"
+
+if [ ! -d "$WORK/store" ]; then
+  read -r load rss_load <<<"$(timed "$WORK/load" $ONE python3 scripts/bench/hydra_subgraph.py load "$WORK/store" "$WORK/kg/kg.nt")"
+  echo "pyoxigraph bulk load: $load s, peak $rss_load MB"
+fi
+read -r _ rss_w1 <<<"$(timed "$WORK/walk1" $ONE python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra1.json" 1)"
+walk1=$(awk '/^walk/ {print $2}' "$WORK/walk1.log")
+read -r _ rss_w2 <<<"$(timed "$WORK/walk2" $TWO python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra2.json" 2)"
+walk2=$(awk '/^walk/ {print $2}' "$WORK/walk2.log")
+python3 - "$WORK" <<'PY'
+import json, sys
+w = sys.argv[1]
+ours, h1, h2 = (json.load(open(f"{w}/{n}.json")) for n in ("ours", "hydra1", "hydra2"))
+same = sum(ours.get(q) == d for q, d in h1.items())
+assert h1 == h2, "the one- and two-thread walks differ"
+print(f"identical subgraphs: {same}/{len(h1)} questions")
+PY
+python3 -c "
+print(f'{$edges} subgraph edges; ingest + stage job: {$job1} s, peak {$rss1} MB (one core)')
+print(f'one core: subgraph stage {$ours1:.2f} s, Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/$ours1:.1f}x')
+print(f'two cores: subgraph stage {$ours2:.2f} s ({$ours1/$ours2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/$ours2:.1f}x')"
+fi
