@@ -15,7 +15,8 @@
 #    pyoxigraph with the same KG loaded (scripts/bench/hydra_subgraph.py). Both on one core
 #    (taskset -c 0; the stage with run.parallelism = 1, the walk on one thread), then on two
 #    (parallelism 2, two threads). The stage runs as one task over 8 KG parts (a task scans
-#    the whole KG, so more tasks mean more scans; its parts are scanned in parallel). Loading is timed apart from the walks; the per-question
+#    the whole KG, so more tasks mean more scans; its parts are scanned in parallel).
+#    Loading is timed apart from the walks; the per-question
 #    edge sets of the two must be identical.
 #
 # BENCH_DIR keeps the inputs between runs; DISTILLERY_BIN runs another binary instead of
@@ -41,10 +42,13 @@ command -v taskset >/dev/null || { ONE=""; TWO=""; }
 
 stage_secs() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['seconds'])" "$1" "$2"; }
 counter() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['counters'].get(sys.argv[3],0))" "$1" "$2" "$3"; }
-# Runs a command under /usr/bin/time: prints "wall seconds, peak RSS MB".
+# Runs a command under /usr/bin/time: prints "wall seconds, peak RSS MB"; on failure prints
+# the end of its log and fails (callers write `r=$(timed ...) || exit 1`).
 timed() {
   local out=$1; shift
-  /usr/bin/time -f "%e %M" -o "$out.time" "$@" > "$out.log" 2>&1
+  if ! /usr/bin/time -f "%e %M" -o "$out.time" "$@" > "$out.log" 2>&1; then
+    echo "failed: $*" >&2; tail -5 "$out.log" >&2; return 1
+  fi
   python3 -c "e,m=open('$out.time').read().split()[-2:]; print(f'{float(e):.2f} {int(m)/1024:.0f}')"
 }
 
@@ -59,14 +63,16 @@ echo "== 1. freebase parsing: $EDGES lines, gzip"
 cat > "$WORK/fb-floor.sh" <<SH
 gzip -dc "$WORK/kg/kg.nt.gz" | wc -l
 SH
-read -r floor _ <<<"$(timed "$WORK/floor" $ONE bash "$WORK/fb-floor.sh")"
-read -r oxi rss_oxi <<<"$(timed "$WORK/oxi" $ONE python3 -c "
+r=$(timed "$WORK/floor" $ONE bash "$WORK/fb-floor.sh") || exit 1
+read -r floor _ <<<"$r"
+r=$(timed "$WORK/oxi" $ONE python3 -c "
 import gzip, sys, pyoxigraph as ox
 n = 0
 with gzip.open(sys.argv[1], 'rb') as f:
     for _ in ox.parse(f, format=ox.RdfFormat.N_TRIPLES):
         n += 1
-print(n)" "$WORK/kg/kg.nt.gz")"
+print(n)" "$WORK/kg/kg.nt.gz") || exit 1
+read -r oxi rss_oxi <<<"$r"
 fbpipe() { # name parallelism
   cat > "$WORK/$1.toml" <<TOML
 version = 1
@@ -81,8 +87,10 @@ paths = ["$WORK/kg/kg.nt.gz"]
 TOML
   echo "$WORK/$1.toml"
 }
-read -r fb1 rss_fb1 <<<"$(timed "$WORK/fb1" $ONE "$BIN" --quiet run "$(fbpipe fb1 1)")"
-read -r fb2 rss_fb2 <<<"$(timed "$WORK/fb2" $TWO "$BIN" --quiet run "$(fbpipe fb2 2)")"
+r=$(timed "$WORK/fb1" $ONE "$BIN" --quiet run "$(fbpipe fb1 1)") || exit 1
+read -r fb1 rss_fb1 <<<"$r"
+r=$(timed "$WORK/fb2" $TWO "$BIN" --quiet run "$(fbpipe fb2 2)") || exit 1
+read -r fb2 rss_fb2 <<<"$r"
 kept=$(python3 -c "import json; s=json.load(open('$WORK/out-fb1/_summary.json')); print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name']=='triples'))")
 python3 -c "
 n = $EDGES
@@ -90,6 +98,7 @@ print(f'{n} lines ({$kept} triples kept): gzip -dc | wc -l {$floor:.2f} s ({n/$f
 print(f'pyoxigraph strict parse (one core): {$oxi:.2f} s ({n/$oxi/1e6:.2f} M/s), peak {$rss_oxi} MB')
 print(f'distillery freebase ingest, one core: {$fb1:.2f} s ({n/$fb1/1e6:.2f} M/s, {$oxi/$fb1:.2f}x pyoxigraph), peak {$rss_fb1} MB')
 print(f'distillery freebase ingest, two cores: {$fb2:.2f} s ({$fb1/$fb2:.2f}x one core), peak {$rss_fb2} MB')"
+rm -rf "$WORK/out-fb1" "$WORK/out-fb2"
 fi
 
 if [[ $SECTIONS == *2* ]]; then
@@ -119,20 +128,28 @@ options = { kg = "kg", hops = 3, segments = false }
 TOML
   echo "$WORK/$1.toml"
 }
-read -r job1 rss1 <<<"$(timed "$WORK/sg1" $ONE "$BIN" --quiet run "$(pipeline sg1 1)")"
+r=$(timed "$WORK/sg1" $ONE "$BIN" --quiet run "$(pipeline sg1 1)") || exit 1
+read -r job1 rss1 <<<"$r"
 ours1=$(stage_secs "$WORK/out-sg1" sg)
 edges=$(counter "$WORK/out-sg1" sg edges)
-read -r job2 rss2 <<<"$(timed "$WORK/sg2" $TWO "$BIN" --quiet run "$(pipeline sg2 2)")"
+r=$(timed "$WORK/sg2" $TWO "$BIN" --quiet run "$(pipeline sg2 2)") || exit 1
+read -r job2 rss2 <<<"$r"
 ours2=$(stage_secs "$WORK/out-sg2" sg)
 python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1" sg "$WORK/ours.json"
+rm -rf "$WORK/out-sg1" "$WORK/out-sg2"   # the store's bulk load needs the disk
 
-if [ ! -d "$WORK/store" ]; then
-  read -r load rss_load <<<"$(timed "$WORK/load" $ONE python3 scripts/bench/hydra_subgraph.py load "$WORK/store" "$WORK/kg/kg.nt")"
+if [ ! -f "$WORK/store.loaded" ]; then
+  rm -rf "$WORK/store"
+  r=$(timed "$WORK/load" $ONE python3 scripts/bench/hydra_subgraph.py load "$WORK/store" "$WORK/kg/kg.nt") || exit 1
+read -r load rss_load <<<"$r"
   echo "pyoxigraph bulk load: $load s, peak $rss_load MB"
+  touch "$WORK/store.loaded"
 fi
-read -r _ rss_w1 <<<"$(timed "$WORK/walk1" $ONE python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra1.json" 1)"
+r=$(timed "$WORK/walk1" $ONE python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra1.json" 1) || exit 1
+read -r _ rss_w1 <<<"$r"
 walk1=$(awk '/^walk/ {print $2}' "$WORK/walk1.log")
-read -r _ rss_w2 <<<"$(timed "$WORK/walk2" $TWO python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra2.json" 2)"
+r=$(timed "$WORK/walk2" $TWO python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra2.json" 2) || exit 1
+read -r _ rss_w2 <<<"$r"
 walk2=$(awk '/^walk/ {print $2}' "$WORK/walk2.log")
 python3 - "$WORK" <<'PY'
 import json, sys

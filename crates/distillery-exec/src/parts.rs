@@ -168,6 +168,17 @@ fn column(path: &[&str]) -> ColumnPath {
     ColumnPath::new(path.iter().map(|p| p.to_string()).collect())
 }
 
+/// Columns of KG edges whose values mostly differ within a row group (an edge's object, a
+/// subgraph edge's ends): no dictionary, for the same reason as [`ID_COLUMNS`]; a `triples`
+/// subject keeps its dictionary, as dumps come sorted by subject.
+const HIGH_CARDINALITY: &[(TableKind, &[&str])] = &[
+    (TableKind::Triples, &["object"]),
+    (TableKind::Triples, &["object_name"]),
+    (TableKind::Subgraphs, &["subject"]),
+    (TableKind::Subgraphs, &["object"]),
+    (TableKind::Subgraphs, &["triple_id"]),
+];
+
 fn writer_props(table: TableKind) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
@@ -175,7 +186,8 @@ fn writer_props(table: TableKind) -> WriterProperties {
         ))
         .set_max_row_group_row_count(Some(64 * 1024))
         .set_created_by("distillery".to_string());
-    for (_, path) in ID_COLUMNS.iter().filter(|(t, _)| *t == table) {
+    let plain = ID_COLUMNS.iter().chain(HIGH_CARDINALITY);
+    for (_, path) in plain.filter(|(t, _)| *t == table) {
         b = b.set_column_dictionary_enabled(column(path), false);
     }
     for (_, path) in LONG_TEXT.iter().filter(|(t, _)| *t == table) {
