@@ -528,11 +528,11 @@ mod tests {
         col
     }
 
-    /// The id columns are leaves without a dictionary, every table's `id` among them, and
-    /// every other column but the long-text ones keeps its dictionary.
+    /// The id and high-cardinality columns are leaves without a dictionary, every table's
+    /// `id` among them, and every other column but the long-text ones keeps its dictionary.
     #[test]
     fn id_columns_are_leaves_without_a_dictionary() {
-        for (table, path) in ID_COLUMNS {
+        for (table, path) in ID_COLUMNS.iter().chain(HIGH_CARDINALITY) {
             assert_leaf(*table, path);
         }
         for table in TableKind::ALL {
@@ -548,6 +548,7 @@ mod tests {
             for leaf in desc.columns() {
                 let listed = ID_COLUMNS
                     .iter()
+                    .chain(HIGH_CARDINALITY)
                     .chain(LONG_TEXT)
                     .any(|(t, p)| *t == table && column(p) == *leaf.path());
                 assert_eq!(
