@@ -197,3 +197,78 @@ fn subgraphs_match_an_independent_bfs_on_fb15k() {
     let lines = |o: &Path| std::fs::read(o.join("sg/questions.jsonl")).unwrap();
     assert_eq!(lines(&three), lines(&one));
 }
+
+/// On the shared Wikidata sample: a question about Scotland (Q22) and one whose topic entity
+/// (universe, Q1) also names its Wikipedia page, QIDs as Hydra's sets give them; the subgraph
+/// holds the claims around them and the questions file their enwiki titles from the sitelinks.
+#[test]
+fn wikidata_subgraphs_name_the_topic_entities_wikipedia_pages() {
+    let Some(wd) = shared("wikidata/entities.first35.json") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let qs = dir.path().join("q.json");
+    let questions = serde_json::json!([
+        {"ID": "wd1", "question": "Which country is Scotland part of?", "answer": "United Kingdom",
+         "topic_entity": {"Q22": "Scotland"}},
+        {"ID": "wd2", "question": "What is the universe?", "answer": "universe",
+         "topic_entity": {"Q1": "universe", "Q404": "nowhere"}},
+    ]);
+    std::fs::write(&qs, questions.to_string()).unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("wd.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"version = 1
+name = "wd"
+output = "{out}"
+[[inputs]]
+name = "wd"
+format = "wikidata"
+paths = ["{wd}"]
+[[inputs]]
+name = "q"
+format = "cwq"
+paths = ["{qs}"]
+[[stages]]
+kind = "subgraph"
+inputs = ["q"]
+options = {{ kg = "wd", hops = 1 }}
+"#,
+            out = out.display(),
+            wd = wd.display(),
+            qs = qs.display(),
+        ),
+    )
+    .unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(out.join("subgraph/questions.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+    let by_id = |id: &str| {
+        lines
+            .iter()
+            .find(|l| l["dataset_question_id"] == id)
+            .unwrap_or_else(|| panic!("no {id} in {lines:?}"))
+    };
+    let scotland = by_id("wd1");
+    assert_eq!(
+        scotland["topic_wikipedia"],
+        serde_json::json!({"Q22": "Scotland"})
+    );
+    assert!(scotland["edges"].as_u64().unwrap() > 10, "{scotland}");
+    let universe = by_id("wd2");
+    assert_eq!(
+        universe["topic_wikipedia"],
+        serde_json::json!({"Q1": "Universe"})
+    );
+    assert_eq!(universe["topics_found"], 1, "{universe}");
+    let s = summary(&out);
+    assert_eq!(stage(&s, "subgraph")["counters"]["topics.missing"], 1);
+    let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
+    assert!(!v.contains("mismatch"), "{v}");
+}

@@ -208,6 +208,9 @@ pub struct Entity {
     pub label: Option<String>,
     pub description: Option<String>,
     pub aliases: Vec<String>,
+    /// The title of the entity's Wikipedia page in `lang` (a Wikidata sitelink such as
+    /// `enwiki`), when the source has one.
+    pub wikipedia: Option<String>,
 }
 
 /// One edge of a question's KG subgraph (the `subgraph` stage): an edge of the knowledge

@@ -81,6 +81,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
                     label: names.get(mid).cloned(),
                     description: None,
                     aliases: Vec::new(),
+                    wikipedia: None,
                 }))?;
             }
         }

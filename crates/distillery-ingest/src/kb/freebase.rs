@@ -280,6 +280,7 @@ fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>) -> Option<Entity> {
         label: Some(unescape(value).into_owned()),
         description: None,
         aliases: Vec::new(),
+        wikipedia: None,
     })
 }
 

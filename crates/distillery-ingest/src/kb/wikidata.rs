@@ -1,5 +1,6 @@
 //! `wikidata`: the Wikidata JSON dump (`[`, one entity per line with a trailing comma, `]`;
-//! gzip, bzip2 or plain) into entities (labels, descriptions, aliases) and triples (claims).
+//! gzip, bzip2 or plain) into entities (labels, descriptions, aliases, the Wikipedia page of
+//! each language from its `<lang>wiki` sitelink) and triples (claims).
 //!
 //! Per entity, one [`Entity`] row per configured language (`languages`, default `["en"]`)
 //! that has a label, a description or an alias. Per statement whose `mainsnak` has
@@ -46,8 +47,8 @@ use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "wikidata";
 
-/// The parts of an entity that are read; everything else (sitelinks, ...) is skipped unparsed.
-/// Fields are `Value`s because old dumps write empty maps as `[]`.
+/// The parts of an entity that are read; everything else is skipped unparsed. Fields are
+/// `Value`s because old dumps write empty maps as `[]`.
 #[derive(Debug, Deserialize)]
 struct RawEntity {
     #[serde(default)]
@@ -63,6 +64,31 @@ struct RawEntity {
     /// MediaInfo entities (Commons) name their claims `statements`.
     #[serde(default)]
     statements: Value,
+    /// `{site: {site, title, badges}}`: the `<lang>wiki` titles become [`Entity::wikipedia`].
+    /// Old dumps write an empty map as `[]`.
+    #[serde(default, deserialize_with = "sitelinks")]
+    sitelinks: std::collections::HashMap<String, SiteTitle>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SiteTitle {
+    title: String,
+}
+
+/// A sitelinks map, or the `[]` old dumps write for an empty one.
+fn sitelinks<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::HashMap<String, SiteTitle>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Links {
+        Map(std::collections::HashMap<String, SiteTitle>),
+        Empty([(); 0]),
+    }
+    Ok(match Links::deserialize(d)? {
+        Links::Map(m) => m,
+        Links::Empty(_) => Default::default(),
+    })
 }
 
 /// Where an entity came from in the input (line and index are unknown in a byte range).
@@ -340,6 +366,10 @@ fn entity(
             label,
             description,
             aliases,
+            wikipedia: raw
+                .sitelinks
+                .get(&format!("{}wiki", lang.replace('-', "_")))
+                .map(|l| l.title.clone()),
         }))?;
     }
     let subject_name = opts
@@ -629,6 +659,23 @@ mod tests {
     }
 
     const ENTITY: &str = r#"{"type":"item","id":"Q1","labels":{"en":{"language":"en","value":"One"},"de":{"language":"de","value":"Eins"}},"descriptions":{"fr":{"language":"fr","value":"un"}},"aliases":{"en":[{"language":"en","value":"1"},{"language":"en","value":"I"}]},"claims":{"P31":[{"mainsnak":{"snaktype":"value","property":"P31","datavalue":{"value":{"entity-type":"item","numeric-id":5,"id":"Q5"},"type":"wikibase-entityid"}},"qualifiers":{"P580":[{"snaktype":"value","property":"P580","datavalue":{"value":{"time":"+2000-01-01T00:00:00Z"},"type":"time"}}]}},{"mainsnak":{"snaktype":"novalue","property":"P31"}}],"P1448":[{"mainsnak":{"snaktype":"value","property":"P1448","datavalue":{"value":{"text":"Ein","language":"de"},"type":"monolingualtext"}}}]},"sitelinks":{}}"#;
+
+    #[test]
+    fn sitelinks_name_each_language_s_wikipedia_page() {
+        let links = r#""sitelinks":{"enwiki":{"site":"enwiki","title":"One (number)","badges":[]},"frwiki":{"site":"frwiki","title":"Un","badges":["Q17437796"]},"enwikiquote":{"site":"enwikiquote","title":"One","badges":[]}}}"#;
+        let entity = ENTITY.replace(r#""sitelinks":{}}"#, links);
+        let s = read_str(&format!("[\n{entity},\n]\n"), &["en", "fr"]);
+        let e = s.entities();
+        assert_eq!(e[0].wikipedia.as_deref(), Some("One (number)"));
+        assert_eq!(e[1].wikipedia.as_deref(), Some("Un"));
+        // No sitelinks, and the `[]` old dumps write for an empty map.
+        let old = ENTITY.replace(r#""sitelinks":{}}"#, r#""sitelinks":[]}"#);
+        for text in [ENTITY, old.as_str()] {
+            let s = read_str(&format!("[\n{text},\n]\n"), &["en"]);
+            assert_eq!(s.entities()[0].wikipedia, None);
+            assert!(s.quarantine().is_empty());
+        }
+    }
 
     #[test]
     fn entities_per_language_and_triples() {

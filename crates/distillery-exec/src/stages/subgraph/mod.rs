@@ -23,7 +23,8 @@
 //! - `segments` (with `segments = true`): the HSEQ KG segments of each subgraph (a `subgraph`
 //!   root per subject run, a `triplet` per edge), the triples' `source` set to the question id;
 //! - `<stage>/questions.jsonl`: one line per question: topic entities found in the graph and
-//!   kept after the reduction, nodes, edges,
+//!   kept after the reduction, their Wikipedia page titles (`topic_wikipedia`, from a Wikidata
+//!   KG's sitelinks), nodes, edges,
 //!   `connect_hop` (the smallest `D` at which one node is within `D` hops of every topic entity),
 //!   the reduction depth, and how many gold answers the subgraph holds (by key or name).
 //!
@@ -363,7 +364,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let walked = started.elapsed().as_secs_f64();
     let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
     fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
-    let names = node_names(out, parts, &opts.kg, &rows, &mut summary).await?;
+    let labels = node_labels(out, parts, &opts.kg, &rows, &questions, &mut summary).await?;
+    let names = &labels.names;
     let fetched = started.elapsed().as_secs_f64();
 
     let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
@@ -432,6 +434,16 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             });
         }
         let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
+        let wikipedia: BTreeMap<&str, &str> = q
+            .topics
+            .iter()
+            .filter_map(|t| {
+                Some((
+                    t.as_str(),
+                    labels.wikipedia.get(canon(t).as_ref())?.as_str(),
+                ))
+            })
+            .collect();
         let found = walk.topics_of(qi);
         summary.add("topics.missing", (distinct.len() - found) as u64);
         let covered = covered_answers.iter().filter(|&&c| c).count() as u64;
@@ -457,6 +469,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "topic_entities": q.topics,
             "topics_found": found,
             "topics_kept": topics_hit.len(),
+            "topic_wikipedia": wikipedia,
             "nodes": node_set.len(),
             "edges": edges.len(),
             "connect_hop": kept.connect_hop,
@@ -633,15 +646,24 @@ async fn read_questions(
     Ok(v)
 }
 
-/// Labels of the kept edges' nodes that the edges do not name, from the KG's `entities`
-/// (canonical key → label); only read when some edge lacks a name.
-async fn node_names(
+/// What the KG's `entities` add: labels of the kept edges' nodes that the edges do not name,
+/// and the Wikipedia page titles (Wikidata sitelinks) of the topic entities, by canonical key.
+#[derive(Default)]
+struct Labels {
+    names: HashMap<String, String>,
+    wikipedia: HashMap<String, String>,
+}
+
+/// Reads [`Labels`] from the KG's `entities` (skipped when no edge lacks a name and there is no
+/// topic entity to look up).
+async fn node_labels(
     out: &Location,
     parts: &[WrittenPart],
     kg: &str,
     rows: &HashMap<usize, EdgeRow>,
+    questions: &[Q],
     summary: &mut StageSummary,
-) -> Result<HashMap<String, String>, ExecError> {
+) -> Result<Labels, ExecError> {
     let mut want: HashSet<String> = HashSet::new();
     for r in rows.values() {
         if r.subject_name.is_none() {
@@ -651,9 +673,13 @@ async fn node_names(
             want.insert(canon(&r.object).into_owned());
         }
     }
-    let mut names = HashMap::new();
-    if want.is_empty() {
-        return Ok(names);
+    let topics: HashSet<String> = questions
+        .iter()
+        .flat_map(|q| q.topics.iter().map(|t| canon(t).into_owned()))
+        .collect();
+    let mut labels = Labels::default();
+    if want.is_empty() && topics.is_empty() {
+        return Ok(labels);
     }
     for (_, _, part) in parts_of(parts, TableKind::Entities, &[kg.to_string()]) {
         summary.bytes_in += part.bytes;
@@ -661,13 +687,16 @@ async fn node_names(
         while let Some(batch) = stream.next().await {
             for e in from_batch::<Entity>(TableKind::Entities, &batch?)? {
                 let key = canon(&e.key).into_owned();
+                if let (true, Some(title)) = (topics.contains(&key), e.wikipedia) {
+                    labels.wikipedia.entry(key.clone()).or_insert(title);
+                }
                 if let (true, Some(label)) = (want.contains(&key), e.label) {
-                    names.entry(key).or_insert(label);
+                    labels.names.entry(key).or_insert(label);
                 }
             }
         }
     }
-    Ok(names)
+    Ok(labels)
 }
 
 /// What one question keeps after the cap.
