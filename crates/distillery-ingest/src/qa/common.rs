@@ -508,6 +508,31 @@ pub(crate) fn entity_keys(
     }
 }
 
+/// The topic-entity fields of a record of Hydra's benchmark set, read with
+/// `#[serde(flatten)]` ahead of a reader's flattened `extra` map (a flattened struct takes its
+/// keys, so `extra` does not see them).
+#[derive(Debug, Default, serde::Deserialize)]
+pub(crate) struct HydraTopics {
+    #[serde(default)]
+    pub topic_entity: Option<Value>,
+    #[serde(rename = "QID", default)]
+    pub qid: Option<Value>,
+    #[serde(default)]
+    pub qid_topic_entity: Option<Value>,
+}
+
+impl HydraTopics {
+    /// [`hydra_topic_entities`] of these fields.
+    pub fn keys(&self, meta: &mut Map<String, Value>) -> Result<Vec<String>, ItemError> {
+        hydra_topic_entities(
+            self.topic_entity.as_ref(),
+            self.qid.as_ref(),
+            self.qid_topic_entity.as_ref(),
+            meta,
+        )
+    }
+}
+
 /// The topic entities of a record of Hydra's benchmark set (WebQuestions, WebQSP, QALD-10,
 /// AdvHotpotQA, Zero-Shot RE), which names them in two knowledge graphs: the Freebase mids of
 /// `topic_entity` (`{mid: name}`), then the Wikidata QIDs of `QID` and of `qid_topic_entity`

@@ -25,7 +25,7 @@ use distillery_core::{Document, Evidence, Record, RecordSink, char_slice};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::common::{IdString, Qa, answers_from, from_value, hydra_topic_entities, meta_string};
+use super::common::{HydraTopics, IdString, Qa, answers_from, from_value, meta_string};
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "hotpotadv";
@@ -40,12 +40,8 @@ struct Raw {
     answer: Option<Value>,
     #[serde(default)]
     rationale: Option<Value>,
-    #[serde(default)]
-    topic_entity: Option<Value>,
-    #[serde(rename = "QID", default)]
-    qid: Option<Value>,
-    #[serde(default)]
-    qid_topic_entity: Option<Value>,
+    #[serde(flatten)]
+    topics: HydraTopics,
     #[serde(flatten)]
     extra: Map<String, Value>,
 }
@@ -75,12 +71,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             Some(v) => from_value(v.clone(), "rationale")?,
         };
         let mut meta = r.extra;
-        let topics = hydra_topic_entities(
-            r.topic_entity.as_ref(),
-            r.qid.as_ref(),
-            r.qid_topic_entity.as_ref(),
-            &mut meta,
-        )?;
+        let topics = r.topics.keys(&mut meta)?;
         if let Some(v) = r.rationale {
             meta.insert("rationale".to_string(), v);
         }

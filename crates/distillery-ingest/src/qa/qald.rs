@@ -17,8 +17,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{
-    IdString, ItemError, Qa, answers_from, bad_value, excerpt_of, hydra_topic_entities,
-    meta_string, scalar_string,
+    HydraTopics, IdString, ItemError, Qa, answers_from, bad_value, excerpt_of, meta_string,
+    scalar_string,
 };
 use crate::{IngestError, InputCtx};
 
@@ -31,12 +31,8 @@ struct Raw {
     question: String,
     #[serde(default)]
     answer: Option<Value>,
-    #[serde(default)]
-    topic_entity: Option<Value>,
-    #[serde(rename = "QID", default)]
-    qid: Option<Value>,
-    #[serde(default)]
-    qid_topic_entity: Option<Value>,
+    #[serde(flatten)]
+    topics: HydraTopics,
     #[serde(flatten)]
     extra: Map<String, Value>,
 }
@@ -47,12 +43,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     qa.for_each_json(|qa, r: Raw, raw| {
         let (answers, qids) = answer_names(r.answer.as_ref())?;
         let mut meta = r.extra;
-        let topics = hydra_topic_entities(
-            r.topic_entity.as_ref(),
-            r.qid.as_ref(),
-            r.qid_topic_entity.as_ref(),
-            &mut meta,
-        )?;
+        let topics = r.topics.keys(&mut meta)?;
         if let Some(qids) = qids {
             let qids = qids.into_iter().map(Value::String).collect();
             meta.insert("answer_qids".to_string(), Value::Array(qids));

@@ -11,7 +11,7 @@ use distillery_core::{Record, RecordSink};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::common::{IdString, Qa, answers_from, hydra_topic_entities, meta_string};
+use super::common::{HydraTopics, IdString, Qa, answers_from, meta_string};
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "webquestions";
@@ -23,12 +23,8 @@ struct Raw {
     question: String,
     #[serde(default)]
     answers: Option<Value>,
-    #[serde(default)]
-    topic_entity: Option<Value>,
-    #[serde(rename = "QID", default)]
-    qid: Option<Value>,
-    #[serde(default)]
-    qid_topic_entity: Option<Value>,
+    #[serde(flatten)]
+    topics: HydraTopics,
     #[serde(flatten)]
     extra: Map<String, Value>,
 }
@@ -39,12 +35,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     qa.for_each_json(|qa, r: Raw, raw| {
         let answers = answers_from(r.answers.as_ref(), "answers")?;
         let mut meta = r.extra;
-        let topics = hydra_topic_entities(
-            r.topic_entity.as_ref(),
-            r.qid.as_ref(),
-            r.qid_topic_entity.as_ref(),
-            &mut meta,
-        )?;
+        let topics = r.topics.keys(&mut meta)?;
         let id = r.id.map_or_else(|| raw.index.to_string(), |i| i.0);
         let mut q = qa.question(&id, r.question);
         q.answerable = (!answers.is_empty()).then_some(true);

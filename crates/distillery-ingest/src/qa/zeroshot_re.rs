@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{
-    IdString, ItemError, Qa, answers_from, hydra_topic_entities, meta_string, push_aliases,
+    HydraTopics, IdString, ItemError, Qa, answers_from, meta_string, push_aliases,
 };
 use crate::{IngestError, InputCtx};
 
@@ -36,12 +36,8 @@ struct Raw {
     answer: Option<Value>,
     #[serde(default)]
     alias: Option<Value>,
-    #[serde(default)]
-    topic_entity: Option<Value>,
-    #[serde(rename = "QID", default)]
-    qid: Option<Value>,
-    #[serde(default)]
-    qid_topic_entity: Option<Value>,
+    #[serde(flatten)]
+    topics: HydraTopics,
     #[serde(flatten)]
     extra: Map<String, Value>,
 }
@@ -67,12 +63,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         };
         let mut answers = answers_from(r.answer.as_ref(), "answer")?;
         push_aliases(&mut answers, answers_from(r.alias.as_ref(), "alias")?);
-        let topics = hydra_topic_entities(
-            r.topic_entity.as_ref(),
-            r.qid.as_ref(),
-            r.qid_topic_entity.as_ref(),
-            &mut meta,
-        )?;
+        let topics = r.topics.keys(&mut meta)?;
         let others: Vec<Value> = templates.map(Value::String).collect();
         if !others.is_empty() {
             meta.insert("other_template_questions".to_string(), Value::Array(others));
