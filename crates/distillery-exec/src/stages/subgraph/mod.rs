@@ -38,6 +38,7 @@
 
 pub mod walk;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -386,6 +387,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         let mut ids: HashSet<&str> = HashSet::new();
         let mut covered_answers = vec![false; q.answers.len()];
         let mut topics_hit: HashSet<&str> = HashSet::new();
+        let canon_topics: Vec<(Cow<'_, str>, &str)> =
+            q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
         for &(at, hop) in &kept.edges {
             let r = &rows[&at];
             if !ids.insert(&r.id) {
@@ -403,20 +406,20 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 name(&r.subject, &r.subject_name),
                 name(&r.object, &r.object_name),
             );
-            for (key, n) in [(&r.subject, &sn), (&r.object, &on)] {
+            let ends = [(canon(&r.subject), &sn), (canon(&r.object), &on)];
+            for (key, n) in &ends {
                 for (a, hit) in q.answers.iter().zip(covered_answers.iter_mut()) {
                     let one = std::slice::from_ref(a);
                     if !*hit
-                        && (is_answer(&canon(key), one)
-                            || n.as_deref().is_some_and(|n| is_answer(n, one)))
+                        && (is_answer(key, one) || n.as_deref().is_some_and(|n| is_answer(n, one)))
                     {
                         *hit = true;
                     }
                 }
-            }
-            for t in &q.topics {
-                if canon(t) == canon(&r.subject) || canon(t) == canon(&r.object) {
-                    topics_hit.insert(t);
+                for (t, raw) in &canon_topics {
+                    if t == key {
+                        topics_hit.insert(raw);
+                    }
                 }
             }
             edges.push(SubgraphEdge {
