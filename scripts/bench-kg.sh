@@ -18,9 +18,14 @@
 #    the whole KG, so more tasks mean more scans; its parts are scanned in parallel).
 #    Loading is timed apart from the walks; the per-question
 #    edge sets of the two must be identical.
+# 3. KG index build: a job ingesting the KG and building its adjacency index (the `index`
+#    stage with kinds = ["kg"]), one core, with this binary (external sorts in bounded
+#    memory) and with BENCH_KG_BASELINE, a binary whose KG build held the graph in memory
+#    (e4e2de4 or earlier): the index stage's seconds and the job's peak RSS. Run at two
+#    sizes to see what grows with the graph.
 #
 # BENCH_DIR keeps the inputs between runs; DISTILLERY_BIN runs another binary instead of
-# building a release one; BENCH_SECTIONS picks sections (default 2).
+# building a release one; BENCH_SECTIONS picks sections (default 12).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGES=${1:-50000000}
@@ -163,4 +168,39 @@ python3 -c "
 print(f'{$edges} subgraph edges; ingest + stage job: {$job1} s, peak {$rss1} MB (one core)')
 print(f'one core: subgraph stage {$ours1:.2f} s, Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/$ours1:.1f}x')
 print(f'two cores: subgraph stage {$ours2:.2f} s ({$ours1/$ours2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/$ours2:.1f}x')"
+fi
+
+if [[ $SECTIONS == *3* ]]; then
+echo "== 3. kg index build: $EDGES edges, one core"
+kgpipe() { # name
+  cat > "$WORK/$1.toml" <<TOML
+version = 1
+name = "$1"
+output = "$WORK/out-$1"
+[run]
+parallelism = 1
+shards = 8
+[[inputs]]
+name = "kg"
+format = "freebase"
+paths = ["$WORK/kg/kg.nt"]
+[[stages]]
+kind = "index"
+options = { kinds = ["kg"], root = "$WORK/root-$1" }
+TOML
+  echo "$WORK/$1.toml"
+}
+row() { # label bin name
+  rm -rf "$WORK/out-$3" "$WORK/root-$3"
+  local r; r=$(timed "$WORK/$3" $ONE "$2" --quiet run "$(kgpipe "$3")") || exit 1
+  read -r job rss <<<"$r"
+  local secs; secs=$(stage_secs "$WORK/out-$3" index)
+  local nodes; nodes=$(python3 -c "import json,glob; m=json.load(open(glob.glob('$WORK/root-$3/versions/*/manifest.json')[0])); print(m['kg']['nodes'], m['kg']['edges'])")
+  echo "$1: index stage $secs s, job $job s, peak RSS $rss MB (nodes, edges: $nodes)"
+  rm -rf "$WORK/out-$3" "$WORK/root-$3"
+}
+row "external-sort build" "$BIN" kgx
+if [ -n "${BENCH_KG_BASELINE:-}" ]; then
+  row "in-memory build ($BENCH_KG_BASELINE)" "$(realpath "$BENCH_KG_BASELINE")" kgm
+fi
 fi

@@ -5,7 +5,7 @@
 //! Memory: passages are spooled to local Parquet files by shard as they arrive
 //! ([`Spool`]); a shard is then built in memory (its passages, vectors and HNSW graph), one
 //! at a time, so a build needs the memory of its largest shard, whatever the corpus: choose
-//! `shards` so that one fits. The KG holds its nodes and edges in memory (see [`crate::kg`]).
+//! `shards` so that one fits. The KG is built by external sorts in bounded memory (see [`crate::kg`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use crate::IndexError;
 use crate::bm25;
 use crate::cache::EmbeddingCache;
 use crate::dense::{self, Embedder, Vector};
-use crate::kg::{self, KgEdge};
+use crate::kg::{self, KgBuilder};
 use crate::passage::{self, Passage, Unit};
 use crate::version::{self, Changes, FileEntry, Manifest, Root};
 
@@ -168,16 +168,10 @@ pub struct Built {
 fn fingerprint(
     spec: &BuildSpec,
     spool: &Spool,
-    edges: Option<&[KgEdge]>,
+    edges: Option<&KgBuilder>,
     model: Option<&dense::ModelInfo>,
 ) -> String {
-    let mut e = [0u64; 2];
-    for edge in edges.unwrap_or_default() {
-        let key = format!("{edge:?}");
-        for (seed, sum) in e.iter_mut().enumerate() {
-            *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, key.as_bytes()));
-        }
-    }
+    let (count, e) = edges.map_or((0, [0; 2]), KgBuilder::digest);
     let all = format!(
         "v1|{}{}{}|{}|{}|{:?}|{}|{:x}|{:x}|{}|{:x}|{:x}",
         spec.bm25,
@@ -189,7 +183,7 @@ fn fingerprint(
         spool.count,
         spool.sums[0],
         spool.sums[1],
-        edges.map_or(0, <[KgEdge]>::len),
+        count,
         e[0],
         e[1],
     );
@@ -240,7 +234,7 @@ pub async fn build(
     root: &Root,
     spec: &BuildSpec,
     mut spool: Spool,
-    edges: Option<Vec<KgEdge>>,
+    edges: Option<KgBuilder>,
     embedder: Option<&dyn Embedder>,
     cache: Option<&EmbeddingCache>,
 ) -> Result<Built, IndexError> {
@@ -264,7 +258,7 @@ pub async fn build(
         shards: spool.shards_for(spec, keep),
         ..spec.clone()
     };
-    let print = fingerprint(spec, &spool, edges.as_deref(), model.as_ref());
+    let print = fingerprint(spec, &spool, edges.as_ref(), model.as_ref());
     if let Some(m) = current
         && m.fingerprint == print
     {
@@ -327,8 +321,12 @@ pub async fn build(
         m.files.extend(files);
     }
     if spec.kg {
-        let dir = spec.scratch.join("kg");
-        let (stats, names) = kg::write_kg(&dir, edges.unwrap_or_default())?;
+        let kg = match edges {
+            Some(kg) => kg,
+            None => KgBuilder::new(&spec.scratch.join("kg"), kg::SORT_MEMORY)?,
+        };
+        let dir = kg.dir().to_path_buf();
+        let (stats, names) = kg.finish().await?;
         m.files
             .extend(root.upload(&dir, &format!("{vrel}/kg"), &names).await?);
         m.kg = Some(stats);

@@ -22,7 +22,8 @@
 //! `usearch` (HNSW; chosen over the pure-Rust `hnsw_rs` because its file format is read by
 //! its own Python, JavaScript and C packages and it queries and builds 3-4x faster here, at
 //! the cost of a C++ build of about 3.5 minutes), `arrow`/`parquet` (the passage, embedding
-//! and KG tables), `object_store` (index roots on local disk, S3, GCS or Azure), `twox-hash`
+//! and KG tables), `datafusion` (the KG build's external sorts, which spill to disk past a
+//! memory budget), `object_store` (index roots on local disk, S3, GCS or Azure), `twox-hash`
 //! (content hashes and vector keys).
 
 pub mod bm25;

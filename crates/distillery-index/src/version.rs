@@ -51,6 +51,9 @@ impl std::fmt::Debug for Root {
 /// The name of the pointer object.
 pub const CURRENT: &str = "CURRENT";
 
+/// Bytes per part of a multipart upload (and the largest file uploaded in one put).
+pub const UPLOAD_PART: usize = 16 << 20;
+
 impl Root {
     pub fn path(&self, rel: &str) -> Path {
         rel.split('/')
@@ -116,7 +119,9 @@ impl Root {
         Ok(out)
     }
 
-    /// Uploads local files: `dir/name` to `rel/name` for each name.
+    /// Uploads local files: `dir/name` to `rel/name` for each name. A file of up to
+    /// [`UPLOAD_PART`] bytes is one put; a larger one streams as a multipart upload, so a
+    /// big export is never held in memory whole.
     pub async fn upload(
         &self,
         dir: &FsPath,
@@ -126,17 +131,42 @@ impl Root {
         let mut out = Vec::with_capacity(names.len());
         for name in names {
             let local = dir.join(name);
-            let data = tokio::fs::read(&local)
-                .await
-                .map_err(|e| IndexError::io(local.display(), e))?;
             let path = format!("{rel}/{name}");
-            out.push(FileEntry {
-                path: path.clone(),
-                bytes: data.len() as u64,
-            });
-            self.put(&path, data).await?;
+            let bytes = self.upload_file(&local, &path).await?;
+            out.push(FileEntry { path, bytes });
         }
         Ok(out)
+    }
+
+    async fn upload_file(&self, local: &FsPath, rel: &str) -> Result<u64, IndexError> {
+        use tokio::io::AsyncReadExt;
+        let io = |e| IndexError::io(local.display(), e);
+        let mut file = tokio::fs::File::open(local).await.map_err(io)?;
+        let size = file.metadata().await.map_err(io)?.len();
+        if size <= UPLOAD_PART as u64 {
+            let data = tokio::fs::read(local).await.map_err(io)?;
+            self.put(rel, data).await?;
+            return Ok(size);
+        }
+        let store_err = |e| IndexError::store(self.show(rel), e);
+        let upload = self
+            .store
+            .put_multipart(&self.path(rel))
+            .await
+            .map_err(store_err)?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, UPLOAD_PART);
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = file.read(&mut buf).await.map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            // At most two parts in flight: memory stays a few parts whatever the file.
+            w.wait_for_capacity(2).await.map_err(store_err)?;
+            w.write(&buf[..n]);
+        }
+        w.finish().await.map_err(store_err)?;
+        Ok(size)
     }
 
     /// Downloads `rel` to the local file `to`: a hard link on a local root (the files of a
@@ -471,17 +501,47 @@ mod tests {
         .to_string()
     }
 
+    fn local(dir: &std::path::Path) -> Root {
+        Root {
+            store: Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap()),
+            prefix: Path::from(""),
+            display: dir.display().to_string(),
+            local_dir: Some(dir.to_path_buf()),
+        }
+    }
+
+    #[tokio::test]
+    async fn upload_streams_files_past_a_part() {
+        let tmp = tempfile::tempdir().unwrap();
+        let src = tmp.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        // Two full parts and a tail, plus a small file.
+        let big: Vec<u8> = (0..2 * UPLOAD_PART + 12_345)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        std::fs::write(src.join("big.bin"), &big).unwrap();
+        std::fs::write(src.join("small.txt"), b"small").unwrap();
+        std::fs::create_dir_all(tmp.path().join("root")).unwrap();
+        let root = local(&tmp.path().join("root"));
+        let names = ["big.bin".to_string(), "small.txt".to_string()];
+        let got = root.upload(&src, "v/kg", &names).await.unwrap();
+        assert_eq!(
+            got.iter()
+                .map(|f| (f.path.as_str(), f.bytes))
+                .collect::<Vec<_>>(),
+            vec![("v/kg/big.bin", big.len() as u64), ("v/kg/small.txt", 5)]
+        );
+        assert!(root.get("v/kg/big.bin").await.unwrap().unwrap() == big);
+        assert_eq!(
+            &root.get("v/kg/small.txt").await.unwrap().unwrap()[..],
+            b"small"
+        );
+    }
+
     #[tokio::test]
     async fn prune_keeps_the_newest_and_the_current_version() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = Root {
-            store: Arc::new(
-                object_store::local::LocalFileSystem::new_with_prefix(tmp.path()).unwrap(),
-            ),
-            prefix: Path::from(""),
-            display: tmp.path().display().to_string(),
-            local_dir: Some(tmp.path().to_path_buf()),
-        };
+        let root = local(tmp.path());
         let names = [
             "20260101T000000Z-a",
             "20260102T000000Z-b",

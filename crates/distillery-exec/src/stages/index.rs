@@ -22,7 +22,7 @@ use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Spool, build};
 use distillery_index::cache::EmbeddingCache;
-use distillery_index::kg::KgEdge;
+use distillery_index::kg::{self, KgBuilder, KgEdge};
 use distillery_index::passage::{self, Unit};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -251,11 +251,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         };
     }
     let edges = if has(IndexKind::Kg) {
-        let mut edges = Vec::new();
+        let mut kg = KgBuilder::new(&scratch.0.join("build").join("kg"), kg::SORT_MEMORY)?;
         let ps = parts(&cx, TableKind::Triples);
         bytes_in += each(cx.out, TableKind::Triples, &ps, |t: Triple| {
             records_in += 1;
-            edges.push(KgEdge {
+            kg.push(KgEdge {
                 subject: t.subject,
                 relation: t.predicate,
                 object: t.object,
@@ -263,11 +263,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 subject_name: t.subject_name,
                 object_name: t.object_name,
                 source: t.dataset,
-            });
-            Ok(())
+            })
+            .map_err(ExecError::from)
         })
         .await?;
-        Some(edges)
+        Some(kg)
     } else {
         None
     };

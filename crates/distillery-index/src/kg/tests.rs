@@ -1,0 +1,557 @@
+//! Tests of the KG index: the build and lookups.
+
+use super::graphml::xml_escape;
+use super::*;
+use arrow::array::RecordBatch;
+
+/// Runs the async build on a runtime of its own.
+fn write(
+    dir: &Path,
+    edges: impl IntoIterator<Item = KgEdge>,
+) -> Result<(KgStats, Vec<String>), IndexError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(write_kg(dir, edges))
+}
+
+fn edge(
+    s: &str,
+    r: &str,
+    o: &str,
+    kind: &str,
+    sn: Option<&str>,
+    on: Option<&str>,
+    src: &str,
+) -> KgEdge {
+    KgEdge {
+        subject: s.into(),
+        relation: r.into(),
+        object: o.into(),
+        object_kind: kind.into(),
+        subject_name: sn.map(Into::into),
+        object_name: on.map(Into::into),
+        source: src.into(),
+    }
+}
+
+fn hit(s: &str, r: &str, o: &str, src: &str) -> KgHit {
+    KgHit {
+        subject: s.into(),
+        relation: r.into(),
+        object: o.into(),
+        source: src.into(),
+    }
+}
+
+fn read_all(path: &Path) -> Vec<RecordBatch> {
+    ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+fn metaqa() -> Vec<KgEdge> {
+    let m = |s: &str, r: &str, o: &str| edge(s, r, o, "entity", None, None, "metaqa");
+    vec![
+        m("Kismet", "directed_by", "William Dieterle"),
+        m("Kismet", "written_by", "Edward Knoblock"),
+        m("Kismet", "starred_actors", "Marlene Dietrich"),
+        m("Kismet", "release_year", "1944"),
+        m("Blonde Venus", "starred_actors", "Marlene Dietrich"),
+        m("Blonde Venus", "directed_by", "Josef von Sternberg"),
+        m("The Blue Angel", "directed_by", "Josef von Sternberg"),
+        m("The Blue Angel", "starred_actors", "Marlene Dietrich"),
+    ]
+}
+
+fn freebase() -> Vec<KgEdge> {
+    vec![
+        edge(
+            "m.01",
+            "film.film.directed_by",
+            "m.02",
+            "entity",
+            Some("Tom & Jerry <Movie>"),
+            Some("Joe \"Hanna\""),
+            "freebase",
+        ),
+        // An exact duplicate (names differ: still the same edge).
+        edge(
+            "m.01",
+            "film.film.directed_by",
+            "m.02",
+            "entity",
+            None,
+            Some("Other name"),
+            "freebase",
+        ),
+        edge(
+            "m.01",
+            "film.film.initial_release_date",
+            "1975",
+            "literal",
+            None,
+            None,
+            "freebase",
+        ),
+        // Same literal text from MetaQA's entity "1944" vs a Freebase literal "1944".
+        edge(
+            "m.01",
+            "film.film.release_year",
+            "1944",
+            "literal",
+            None,
+            None,
+            "freebase",
+        ),
+        edge(
+            "m.02",
+            "type.object.type",
+            "http://rdf.freebase.com/ns/people.person",
+            "iri",
+            None,
+            None,
+            "freebase",
+        ),
+        // The same edge from another source is not a duplicate.
+        edge(
+            "m.01",
+            "film.film.directed_by",
+            "m.02",
+            "entity",
+            None,
+            None,
+            "wikidata",
+        ),
+    ]
+}
+
+fn build() -> (tempfile::TempDir, KgStats, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut edges = metaqa();
+    edges.extend(freebase());
+    // A duplicate MetaQA edge.
+    edges.push(edge(
+        "Kismet",
+        "directed_by",
+        "William Dieterle",
+        "entity",
+        None,
+        None,
+        "metaqa",
+    ));
+    let (stats, files) = write(dir.path(), edges).unwrap();
+    (dir, stats, files)
+}
+
+#[test]
+fn kg_counts_and_files() {
+    let (dir, stats, files) = build();
+    assert_eq!(
+        files,
+        vec![
+            "edges_by_object.parquet",
+            "edges_by_subject.parquet",
+            "graph.graphml",
+            "nodes.parquet"
+        ]
+    );
+    for f in &files {
+        assert!(dir.path().join(f).is_file(), "{f} missing");
+    }
+    // MetaQA: Kismet, William Dieterle, Edward Knoblock, Marlene Dietrich, 1944 (entity),
+    // Blonde Venus, Josef von Sternberg, The Blue Angel = 8.
+    // Freebase: m.01, m.02, 1975 (literal), 1944 (literal), the iri = 5.
+    assert_eq!(
+        stats,
+        KgStats {
+            nodes: 13,
+            edges: 8 + 5,
+            literals: 2,
+            duplicates: 2,
+        }
+    );
+    let idx = KgIndex::open(dir.path()).unwrap();
+    assert_eq!(idx.len(), 13);
+    assert!(!idx.is_empty());
+}
+
+#[test]
+fn kg_out_and_in_edges() {
+    let (dir, _, _) = build();
+    let idx = KgIndex::open(dir.path()).unwrap();
+    assert_eq!(
+        idx.out_edges("Kismet").unwrap(),
+        vec![
+            hit("Kismet", "directed_by", "William Dieterle", "metaqa"),
+            hit("Kismet", "release_year", "1944", "metaqa"),
+            hit("Kismet", "starred_actors", "Marlene Dietrich", "metaqa"),
+            hit("Kismet", "written_by", "Edward Knoblock", "metaqa"),
+        ]
+    );
+    let into_marlene = idx.in_edges("Marlene Dietrich").unwrap();
+    assert_eq!(
+        into_marlene,
+        vec![
+            hit(
+                "Blonde Venus",
+                "starred_actors",
+                "Marlene Dietrich",
+                "metaqa"
+            ),
+            hit("Kismet", "starred_actors", "Marlene Dietrich", "metaqa"),
+            hit(
+                "The Blue Angel",
+                "starred_actors",
+                "Marlene Dietrich",
+                "metaqa"
+            ),
+        ]
+    );
+    // No edges in one direction.
+    assert!(idx.out_edges("Marlene Dietrich").unwrap().is_empty());
+    assert!(idx.in_edges("Kismet").unwrap().is_empty());
+    // Freebase: duplicate removed, other source kept, literal objects.
+    assert_eq!(
+        idx.out_edges("m.01").unwrap(),
+        vec![
+            hit("m.01", "film.film.directed_by", "m.02", "freebase"),
+            hit("m.01", "film.film.directed_by", "m.02", "wikidata"),
+            hit("m.01", "film.film.initial_release_date", "1975", "freebase"),
+            hit("m.01", "film.film.release_year", "1944", "freebase"),
+        ]
+    );
+    assert_eq!(
+        idx.in_edges("m.02").unwrap(),
+        vec![
+            hit("m.01", "film.film.directed_by", "m.02", "freebase"),
+            hit("m.01", "film.film.directed_by", "m.02", "wikidata"),
+        ]
+    );
+    assert_eq!(
+        idx.out_edges("m.02").unwrap(),
+        vec![hit(
+            "m.02",
+            "type.object.type",
+            "http://rdf.freebase.com/ns/people.person",
+            "freebase"
+        )]
+    );
+    // "1944" is both a MetaQA entity and a Freebase literal: the entity is preferred.
+    assert_eq!(
+        idx.in_edges("1944").unwrap(),
+        vec![hit("Kismet", "release_year", "1944", "metaqa")]
+    );
+    let n = idx.node("1944").unwrap();
+    assert_eq!(n.kind, "entity");
+    let lit = idx.node("1975").unwrap();
+    assert_eq!(lit.kind, "literal");
+    assert_eq!(lit.name, None);
+    assert_eq!(
+        idx.in_edges("1975").unwrap(),
+        vec![hit(
+            "m.01",
+            "film.film.initial_release_date",
+            "1975",
+            "freebase"
+        )]
+    );
+    assert_eq!(
+        idx.node("http://rdf.freebase.com/ns/people.person")
+            .unwrap()
+            .kind,
+        "iri"
+    );
+}
+
+#[test]
+fn kg_nodes_names_and_unknown_keys() {
+    let (dir, _, _) = build();
+    let idx = KgIndex::open(dir.path()).unwrap();
+    let m01 = idx.node("m.01").unwrap();
+    assert_eq!(m01.name.as_deref(), Some("Tom & Jerry <Movie>"));
+    assert_eq!(m01.kind, "entity");
+    // The smallest non-empty name, whatever the input order.
+    assert_eq!(
+        idx.node("m.02").unwrap().name.as_deref(),
+        Some("Joe \"Hanna\"")
+    );
+    assert_eq!(idx.node("Kismet").unwrap().name, None);
+    assert!(idx.node("m.99").is_none());
+    assert!(idx.node("").is_none());
+    assert!(idx.out_edges("m.99").unwrap().is_empty());
+    assert!(idx.in_edges("zzz").unwrap().is_empty());
+    // Ids are the rows, in (key, kind) byte order.
+    let a = idx.node("Blonde Venus").unwrap().id;
+    let b = idx.node("Kismet").unwrap().id;
+    let c = idx.node("m.01").unwrap().id;
+    assert!(a < b && b < c);
+    // "1944" (entity), "1944" (literal), "1975" (literal): same key, entity first.
+    assert_eq!(
+        idx.node("1944").unwrap().id + 2,
+        idx.node("1975").unwrap().id
+    );
+}
+
+#[test]
+fn kg_offsets_are_consistent() {
+    let (dir, stats, _) = build();
+    let nodes = read_all(&dir.path().join(NODES_FILE));
+    let mut out_sum = 0;
+    let mut in_sum = 0;
+    let mut prev_out_end = 0;
+    let mut prev_in_end = 0;
+    for b in &nodes {
+        let col = |n: &str| b[n].as_any().downcast_ref::<UInt64Array>().unwrap().clone();
+        let (os, oe, is, ie) = (
+            col("out_start"),
+            col("out_end"),
+            col("in_start"),
+            col("in_end"),
+        );
+        for r in 0..b.num_rows() {
+            assert_eq!(os.value(r), prev_out_end);
+            assert_eq!(is.value(r), prev_in_end);
+            out_sum += oe.value(r) - os.value(r);
+            in_sum += ie.value(r) - is.value(r);
+            prev_out_end = oe.value(r);
+            prev_in_end = ie.value(r);
+        }
+    }
+    assert_eq!(out_sum, stats.edges);
+    assert_eq!(in_sum, stats.edges);
+    for f in [EDGES_BY_SUBJECT_FILE, EDGES_BY_OBJECT_FILE] {
+        let rows: usize = read_all(&dir.path().join(f))
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        assert_eq!(rows as u64, stats.edges, "{f}");
+    }
+    // Every node's out and in edges, read by range, add up to every edge once.
+    let idx = KgIndex::open(dir.path()).unwrap();
+    let mut outs = 0;
+    let mut ins = 0;
+    for i in 0..idx.len() {
+        let r = idx.out_range[i];
+        outs += idx
+            .read_range(EDGES_BY_SUBJECT_FILE, "subject", i, r)
+            .unwrap()
+            .len();
+        let r = idx.in_range[i];
+        ins += idx
+            .read_range(EDGES_BY_OBJECT_FILE, "object", i, r)
+            .unwrap()
+            .len();
+    }
+    assert_eq!(outs as u64, stats.edges);
+    assert_eq!(ins as u64, stats.edges);
+}
+
+#[test]
+fn kg_graphml_is_escaped() {
+    let (dir, stats, _) = build();
+    let xml = std::fs::read_to_string(dir.path().join(GRAPHML_FILE)).unwrap();
+    assert!(xml.contains("<data key=\"d1\">Tom &amp; Jerry &lt;Movie&gt;</data>"));
+    assert!(xml.contains("Joe &quot;Hanna&quot;"));
+    assert!(!xml.contains("Tom & Jerry"));
+    assert!(xml.contains("edgedefault=\"directed\""));
+    assert_eq!(xml.matches("<node ").count() as u64, stats.nodes);
+    assert_eq!(xml.matches("<edge ").count() as u64, stats.edges);
+    assert!(xml.trim_end().ends_with("</graphml>"));
+    let mut out = Vec::new();
+    xml_escape(&mut out, "a\u{1}b\rc\td'").unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), "a\u{FFFD}b&#13;c\td&apos;");
+}
+
+#[test]
+fn kg_empty_and_bad_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("new/kg");
+    let (stats, files) = write(&sub, Vec::new()).unwrap();
+    assert_eq!(stats, KgStats::default());
+    assert_eq!(files.len(), 4);
+    let idx = KgIndex::open(&sub).unwrap();
+    assert!(idx.is_empty());
+    assert!(idx.node("x").is_none());
+    assert!(idx.out_edges("x").unwrap().is_empty());
+
+    let bad = vec![edge("a", "r", "b", "blank", None, None, "x")];
+    let err = write(dir.path(), bad).unwrap_err();
+    assert!(err.to_string().contains("object_kind"), "{err}");
+
+    let missing = KgIndex::open(&dir.path().join("absent")).unwrap_err();
+    assert!(missing.to_string().contains(NODES_FILE), "{missing}");
+}
+
+#[test]
+fn kg_range_reads_across_pages() {
+    // Enough edges for several batches and pages: node "hub" has edges in the middle.
+    let dir = tempfile::tempdir().unwrap();
+    let mut edges = Vec::new();
+    for i in 0..70_000u32 {
+        edges.push(edge(
+            &format!("s{:06}", i),
+            "r",
+            &format!("o{:03}", i % 500),
+            "entity",
+            None,
+            None,
+            "synthetic",
+        ));
+    }
+    for i in 0..3000u32 {
+        edges.push(edge(
+            "s035000x",
+            "links",
+            &format!("o{:03}", i % 500),
+            "entity",
+            None,
+            None,
+            &format!("src{}", i / 500),
+        ));
+    }
+    let (stats, _) = write(dir.path(), edges).unwrap();
+    assert_eq!(stats.duplicates, 0);
+    let idx = KgIndex::open(dir.path()).unwrap();
+    let out = idx.out_edges("s035000x").unwrap();
+    assert_eq!(out.len(), 3000);
+    assert!(
+        out.iter()
+            .all(|h| h.subject == "s035000x" && h.relation == "links")
+    );
+    assert!(
+        out.windows(2)
+            .all(|w| (&w[0].object, &w[0].source) < (&w[1].object, &w[1].source))
+    );
+    let into = idx.in_edges("o042").unwrap();
+    assert_eq!(into.len(), 140 + 6);
+    assert_eq!(
+        idx.out_edges("s069999").unwrap(),
+        vec![hit("s069999", "r", "o499", "synthetic")]
+    );
+}
+
+/// A graph of `n` edges with duplicates, literals, names given in varying order and
+/// several sources, its keys in no particular order.
+fn shuffled_graph(n: u32) -> Vec<KgEdge> {
+    (0..n)
+        .map(|i| {
+            let h = i.wrapping_mul(2_654_435_761);
+            let s = format!("m.{:x}", h % 9_973);
+            let o = format!("m.{:x}", (h >> 7) % 9_973);
+            let (kind, o) = match i % 7 {
+                0 => ("literal", format!("{}", h % 300)),
+                _ => ("entity", o),
+            };
+            let name = (i % 3 == 0).then(|| format!("name {}", h % 5));
+            edge(
+                &s,
+                &format!("rel.{}", h % 13),
+                &o,
+                kind,
+                name.as_deref(),
+                None,
+                if i % 11 == 0 { "wikidata" } else { "freebase" },
+            )
+        })
+        .chain((0..n / 10).map(|i| {
+            let h = i.wrapping_mul(2_654_435_761);
+            edge(
+                &format!("m.{:x}", h % 9_973),
+                &format!("rel.{}", h % 13),
+                &format!("m.{:x}", (h >> 7) % 9_973),
+                "entity",
+                None,
+                None,
+                "freebase",
+            )
+        }))
+        .collect()
+}
+
+#[test]
+fn kg_spilling_build_equals_in_memory_build() {
+    // 220,000 input rows of about 60 bytes do not fit the 8 MiB budget: the sorts spill.
+    let edges = shuffled_graph(200_000);
+    let roomy = tempfile::tempdir().unwrap();
+    let tight = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = |dir: &Path, memory: usize| {
+        let mut b = KgBuilder::new(dir, memory).unwrap();
+        for e in edges.clone() {
+            b.push(e).unwrap();
+        }
+        rt.block_on(b.finish()).unwrap()
+    };
+    let (a, files) = run(roomy.path(), SORT_MEMORY);
+    let (b, _) = run(tight.path(), 8 << 20);
+    assert_eq!(a, b);
+    for f in &files {
+        let (x, y) = (
+            std::fs::read(roomy.path().join(f)).unwrap(),
+            std::fs::read(tight.path().join(f)).unwrap(),
+        );
+        assert!(x == y, "{f} differs between budgets");
+    }
+    assert!(!tight.path().join("_work").exists());
+
+    // Against a model of the index: distinct nodes, distinct edges, smallest names.
+    let mut nodes = std::collections::BTreeMap::<(String, String), Option<String>>::new();
+    let mut distinct = std::collections::BTreeSet::new();
+    for e in &edges {
+        for (key, kind, name) in [
+            (&e.subject, "entity", &e.subject_name),
+            (&e.object, e.object_kind.as_str(), &e.object_name),
+        ] {
+            let slot = nodes.entry((key.clone(), kind.to_string())).or_default();
+            if let Some(n) = name
+                && slot.as_ref().is_none_or(|s| n < s)
+            {
+                *slot = Some(n.clone());
+            }
+        }
+        distinct.insert((
+            &e.subject,
+            &e.relation,
+            &e.object,
+            &e.object_kind,
+            &e.source,
+        ));
+    }
+    assert_eq!(a.nodes, nodes.len() as u64);
+    assert_eq!(a.edges, distinct.len() as u64);
+    assert_eq!(a.duplicates, edges.len() as u64 - a.edges);
+    assert_eq!(
+        a.literals,
+        nodes.keys().filter(|k| k.1 == "literal").count() as u64
+    );
+    let idx = KgIndex::open(roomy.path()).unwrap();
+    for (id, ((key, kind), name)) in nodes.iter().enumerate().step_by(97) {
+        if kind != "entity" {
+            continue;
+        }
+        let n = idx.node(key).unwrap();
+        assert_eq!((n.id as usize, &n.name), (id, name), "{key}");
+        let want: Vec<KgHit> = distinct
+            .iter()
+            .filter(|e| e.0 == key)
+            .map(|e| hit(e.0, e.1, e.2, e.4))
+            .collect();
+        let mut got = idx.out_edges(key).unwrap();
+        got.sort_by(|x, y| {
+            (&x.relation, &x.object, &x.source).cmp(&(&y.relation, &y.object, &y.source))
+        });
+        let mut want = want;
+        want.sort_by(|x, y| {
+            (&x.relation, &x.object, &x.source).cmp(&(&y.relation, &y.object, &y.source))
+        });
+        assert_eq!(got, want, "{key}");
+    }
+}
