@@ -272,3 +272,200 @@ options = {{ kg = "wd", hops = 1 }}
     let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
     assert!(!v.contains("mismatch"), "{v}");
 }
+
+/// MetaQA 1-hop and 2-hop questions of the shared sample whose topic entity is a node of the
+/// shared KB head, as a MetaQA file pair (questions, aligned question types).
+fn metaqa_questions(dir: &Path, hop: usize, nodes: &BTreeSet<&str>, want: usize) -> PathBuf {
+    let src = shared(&format!("metaqa/{hop}-hop/test.txt")).unwrap();
+    let types = shared(&format!("metaqa/{hop}-hop/qa_test_qtype.txt")).unwrap();
+    let (qs, ts) = (
+        std::fs::read_to_string(src).unwrap(),
+        std::fs::read_to_string(types).unwrap(),
+    );
+    let (mut q_out, mut t_out) = (String::new(), String::new());
+    for (q, t) in qs.lines().zip(ts.lines()) {
+        let topic = q.split_once('[').and_then(|(_, r)| r.split_once(']'));
+        if topic.is_some_and(|(e, _)| nodes.contains(e)) && q_out.lines().count() < want {
+            q_out += &format!("{q}\n");
+            t_out += &format!("{t}\n");
+        }
+    }
+    let d = dir.join(format!("{hop}-hop"));
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("qa_test.txt"), q_out).unwrap();
+    std::fs::write(d.join("qa_test_qtype.txt"), t_out).unwrap();
+    d.join("qa_test.txt")
+}
+
+/// MetaQA with the shared KB head: every answer reachable from the topic entity within the
+/// question's hops (a breadth-first search here, both edge directions) is a node of its
+/// subgraph, coverage reported per hop; a label stage then takes its KB edges from the
+/// subgraphs (`kb = "sg"`), its KG positives are rows of the subgraph stage's segments, and
+/// its outputs do not depend on how many tasks it runs as.
+#[test]
+fn metaqa_subgraphs_cover_reachable_answers_and_feed_the_label_stage() {
+    let Some(kb) = shared("metaqa/kb.head.txt") else {
+        return;
+    };
+    let text = std::fs::read_to_string(&kb).unwrap();
+    let mut adj: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut f = line.split('|');
+        let (Some(s), Some(_), Some(o)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        adj.entry(s).or_default().insert(o);
+        adj.entry(o).or_default().insert(s);
+    }
+    let nodes: BTreeSet<&str> = adj.keys().copied().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let q1 = metaqa_questions(dir.path(), 1, &nodes, 40);
+    let q2 = metaqa_questions(dir.path(), 2, &nodes, 40);
+    let reach = |from: &str, hops: usize| -> BTreeSet<String> {
+        let Some((&start, _)) = adj.get_key_value(from) else {
+            return BTreeSet::new();
+        };
+        let mut seen: BTreeSet<&str> = BTreeSet::from([start]);
+        let mut frontier = vec![start];
+        for _ in 0..hops {
+            let next: Vec<&str> = frontier
+                .iter()
+                .flat_map(|n| adj.get(n).into_iter().flatten().copied())
+                .filter(|n| seen.insert(n))
+                .collect();
+            frontier = next;
+        }
+        seen.into_iter().map(String::from).collect()
+    };
+
+    let pipe = |name: &str, label_tasks: u32| {
+        let out = dir.path().join(format!("out-{name}"));
+        let toml = format!(
+            r#"version = 1
+name = "{name}"
+output = "{out}"
+[run]
+shards = 2
+[[inputs]]
+name = "kb"
+format = "metaqa-kb"
+paths = ["{kb}"]
+[[inputs]]
+name = "one"
+format = "metaqa"
+paths = ["{q1}"]
+[[inputs]]
+name = "two"
+format = "metaqa"
+paths = ["{q2}"]
+[[stages]]
+name = "sg"
+kind = "subgraph"
+inputs = ["one", "two"]
+options = {{ kg = "kb", hops = 2 }}
+[[stages]]
+name = "lab"
+kind = "label"
+inputs = ["one", "two"]
+tasks = {label_tasks}
+options = {{ kb = "sg" }}
+"#,
+            out = out.display(),
+            kb = kb.display(),
+            q1 = q1.display(),
+            q2 = q2.display(),
+        );
+        let file = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&file, toml).unwrap();
+        ok(&["run", file.to_str().unwrap()]);
+        out
+    };
+    let out = pipe("metaqa", 2);
+
+    // Each question's subgraph nodes, from the subgraphs table.
+    let rows = crate::sql_json(
+        &out,
+        "SELECT q.question_id AS q, s.subject, s.object FROM subgraphs s \
+         JOIN questions q ON q.id = s.question_id",
+    );
+    let mut sub: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in &rows {
+        let set = sub.entry(r["q"].as_str().unwrap().to_string()).or_default();
+        set.insert(r["subject"].as_str().unwrap().to_string());
+        set.insert(r["object"].as_str().unwrap().to_string());
+    }
+    let questions = crate::sql_json(
+        &out,
+        "SELECT question_id AS q, level, topic_entities AS t, answers AS a FROM questions",
+    );
+    assert_eq!(questions.len(), 80);
+    let mut per_hop: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for q in &questions {
+        let hops: usize = q["level"].as_str().unwrap()[..1].parse().unwrap();
+        let topic = q["t"][0].as_str().unwrap();
+        let reachable = reach(topic, hops);
+        let have = sub
+            .get(q["q"].as_str().unwrap())
+            .cloned()
+            .unwrap_or_default();
+        let c = per_hop
+            .entry(q["level"].as_str().unwrap().into())
+            .or_default();
+        for a in q["a"].as_array().unwrap() {
+            let a = a.as_str().unwrap();
+            c.0 += 1;
+            if reachable.contains(a) {
+                c.1 += 1;
+                assert!(
+                    have.contains(a),
+                    "{}: answer {a} reachable, not in the subgraph",
+                    q["q"]
+                );
+            }
+        }
+    }
+    for (level, (answers, reachable)) in &per_hop {
+        println!(
+            "metaqa {level}: {reachable} of {answers} answers reachable in the KB head, all in their subgraphs"
+        );
+        assert!(*reachable > 0, "{level}");
+    }
+    let s = summary(&out);
+    let c = &stage(&s, "sg")["counters"];
+    println!(
+        "subgraph stage: answers.covered {} of {}",
+        c["answers.covered"], c["answers"]
+    );
+
+    // The label stage labelled every question from its subgraph; its KG positives are
+    // segments the subgraph stage wrote.
+    let lab = &stage(&s, "lab")["counters"];
+    assert_eq!(lab["questions"], 80, "{lab}");
+    for (ids, what) in [
+        ("SELECT unnest(selected) AS id FROM labels", "selected"),
+        (
+            "SELECT unnest(segment_ids) AS id FROM sft",
+            "sft segment_ids",
+        ),
+    ] {
+        let all = crate::count(&out, &format!("SELECT count(*) FROM ({ids}) p"));
+        assert!(all > 0, "{what}");
+        let orphans = crate::count(
+            &out,
+            &format!("SELECT count(*) FROM ({ids}) p WHERE p.id NOT IN (SELECT id FROM segments)"),
+        );
+        assert_eq!(
+            orphans, 0,
+            "{what}: ids that are no segment of the subgraphs"
+        );
+    }
+    // One label task reads the subgraphs of all the questions, two their shards: same rows.
+    let one = pipe("metaqa-one", 1);
+    for table in ["labels", "sft"] {
+        assert_eq!(
+            parquet_files(&out.join(table)),
+            parquet_files(&one.join(table)),
+            "{table}: 1 and 2 label tasks differ"
+        );
+    }
+}

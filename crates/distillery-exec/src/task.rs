@@ -55,7 +55,8 @@ pub enum Partitioning {
     Whole,
     /// One task per shard, reading only its shard's parts of every table.
     Shards,
-    /// One task per shard of the questions: a task reads its shard's `questions` parts and
+    /// One task per shard of the questions: a task reads its shard's `questions` parts (and
+    /// `subgraphs` parts, which a `subgraph` stage writes in its questions' shards) and
     /// every other part whole (the contexts and knowledge bases its questions cite), and
     /// writes its questions' rows into its own shard. A merge task then joins the files the
     /// shard tasks staged for it, so the stage's rows, reports and files are the same for any
@@ -398,7 +399,9 @@ pub fn task_inputs(p: &Pipeline, task: &TaskDef, parts: &[WrittenPart]) -> Vec<W
         .filter(|w| match how {
             Partitioning::Whole => true,
             Partitioning::Shards => mine(w),
-            Partitioning::Questions => w.table != TableKind::Questions || mine(w),
+            Partitioning::Questions => {
+                !matches!(w.table, TableKind::Questions | TableKind::Subgraphs) || mine(w)
+            }
         })
         .cloned()
         .collect()

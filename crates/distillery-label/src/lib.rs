@@ -16,6 +16,9 @@
 //! 5. [`sft`]: the SFT samples (chat messages; the assistant turn is the exact target JSON);
 //! 6. [`hanrag`]: refiner, ending-discriminator and router samples from decompositions.
 //!
+//! A question's KB edges come from a [`sh::KbIndex`] (a whole KB in memory) or from a
+//! `subgraph` stage's rows ([`subgraphs`]).
+//!
 //! [`report`] compares labels with gold evidence (precision/recall/F1 per dataset, method,
 //! question type and level).
 //!
@@ -36,6 +39,7 @@ pub mod prompt;
 pub mod report;
 pub mod sft;
 pub mod sh;
+pub mod subgraphs;
 pub mod trajectory;
 
 pub use options::{LABEL_METHODS, LABEL_PRESETS, LabelOptions};

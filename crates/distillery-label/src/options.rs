@@ -126,7 +126,10 @@ pub struct LabelOptions {
     /// Formats of the `decontaminate` files, one per file (default: told from each file).
     #[serde(default)]
     pub decontaminate_formats: Vec<String>,
-    /// Name of a KB input (`metaqa-kb`, `freebase`, ...) for MetaQA-style k-hop subgraphs.
+    /// Where questions' KB edges come from, for MetaQA-style k-hop subgraphs: the name of a
+    /// KB input (`metaqa-kb`, `freebase`, ...; a task holds the whole KB in memory), or of a
+    /// `subgraph` stage listed before this one (each question gets its subgraph's edges; a
+    /// task holds only its shard's subgraphs).
     #[serde(default)]
     pub kb: Option<String>,
     /// Cap on the hop count of KB subgraphs.

@@ -114,7 +114,7 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
         let message = format!(
             "input `{}` is MetaQA, whose questions are labelled from the k-hop subgraph of \
              their topic entity: set `kb` to the name of its knowledge base input \
-             (metaqa-kb, freebase, wikidata or fb15k)",
+             (metaqa-kb, freebase, wikidata or fb15k) or of a subgraph stage",
             i.name
         );
         cx.error("kb", message);
@@ -172,7 +172,11 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
     }
     if let Some(kb) = &o.kb {
         match cx.inputs.iter().find(|i| &i.name == kb) {
-            None => cx.error("kb", format!("`{kb}` names no input")),
+            None if cx.earlier_kind(kb) == Some("subgraph") => {}
+            None => cx.error(
+                "kb",
+                format!("`{kb}` names no input and no subgraph stage listed before this one"),
+            ),
             Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
                 let message = format!("`{kb}` is a {} input, not a knowledge base", i.format);
                 cx.error("kb", message)

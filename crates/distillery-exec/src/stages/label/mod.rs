@@ -13,7 +13,10 @@
 //!    spill parts' write buffers); the groups and inputs are labelled one after the other and
 //!    each one's maps are dropped, once all its chunks are consumed, before the next is read;
 //! 2. when `kb` names a KB input, its staged `triples` are read once into a
-//!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**), and every question
+//!    [`distillery_label::sh::KbIndex`] (**memory bound: the whole KB**); when it names a
+//!    `subgraph` stage, the task's shard of its `subgraphs` rows is read into a
+//!    [`distillery_label::subgraphs::QuestionSubgraphs`] (**memory bound: the subgraphs of
+//!    the task's questions**) and a question's edges are its subgraph's. Either way every question
 //!    with topic entities gets the k-hop neighbourhood of them (`hops` from the question's
 //!    level `"2-hop"`, capped by `max_hops`; at most [`KB_MAX_EDGES`] edges; the first hop
 //!    from the side of its edges the question type puts the entity on,
@@ -80,12 +83,14 @@ use distillery_core::schema::{from_batch, sft_batch, to_batch};
 use distillery_core::spec::{Format, FormatOptions, Pipeline, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{
-    Document, LabelRecord, QuarantineRecord, Question, SftSample, Table, TableKind, Triple, VecSink,
+    Document, LabelRecord, QuarantineRecord, Question, SftSample, SubgraphEdge, Table, TableKind,
+    Triple, VecSink,
 };
 use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 use distillery_label::report::ReportBuilder;
 use distillery_label::sh::{KbIndex, KgIds, kg_ids};
+use distillery_label::subgraphs::QuestionSubgraphs;
 use distillery_label::{LabelOptions, Labeller, Phases, QuestionContext};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
@@ -268,11 +273,18 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let kb = match &opts.kb {
         Some(name) => {
             let cpu = process_time();
-            let (kb, bytes) = load_kb(out, parts, name, parallelism).await?;
+            let from_stage = p.input(name).is_none();
+            let (kb, bytes) = if from_stage {
+                let (sg, bytes) = load_subgraphs(out, parts, name, parallelism).await?;
+                (Kb::Subgraphs(Arc::new(sg)), bytes)
+            } else {
+                let (kb, bytes) = load_kb(out, parts, name, parallelism).await?;
+                (Kb::Whole(Arc::new(kb)), bytes)
+            };
             clock.add(Phase::Read, process_time().saturating_sub(cpu));
             outputs.summary.bytes_in += bytes;
-            info!(stage = %stage.name, kb = %name, edges = kb.len(), "knowledge base loaded");
-            Some(Arc::new(kb))
+            info!(stage = %stage.name, kb = %name, from_stage, edges = kb.len(), "knowledge base loaded");
+            Some(kb)
         }
         None => None,
     };
@@ -317,7 +329,7 @@ fn task_err(e: tokio::task::JoinError) -> ExecError {
 struct Env {
     clock: Arc<PhaseClock>,
     labeller: Arc<Labeller>,
-    kb: Option<Arc<KbIndex>>,
+    kb: Option<Kb>,
     decon: Arc<Decontaminator>,
     validation_share: f64,
     max_hops: u32,
@@ -479,6 +491,54 @@ async fn read_plans(
         }
     }
     Ok(plans)
+}
+
+/// Where questions' KB edges come from (the `kb` option).
+#[derive(Clone)]
+enum Kb {
+    /// A KB input, whole in memory.
+    Whole(Arc<KbIndex>),
+    /// A `subgraph` stage's rows of the task's questions.
+    Subgraphs(Arc<QuestionSubgraphs>),
+}
+
+impl Kb {
+    fn len(&self) -> usize {
+        match self {
+            Kb::Whole(kb) => kb.len(),
+            Kb::Subgraphs(sg) => sg.len(),
+        }
+    }
+}
+
+/// Reads the `subgraphs` parts the `subgraph` stage `stage` wrote for the task's questions
+/// (a task of this stage is given its shard's only), in part order.
+async fn load_subgraphs(
+    out: &Location,
+    parts: &[WrittenPart],
+    stage: &str,
+    parallelism: usize,
+) -> Result<(QuestionSubgraphs, u64), ExecError> {
+    let mut sg_parts: Vec<(String, u32, &WrittenPart)> = parts
+        .iter()
+        .filter(|p| p.table == TableKind::Subgraphs)
+        .filter_map(|p| {
+            let id = p.id()?;
+            (id.stage.as_deref() == Some(stage)).then_some((id.tag, id.shard, p))
+        })
+        .collect();
+    sg_parts.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let sg_parts: Vec<(String, &WrittenPart)> =
+        sg_parts.into_iter().map(|(t, _, p)| (t, p)).collect();
+    let mut rows: Vec<SubgraphEdge> = Vec::with_capacity(rows_of(&sg_parts));
+    let bytes = read_rows(out, TableKind::Subgraphs, &sg_parts, parallelism, |r| {
+        rows.push(r)
+    })
+    .await?;
+    let sg = tokio::task::spawn_blocking(move || QuestionSubgraphs::new(rows))
+        .await
+        .map_err(task_err)?;
+    Ok((sg, bytes))
 }
 
 /// Reads a KB input's staged triples into an index (the whole KB is held in memory), up to
@@ -841,9 +901,10 @@ fn label_chunk(env: &Env, ctx: &Contexts, questions: Vec<Question>) -> ChunkResu
             r.missing_context += 1;
         }
         let (triples, kg_ids) = match &env.kb {
-            Some(kb) if !q.topic_entities.is_empty() => {
+            Some(Kb::Whole(kb)) if !q.topic_entities.is_empty() => {
                 kb.for_question_with_ids(q, env.max_hops, KB_MAX_EDGES)
             }
+            Some(Kb::Subgraphs(sg)) => sg.for_question(q, env.max_hops, KB_MAX_EDGES),
             _ => (Vec::new(), Vec::new()),
         };
         read += lap.lap();
