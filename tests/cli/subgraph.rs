@@ -469,3 +469,176 @@ options = {{ kb = "sg" }}
         );
     }
 }
+
+/// Freebase edges around Scotland (m.06q1r, Wikidata's Q22 by P646) and the United Kingdom
+/// (m.07ssc, Q145), in the dump's N-Triples form.
+const FREEBASE_SCOTLAND: &str = "\
+<http://rdf.freebase.com/ns/m.06q1r>\t<http://rdf.freebase.com/ns/type.object.name>\t\"Scotland\"@en\t.
+<http://rdf.freebase.com/ns/m.06q1r>\t<http://rdf.freebase.com/ns/location.location.containedby>\t<http://rdf.freebase.com/ns/m.07ssc>\t.
+<http://rdf.freebase.com/ns/m.06q1r>\t<http://rdf.freebase.com/ns/type.object.type>\t<http://rdf.freebase.com/ns/location.country>\t.
+<http://rdf.freebase.com/ns/m.02m77>\t<http://rdf.freebase.com/ns/type.object.name>\t\"Edinburgh\"@en\t.
+<http://rdf.freebase.com/ns/m.02m77>\t<http://rdf.freebase.com/ns/location.location.containedby>\t<http://rdf.freebase.com/ns/m.06q1r>\t.
+<http://rdf.freebase.com/ns/m.07ssc>\t<http://rdf.freebase.com/ns/type.object.name>\t\"United Kingdom\"@en\t.
+<http://rdf.freebase.com/ns/m.07ssc>\t<http://rdf.freebase.com/ns/location.country.capital>\t<http://rdf.freebase.com/ns/m.04jpl>\t.
+<http://rdf.freebase.com/ns/m.0zzzz>\t<http://rdf.freebase.com/ns/location.location.containedby>\t<http://rdf.freebase.com/ns/m.0yyyy>\t.
+";
+
+/// Freebase (a fixture) and the shared Wikidata sample walked as one graph through P646: a
+/// question about Q22 reaches Freebase's edges of m.06q1r, Wikidata's edges are written under
+/// Freebase keys where an entity has one, and each row keeps its source. Checked against a
+/// merge and breadth-first search written here over the ingested triples.
+#[test]
+fn freebase_and_wikidata_merge_through_p646() {
+    let Some(wd) = shared("wikidata/entities.first35.json") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let fb = dir.path().join("fb.nt");
+    std::fs::write(&fb, FREEBASE_SCOTLAND).unwrap();
+    let qs = dir.path().join("q.json");
+    let questions = serde_json::json!([
+        {"ID": "m1", "question": "Which country is Scotland part of?", "answer": "United Kingdom",
+         "topic_entity": {"Q22": "Scotland"}},
+    ]);
+    std::fs::write(&qs, questions.to_string()).unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("merged.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"version = 1
+name = "merged"
+output = "{out}"
+[[inputs]]
+name = "fb"
+format = "freebase"
+paths = ["{fb}"]
+[[inputs]]
+name = "wd"
+format = "wikidata"
+paths = ["{wd}"]
+[[inputs]]
+name = "q"
+format = "cwq"
+paths = ["{qs}"]
+[[stages]]
+name = "sg"
+kind = "subgraph"
+inputs = ["q"]
+options = {{ kg = "fb", merge = ["wd"], hops = 2 }}
+"#,
+            out = out.display(),
+            fb = fb.display(),
+            wd = wd.display(),
+            qs = qs.display(),
+        ),
+    )
+    .unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+
+    // The merge and the walk, written here.
+    let triples = crate::sql_json(
+        &out,
+        "SELECT subject, predicate, object, object_kind, dataset FROM triples",
+    );
+    let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap().to_string();
+    let alias: BTreeMap<String, String> = triples
+        .iter()
+        .filter(|r| r["predicate"] == "P646")
+        .map(|r| {
+            (
+                text(r, "subject"),
+                text(r, "object").trim_start_matches('/').replace('/', "."),
+            )
+        })
+        .collect();
+    assert_eq!(alias.get("Q22").map(String::as_str), Some("m.06q1r"));
+    let key = |k: String| alias.get(&k).cloned().unwrap_or(k);
+    let dropped = |p: &str| {
+        p == "type.object.type"
+            || p == "type.object.name"
+            || p.starts_with("common.")
+            || p.starts_with("freebase.")
+            || p.contains("sameAs")
+    };
+    let edges: Vec<(String, String, String, String)> = triples
+        .iter()
+        .filter(|r| r["object_kind"] == "entity" && !dropped(r["predicate"].as_str().unwrap()))
+        .map(|r| {
+            let (s, o) = (key(text(r, "subject")), key(text(r, "object")));
+            (s, text(r, "predicate"), o, text(r, "dataset"))
+        })
+        .collect();
+    let mut near: BTreeSet<String> = BTreeSet::from(["m.06q1r".to_string()]);
+    for e in &edges {
+        if e.0 == "m.06q1r" {
+            near.insert(e.2.clone());
+        }
+        if e.2 == "m.06q1r" {
+            near.insert(e.0.clone());
+        }
+    }
+    let want: BTreeSet<(String, String, String, String)> = edges
+        .iter()
+        .filter(|e| near.contains(&e.0) || near.contains(&e.2))
+        .cloned()
+        .collect();
+
+    let rows = crate::sql_json(
+        &out,
+        "SELECT subject, relation, object, source FROM subgraphs",
+    );
+    let got: BTreeSet<(String, String, String, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                text(r, "subject"),
+                text(r, "relation"),
+                text(r, "object"),
+                text(r, "source"),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), rows.len(), "one row per edge");
+    assert_eq!(got, want);
+    // Both graphs meet at Scotland and the United Kingdom.
+    let has = |s: &str, r: &str, o: &str, src: &str| {
+        got.contains(&(s.into(), r.into(), o.into(), src.into()))
+    };
+    assert!(has(
+        "m.06q1r",
+        "location.location.containedby",
+        "m.07ssc",
+        "freebase"
+    ));
+    assert!(has(
+        "m.02m77",
+        "location.location.containedby",
+        "m.06q1r",
+        "freebase"
+    ));
+    assert!(has("m.06q1r", "P17", "m.07ssc", "wikidata"), "{got:?}");
+    assert!(
+        !got.iter()
+            .any(|e| e.0 == "Q22" || e.2 == "Q22" || e.0 == "m.0zzzz")
+    );
+    let s = summary(&out);
+    let c = &stage(&s, "sg")["counters"];
+    assert_eq!(c["kg.aliases"], alias.len() as u64, "{c}");
+    assert_eq!(c["answers.covered"], 1, "{c}");
+    let line: serde_json::Value = serde_json::from_str(
+        std::fs::read_to_string(out.join("sg/questions.jsonl"))
+            .unwrap()
+            .lines()
+            .next()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(line["topic_entities"], serde_json::json!(["Q22"]));
+    assert_eq!(
+        line["topic_wikipedia"],
+        serde_json::json!({"Q22": "Scotland"})
+    );
+    let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
+    assert!(!v.contains("mismatch"), "{v}");
+}

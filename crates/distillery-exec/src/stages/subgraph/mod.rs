@@ -12,6 +12,9 @@
 //! are not reached (Hydra keeps `m.` entities), and literal objects are left out (`literals`
 //! keeps them as leaves). Keys match across Freebase's `m.0abc` and FB15k's `/m/0abc`.
 //!
+//! With `merge`, more KG inputs are walked with `kg` as one graph, an entity with a `same_as`
+//! edge (default Wikidata's Freebase id, `P646`) being the node it names ([`merge`]).
+//!
 //! With `max_nodes`, a subgraph over the cap gets Hydra's reduction: the nodes within `D` hops
 //! of every topic entity and the edges between them, `D` from `hops` down to 1, the first that
 //! fits ([`walk::reduce`]).
@@ -31,11 +34,14 @@
 //! Counters: `questions`, `questions.without_topic`, `topics`, `topics.missing` (not in the
 //! graph: no edge the filter keeps),
 //! `edges`, `nodes`, `questions.reduced`, `questions.over_cap`, `answers`, `answers.covered`,
-//! `questions.answer_covered`, `kg.edges_scanned`, `kg.passes`, `segments`.
+//! `questions.answer_covered`, `kg.edges_scanned`, `kg.passes`, `kg.aliases` (keys merged
+//! into another; like the `kg.` counters, summed over the tasks that have questions),
+//! `segments`.
 //!
 //! **Memory:** the questions of one task with the nodes their walks reached and the edges they
 //! kept; the KG itself is streamed. More tasks (`tasks`) spread a large question set.
 
+mod merge;
 pub mod walk;
 
 use std::borrow::Cow;
@@ -57,6 +63,7 @@ use serde_json::json;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
+use self::merge::{Aliases, read_aliases};
 use self::walk::{EdgeRef, Filter, Pattern, Walk, canon};
 use crate::error::ExecError;
 use crate::kit::contexts::{parts_of, question_tags};
@@ -88,6 +95,9 @@ fn default_drop_entities() -> Vec<String> {
 fn yes() -> bool {
     true
 }
+fn default_same_as() -> Vec<String> {
+    vec!["P646".to_string()]
+}
 
 /// `subgraph` stage options.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -116,6 +126,26 @@ pub struct SubgraphOptions {
     /// Also write each subgraph as HSEQ KG segments.
     #[serde(default = "yes")]
     pub segments: bool,
+    /// More knowledge graph inputs walked with `kg` as one graph (Hydra merges Wikidata into
+    /// Freebase): an entity with a `same_as` edge is the node that edge names, so a Wikidata
+    /// entity with a Freebase id (`P646`) and that Freebase entity are one node, written under
+    /// the Freebase key; each row keeps its edge's `source`.
+    #[serde(default)]
+    pub merge: Vec<String>,
+    /// With `merge`: relations whose object is another key of the subject (`/m/0abc` or
+    /// `m.0abc`); the first such edge of an entity, in part and row order, is taken.
+    #[serde(default = "default_same_as")]
+    pub same_as: Vec<String>,
+}
+
+impl SubgraphOptions {
+    /// The KG inputs walked: `kg`, then `merge`.
+    fn graphs(&self) -> Vec<String> {
+        std::iter::once(&self.kg)
+            .chain(&self.merge)
+            .cloned()
+            .collect()
+    }
 }
 
 impl SubgraphOptions {
@@ -169,18 +199,25 @@ impl Stage for SubgraphStage {
                 cx.error("drop_relations", e);
             }
         }
-        match cx.inputs.iter().find(|i| i.name == o.kg) {
-            None => cx.error("kg", format!("`{}` names no input", o.kg)),
-            Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
-                let message = format!("`{}` is a {} input, not a knowledge graph", o.kg, i.format);
-                cx.error("kg", message)
+        for (n, g) in o.graphs().iter().enumerate() {
+            let field = if n == 0 { "kg" } else { "merge" };
+            match cx.inputs.iter().find(|i| &i.name == g) {
+                None => cx.error(field, format!("`{g}` names no input")),
+                Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
+                    let message = format!("`{g}` is a {} input, not a knowledge graph", i.format);
+                    cx.error(field, message)
+                }
+                _ if o.graphs()[..n].contains(g) => {
+                    cx.error(field, format!("`{g}` is named twice"));
+                }
+                _ => {}
             }
-            _ => {}
         }
+        let graphs = o.graphs();
         let not_qa: Vec<String> = cx
             .stage_inputs
             .iter()
-            .filter(|i| !i.format.is_qa() && i.name != o.kg)
+            .filter(|i| !i.format.is_qa() && !graphs.contains(&i.name))
             .map(|i| format!("`{}` ({})", i.name, i.format))
             .collect();
         if !not_qa.is_empty() {
@@ -241,7 +278,10 @@ struct Q {
     id: String,
     question_id: String,
     dataset: String,
+    /// The topic entities as walked (merged keys, see [`merge`]).
     topics: Vec<String>,
+    /// The topic entities as the question gives them.
+    given: Vec<String>,
     answers: Vec<String>,
     /// The part it came from: its tag and shard name the outputs.
     tag: String,
@@ -316,14 +356,32 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "questions.answer_covered",
             "kg.edges_scanned",
             "kg.passes",
+            "kg.aliases",
             "segments",
         ],
     );
 
-    let questions = read_questions(out, parts, &stage.inputs, &mut summary).await?;
+    let graphs = opts.graphs();
+    let kg_parts = parts_of(parts, TableKind::Triples, &graphs);
+    let mut questions = read_questions(out, parts, &stage.inputs, &mut summary).await?;
+    // A task without questions reads no KG part at all.
+    let aliases = if opts.merge.is_empty() || questions.is_empty() {
+        Aliases::default()
+    } else {
+        let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
+        read_aliases(out, &paths, &opts.same_as, cx.parallelism).await?
+    };
+    summary.add("kg.aliases", aliases.len() as u64);
+    let aliases = Arc::new(aliases);
+    for q in questions.iter_mut().filter(|_| !aliases.is_empty()) {
+        for t in &mut q.topics {
+            if let Some(to) = Some(aliases.key(t)).filter(|k| k != t) {
+                *t = to.to_string();
+            }
+        }
+    }
     let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
     let mut walk = Walk::new(&topics, opts.hops, &filter);
-    let kg_parts = parts_of(parts, TableKind::Triples, std::slice::from_ref(&opts.kg));
     let mut rows: HashMap<usize, EdgeRow> = HashMap::new();
     let filter = Arc::new(filter);
     while walk.next_pass() {
@@ -333,16 +391,21 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         }
         // Parts are scanned in parallel against a snapshot of the frontier; the edges that
         // touch it are then taken in part and row order, so the result is deterministic.
-        let shared = (out.clone(), Arc::new(walk.frontier_keys()), filter.clone());
+        let shared = (
+            out.clone(),
+            Arc::new(walk.frontier_keys()),
+            filter.clone(),
+            aliases.clone(),
+        );
         let paths: Vec<(usize, String)> = kg_parts
             .iter()
             .enumerate()
             .map(|(n, (_, _, part))| (n, part.path()))
             .collect();
         let scans = paths.into_iter().map(move |(n, path)| {
-            let (out, frontier, filter) = shared.clone();
+            let (out, frontier, filter, aliases) = shared.clone();
             AbortOnDropHandle::new(tokio::spawn(async move {
-                scan_part(&out, &path, n, &frontier, &filter).await
+                scan_part(&out, &path, n, &frontier, &filter, &aliases).await
             }))
         });
         let mut scans = futures::stream::iter(scans).buffered(cx.parallelism.max(1));
@@ -365,7 +428,16 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let walked = started.elapsed().as_secs_f64();
     let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
     fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
-    let labels = node_labels(out, parts, &opts.kg, &rows, &questions, &mut summary).await?;
+    let labels = node_labels(
+        out,
+        parts,
+        &graphs,
+        &aliases,
+        &rows,
+        &questions,
+        &mut summary,
+    )
+    .await?;
     let names = &labels.names;
     let fetched = started.elapsed().as_secs_f64();
 
@@ -438,11 +510,12 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         }
         let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
         let wikipedia: BTreeMap<&str, &str> = q
-            .topics
+            .given
             .iter()
-            .filter_map(|t| {
+            .zip(&q.topics)
+            .filter_map(|(given, t)| {
                 Some((
-                    t.as_str(),
+                    given.as_str(),
                     labels.wikipedia.get(canon(t).as_ref())?.as_str(),
                 ))
             })
@@ -469,7 +542,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "question_id": q.id,
             "dataset_question_id": q.question_id,
             "dataset": q.dataset,
-            "topic_entities": q.topics,
+            "topic_entities": q.given,
             "topics_found": found,
             "topics_kept": topics_hit.len(),
             "topic_wikipedia": wikipedia,
@@ -535,6 +608,7 @@ async fn scan_part(
     n: usize,
     frontier: &foldhash::HashSet<Box<str>>,
     filter: &Filter,
+    aliases: &Aliases,
 ) -> Result<(Vec<(usize, EdgeRow)>, u64), ExecError> {
     let mut hits = Vec::new();
     let mut row = 0usize;
@@ -548,17 +622,23 @@ async fn scan_part(
                 continue;
             }
             let entity = kind.value(i) == "entity";
-            let touches = frontier.contains(canon(s.value(i)).as_ref())
-                || (entity && frontier.contains(canon(o.value(i)).as_ref()));
+            let subject = aliases.key(s.value(i));
+            let object = if entity {
+                aliases.key(o.value(i))
+            } else {
+                o.value(i)
+            };
+            let touches = frontier.contains(canon(subject).as_ref())
+                || (entity && frontier.contains(canon(object).as_ref()));
             if touches {
                 hits.push((
                     (n << 32) | (row + i),
                     EdgeRow {
                         id: String::new(),
                         dataset: String::new(),
-                        subject: s.value(i).to_string(),
+                        subject: subject.to_string(),
                         predicate: p.value(i).to_string(),
-                        object: o.value(i).to_string(),
+                        object: object.to_string(),
                         object_kind: kind.value(i).to_string(),
                         subject_name: None,
                         object_name: None,
@@ -636,7 +716,8 @@ async fn read_questions(
                             id: q.id,
                             question_id: q.question_id,
                             dataset: q.dataset,
-                            topics: q.topic_entities,
+                            topics: q.topic_entities.clone(),
+                            given: q.topic_entities,
                             answers: q.answers,
                             tag: tag.clone(),
                             shard: part.shard,
@@ -662,7 +743,8 @@ struct Labels {
 async fn node_labels(
     out: &Location,
     parts: &[WrittenPart],
-    kg: &str,
+    graphs: &[String],
+    aliases: &Aliases,
     rows: &HashMap<usize, EdgeRow>,
     questions: &[Q],
     summary: &mut StageSummary,
@@ -684,12 +766,12 @@ async fn node_labels(
     if want.is_empty() && topics.is_empty() {
         return Ok(labels);
     }
-    for (_, _, part) in parts_of(parts, TableKind::Entities, &[kg.to_string()]) {
+    for (_, _, part) in parts_of(parts, TableKind::Entities, graphs) {
         summary.bytes_in += part.bytes;
         let mut stream = Box::pin(read_part_rows(out, &part.path(), 4096).await?);
         while let Some(batch) = stream.next().await {
             for e in from_batch::<Entity>(TableKind::Entities, &batch?)? {
-                let key = canon(&e.key).into_owned();
+                let key = canon(aliases.key(&e.key)).into_owned();
                 if let (true, Some(title)) = (topics.contains(&key), e.wikipedia) {
                     labels.wikipedia.entry(key.clone()).or_insert(title);
                 }
