@@ -198,9 +198,47 @@ fn subgraphs_match_an_independent_bfs_on_fb15k() {
     assert_eq!(lines(&three), lines(&one));
 }
 
+/// A MediaWiki export (the dump's XML) with Scotland's page, a redirect from "Universe" and
+/// the page it names.
+const ENWIKI_PAGES: &str = r#"<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">
+  <page>
+    <title>Scotland</title>
+    <ns>0</ns>
+    <id>26994</id>
+    <revision>
+      <id>1</id>
+      <timestamp>2026-11-01T00:00:00Z</timestamp>
+      <text xml:space="preserve">'''Scotland''' is a country that is part of the United Kingdom.</text>
+    </revision>
+  </page>
+  <page>
+    <title>Universe</title>
+    <ns>0</ns>
+    <id>5</id>
+    <redirect title="The universe" />
+    <revision>
+      <id>2</id>
+      <timestamp>2026-11-01T00:00:00Z</timestamp>
+      <text xml:space="preserve">#REDIRECT [[The universe]]</text>
+    </revision>
+  </page>
+  <page>
+    <title>The universe</title>
+    <ns>0</ns>
+    <id>31880</id>
+    <revision>
+      <id>3</id>
+      <timestamp>2026-11-01T00:00:00Z</timestamp>
+      <text xml:space="preserve">The '''universe''' is all of space and time.</text>
+    </revision>
+  </page>
+</mediawiki>
+"#;
+
 /// On the shared Wikidata sample: a question about Scotland (Q22) and one whose topic entity
 /// (universe, Q1) also names its Wikipedia page, QIDs as Hydra's sets give them; the subgraph
-/// holds the claims around them and the questions file their enwiki titles from the sitelinks.
+/// holds the claims around them and the questions file their enwiki titles from the sitelinks,
+/// and those pages' ids in a MediaWiki input (one through a redirect).
 #[test]
 fn wikidata_subgraphs_name_the_topic_entities_wikipedia_pages() {
     let Some(wd) = shared("wikidata/entities.first35.json") else {
@@ -215,6 +253,8 @@ fn wikidata_subgraphs_name_the_topic_entities_wikipedia_pages() {
          "topic_entity": {"Q1": "universe", "Q404": "nowhere"}},
     ]);
     std::fs::write(&qs, questions.to_string()).unwrap();
+    let wiki = dir.path().join("enwiki.xml");
+    std::fs::write(&wiki, ENWIKI_PAGES).unwrap();
     let out = dir.path().join("out");
     let file = dir.path().join("wd.toml");
     std::fs::write(
@@ -231,14 +271,19 @@ paths = ["{wd}"]
 name = "q"
 format = "cwq"
 paths = ["{qs}"]
+[[inputs]]
+name = "enwiki"
+format = "mediawiki"
+paths = ["{wiki}"]
 [[stages]]
 kind = "subgraph"
 inputs = ["q"]
-options = {{ kg = "wd", hops = 1 }}
+options = {{ kg = "wd", hops = 1, wikipedia = "enwiki" }}
 "#,
             out = out.display(),
             wd = wd.display(),
             qs = qs.display(),
+            wiki = wiki.display(),
         ),
     )
     .unwrap();
@@ -267,8 +312,18 @@ options = {{ kg = "wd", hops = 1 }}
         serde_json::json!({"Q1": "Universe"})
     );
     assert_eq!(universe["topics_found"], 1, "{universe}");
+    // Page ids from the MediaWiki input: Scotland's own, Universe's through its redirect.
+    assert_eq!(
+        scotland["topic_wikipedia_ids"],
+        serde_json::json!({"Q22": 26994})
+    );
+    assert_eq!(
+        universe["topic_wikipedia_ids"],
+        serde_json::json!({"Q1": 31880})
+    );
     let s = summary(&out);
     assert_eq!(stage(&s, "subgraph")["counters"]["topics.missing"], 1);
+    assert_eq!(stage(&s, "subgraph")["counters"]["topics.wikipedia_ids"], 2);
     let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
     assert!(!v.contains("mismatch"), "{v}");
 }

@@ -27,7 +27,8 @@
 //!   root per subject run, a `triplet` per edge), the triples' `source` set to the question id;
 //! - `<stage>/questions.jsonl`: one line per question: topic entities found in the graph and
 //!   kept after the reduction, their Wikipedia page titles (`topic_wikipedia`, from a Wikidata
-//!   KG's sitelinks), nodes, edges,
+//!   KG's sitelinks) and, with `wikipedia` naming a MediaWiki input, those pages' ids
+//!   (`topic_wikipedia_ids`, [`pages`]), nodes, edges,
 //!   `connect_hop` (the smallest `D` at which one node is within `D` hops of every topic entity),
 //!   the reduction depth, and how many gold answers the subgraph holds (by key or name).
 //!
@@ -36,12 +37,14 @@
 //! `edges`, `nodes`, `questions.reduced`, `questions.over_cap`, `answers`, `answers.covered`,
 //! `questions.answer_covered`, `kg.edges_scanned`, `kg.passes`, `kg.aliases` (keys merged
 //! into another; like the `kg.` counters, summed over the tasks that have questions),
+//! `topics.wikipedia_ids`,
 //! `segments`.
 //!
 //! **Memory:** the questions of one task with the nodes their walks reached and the edges they
 //! kept; the KG itself is streamed. More tasks (`tasks`) spread a large question set.
 
 mod merge;
+mod pages;
 pub mod walk;
 
 use std::borrow::Cow;
@@ -136,6 +139,11 @@ pub struct SubgraphOptions {
     /// `m.0abc`); the first such edge of an entity, in part and row order, is taken.
     #[serde(default = "default_same_as")]
     pub same_as: Vec<String>,
+    /// A MediaWiki input whose page ids the topic entities' Wikipedia titles (a Wikidata KG's
+    /// sitelinks) resolve to, one redirect followed: `topic_wikipedia_ids` in the questions
+    /// file.
+    #[serde(default)]
+    pub wikipedia: Option<String>,
 }
 
 impl SubgraphOptions {
@@ -213,11 +221,25 @@ impl Stage for SubgraphStage {
                 _ => {}
             }
         }
+        if let Some(w) = &o.wikipedia {
+            match cx.inputs.iter().find(|i| &i.name == w) {
+                None => cx.error("wikipedia", format!("`{w}` names no input")),
+                Some(i) if i.format != Format::MediaWiki => {
+                    let message = format!("`{w}` is a {} input, not a MediaWiki dump", i.format);
+                    cx.error("wikipedia", message)
+                }
+                _ => {}
+            }
+        }
         let graphs = o.graphs();
         let not_qa: Vec<String> = cx
             .stage_inputs
             .iter()
-            .filter(|i| !i.format.is_qa() && !graphs.contains(&i.name))
+            .filter(|i| {
+                !i.format.is_qa()
+                    && !graphs.contains(&i.name)
+                    && Some(&i.name) != o.wikipedia.as_ref()
+            })
             .map(|i| format!("`{}` ({})", i.name, i.format))
             .collect();
         if !not_qa.is_empty() {
@@ -357,6 +379,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "kg.edges_scanned",
             "kg.passes",
             "kg.aliases",
+            "topics.wikipedia_ids",
             "segments",
         ],
     );
@@ -439,6 +462,13 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     )
     .await?;
     let names = &labels.names;
+    let page_ids = match &opts.wikipedia {
+        Some(w) => {
+            let titles = labels.wikipedia.values().cloned();
+            pages::page_ids(out, parts, w, titles, &mut summary).await?
+        }
+        None => HashMap::new(),
+    };
     let fetched = started.elapsed().as_secs_f64();
 
     let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
@@ -520,6 +550,11 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 ))
             })
             .collect();
+        let wikipedia_ids: BTreeMap<&str, i64> = wikipedia
+            .iter()
+            .filter_map(|(t, title)| Some((*t, *page_ids.get(&pages::norm(title))?)))
+            .collect();
+        summary.add("topics.wikipedia_ids", wikipedia_ids.len() as u64);
         let found = walk.topics_of(qi);
         summary.add("topics.missing", (distinct.len() - found) as u64);
         let covered = covered_answers.iter().filter(|&&c| c).count() as u64;
@@ -546,6 +581,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "topics_found": found,
             "topics_kept": topics_hit.len(),
             "topic_wikipedia": wikipedia,
+            "topic_wikipedia_ids": wikipedia_ids,
             "nodes": node_set.len(),
             "edges": edges.len(),
             "connect_hop": kept.connect_hop,
