@@ -50,5 +50,11 @@ if "kg" in m["kinds"]:
     g = networkx.read_graphml(os.path.join(version, "kg", "graph.graphml"))
     assert g.number_of_edges() == m["kg"]["edges"], (g.number_of_edges(), m["kg"])
     assert g.number_of_nodes() == m["kg"]["nodes"], (g.number_of_nodes(), m["kg"])
-    print("kg", g.number_of_nodes(), "nodes", g.number_of_edges(), "edges")
+    cvt = sum(1 for _, d in g.nodes(data=True) if d.get("cvt") is True)
+    assert cvt == m["kg"].get("cvt", 0), (cvt, m["kg"])
+    # Freebase mids are named by the entities table (`type.object.name`) or marked CVT.
+    for _, d in g.nodes(data=True):
+        if d["kind"] == "entity" and d["key"].startswith("m."):
+            assert ("name" in d) != (d.get("cvt") is True), d
+    print("kg", g.number_of_nodes(), "nodes", g.number_of_edges(), "edges", cvt, "cvt")
 print("bm25 docs", total_bm25, "dense vectors", total_dense, "ok")

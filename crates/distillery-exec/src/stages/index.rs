@@ -19,7 +19,7 @@ use std::time::Instant;
 use distillery_core::schema::from_batch;
 use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
-use distillery_core::{Document, Segment, TableKind, Triple};
+use distillery_core::{Document, Entity, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Spool, build};
 use distillery_index::cache::EmbeddingCache;
 use distillery_index::kg::{self, KgBuilder, KgEdge};
@@ -265,6 +265,15 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 source: t.dataset,
             })
             .map_err(ExecError::from)
+        })
+        .await?;
+        // Names the KG inputs give apart from their edges (Freebase's `type.object.name`).
+        let ps = parts(&cx, TableKind::Entities);
+        bytes_in += each(cx.out, TableKind::Entities, &ps, |e: Entity| {
+            match &e.label {
+                Some(label) => kg.name(&e.key, label).map_err(ExecError::from),
+                None => Ok(()),
+            }
         })
         .await?;
         Some(kg)

@@ -1,5 +1,6 @@
 //! The GraphML export of a KG index, streamed from the sorted node table and the edges by
-//! subject: directed, node ids `n<id>` with `key`, `name` and `kind` data, edges with
+//! subject: directed, node ids `n<id>` with `key`, `name`, `kind` and (CVT nodes) `cvt`
+//! data, edges with
 //! `relation` and `source` data, as `networkx.read_graphml` and igraph load it.
 
 use std::fs::File;
@@ -8,7 +9,7 @@ use std::path::Path;
 
 use arrow::array::Array;
 
-use super::write::{ids, reader, strings, tmp_path};
+use super::write::{ids, is_cvt, reader, strings, tmp_path};
 use crate::IndexError;
 
 /// Escapes text for XML element content and attribute values. Characters XML 1.0 cannot
@@ -46,6 +47,7 @@ http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd\">\n\
   <key id=\"d2\" for=\"node\" attr.name=\"kind\" attr.type=\"string\"/>\n\
   <key id=\"d3\" for=\"edge\" attr.name=\"relation\" attr.type=\"string\"/>\n\
   <key id=\"d4\" for=\"edge\" attr.name=\"source\" attr.type=\"string\"/>\n\
+  <key id=\"d5\" for=\"node\" attr.name=\"cvt\" attr.type=\"boolean\"/>\n\
   <graph id=\"G\" edgedefault=\"directed\">\n";
 
 /// Streams the GraphML export: the nodes in id order, then the edges in subject order.
@@ -70,7 +72,11 @@ pub(super) fn write(path: &Path, nodes: &Path, by_subject: &Path) -> Result<(), 
                     xml_escape(&mut w, names.value(r))?;
                     w.write_all(b"</data>")?;
                 }
-                writeln!(w, "<data key=\"d2\">{}</data></node>", kinds.value(r))
+                write!(w, "<data key=\"d2\">{}</data>", kinds.value(r))?;
+                if is_cvt(keys.value(r), kinds.value(r), names.is_valid(r)) {
+                    w.write_all(b"<data key=\"d5\">true</data>")?;
+                }
+                w.write_all(b"</node>\n")
             };
             row().map_err(io)?;
             id += 1;

@@ -6,18 +6,21 @@
 //! - `nodes.parquet`: one row per node, sorted by (`key`, `kind`) in byte order. Columns:
 //!   `id` (UInt32, equal to the row number: the dense node index every edge refers to),
 //!   `key` (Utf8, the KG's own key: `m.0abc`, `Q42`, a MetaQA entity name, or a literal's
-//!   text), `name` (Utf8, nullable: the smallest, in byte order, of the non-empty subject
-//!   or object names given for the node, so that it does not depend on input order), `kind` (Utf8: `entity`, `literal` or `iri`), `out_start`/`out_end` (UInt64: the
-//!   node's row range in `edges_by_subject.parquet`) and `in_start`/`in_end` (UInt64: its
-//!   row range in `edges_by_object.parquet`). A node's identity is (`kind`, `key`): a literal
-//!   `"1990"` and an entity `1990` are two nodes with the same key.
+//!   text), `name` (Utf8, nullable: the smallest, in byte order, of the non-empty names
+//!   edges give the node and those given apart ([`KgBuilder::name`]: Freebase's
+//!   `type.object.name`, Wikidata labels), so that it does not depend on input order), `kind`
+//!   (Utf8: `entity`, `literal` or `iri`), `out_start`/`out_end` (UInt64: the node's row range
+//!   in `edges_by_subject.parquet`), `in_start`/`in_end` (UInt64: its row range in
+//!   `edges_by_object.parquet`) and `cvt` (Boolean: a Freebase mid with no name, one of
+//!   Freebase's nameless mediator nodes, kept and marked). A node's identity is (`kind`,
+//!   `key`): a literal `"1990"` and an entity `1990` are two nodes with the same key.
 //! - `edges_by_subject.parquet`: `subject` (UInt32 node id), `relation` (Utf8), `object`
 //!   (UInt32 node id), `source` (Utf8, the dataset the edge came from), sorted by
 //!   (subject, relation, object, source), exact duplicates removed.
 //! - `edges_by_object.parquet`: the same edges and columns sorted by
 //!   (object, relation, subject, source).
-//! - `graph.graphml`: a GraphML export (directed; node ids `n<id>` with `key`, `name` and
-//!   `kind` data, edges with `relation` and `source` data), which `networkx.read_graphml`
+//! - `graph.graphml`: a GraphML export (directed; node ids `n<id>` with `key`, `name`, `kind`
+//!   and, on CVT nodes, `cvt` data, edges with `relation` and `source` data), which `networkx.read_graphml`
 //!   and igraph's `Graph.Read_GraphML` load.
 //!
 //! Why offsets: both edge files are sorted by the node id they are looked up by, so all the
@@ -100,6 +103,9 @@ pub struct KgStats {
     pub literals: u64,
     /// Input edges dropped as exact duplicates of an earlier one.
     pub duplicates: u64,
+    /// Freebase's nameless mediator (CVT) nodes: `m.` entities without a name.
+    #[serde(default)]
+    pub cvt: u64,
 }
 
 /// The kind of a node. The discriminant order is the on-disk sort order of kinds (the
@@ -141,6 +147,8 @@ pub struct KgNode {
     pub name: Option<String>,
     /// `entity`, `literal` or `iri`.
     pub kind: String,
+    /// One of Freebase's nameless mediator (CVT) nodes: a mid with no name.
+    pub cvt: bool,
 }
 
 /// One edge returned by a lookup, with node ids resolved back to keys.
@@ -291,6 +299,11 @@ impl KgIndex {
             key: self.keys[i].clone(),
             name: self.names[i].clone(),
             kind: self.kinds[i].as_str().to_owned(),
+            cvt: write::is_cvt(
+                &self.keys[i],
+                self.kinds[i].as_str(),
+                self.names[i].is_some(),
+            ),
         })
     }
 

@@ -173,6 +173,7 @@ fn kg_counts_and_files() {
             edges: 8 + 5,
             literals: 2,
             duplicates: 2,
+            cvt: 0,
         }
     );
     let idx = KgIndex::open(dir.path()).unwrap();
@@ -554,4 +555,66 @@ fn kg_spilling_build_equals_in_memory_build() {
         });
         assert_eq!(got, want, "{key}");
     }
+}
+
+#[test]
+fn kg_names_apart_from_edges_and_cvt_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut b = KgBuilder::new(dir.path(), SORT_MEMORY).unwrap();
+    for e in freebase() {
+        b.push(e).unwrap();
+    }
+    // m.03 is a mediator: named by nothing. m.04 gets its name from a name row only.
+    for (s, o) in [("m.01", "m.03"), ("m.03", "m.04")] {
+        b.push(edge(
+            s,
+            "film.performance",
+            o,
+            "entity",
+            None,
+            None,
+            "freebase",
+        ))
+        .unwrap();
+    }
+    b.name("m.04", "Dee").unwrap();
+    b.name("m.02", "Zed").unwrap();
+    // A name of a node no edge has makes no node.
+    b.name("m.99", "Ghost").unwrap();
+    b.name("m.98", "").unwrap();
+    let (stats, _) = rt.block_on(b.finish()).unwrap();
+    let idx = KgIndex::open(dir.path()).unwrap();
+    assert!(idx.node("m.99").is_none());
+    assert_eq!(idx.node("m.04").unwrap().name.as_deref(), Some("Dee"));
+    assert!(!idx.node("m.04").unwrap().cvt);
+    // The smallest of the names edges and name rows give.
+    assert_eq!(
+        idx.node("m.02").unwrap().name.as_deref(),
+        Some("Joe \"Hanna\"")
+    );
+    let m03 = idx.node("m.03").unwrap();
+    assert!(m03.cvt && m03.name.is_none(), "{m03:?}");
+    // Literals and IRIs are never CVTs.
+    assert!(!idx.node("1975").unwrap().cvt);
+    assert_eq!(stats.cvt, 1);
+    let nodes = read_all(&dir.path().join(NODES_FILE));
+    let marked: usize = nodes
+        .iter()
+        .map(|b| {
+            b.column_by_name("cvt")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::BooleanArray>()
+                .unwrap()
+                .true_count()
+        })
+        .sum();
+    assert_eq!(marked, 1);
+    let xml = std::fs::read_to_string(dir.path().join(GRAPHML_FILE)).unwrap();
+    assert_eq!(xml.matches("<data key=\"d5\">true</data>").count(), 1);
+    assert!(xml.contains("attr.name=\"cvt\""));
 }

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, RecordBatch, StringArray, StringBuilder, UInt32Array,
-    UInt64Array,
+    Array, ArrayBuilder, ArrayRef, BooleanArray, RecordBatch, StringArray, StringBuilder,
+    UInt32Array, UInt64Array,
 };
 use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -56,6 +56,8 @@ pub struct KgBuilder {
     /// Each edge's two ends as (key, kind, name) rows, so the node sort reads one table.
     ends: PartWriter,
     buf: Vec<KgEdge>,
+    /// Names given apart from edges ([`KgBuilder::name`]), not yet spooled.
+    names: Vec<(String, String)>,
     input: u64,
     digest: [u64; 2],
 }
@@ -90,7 +92,7 @@ impl KgBuilder {
         let work = dir.join("_work");
         std::fs::create_dir_all(&work).map_err(|e| IndexError::io(work.display(), e))?;
         let spool = PartWriter::create(&work.join("spool.parquet"), spool_schema(), plain())?;
-        let ends = PartWriter::create(&work.join("ends.parquet"), sorted_nodes_schema(), plain())?;
+        let ends = PartWriter::create(&work.join("ends.parquet"), ends_schema(), plain())?;
         Ok(KgBuilder {
             dir: dir.to_path_buf(),
             work,
@@ -98,6 +100,7 @@ impl KgBuilder {
             spool,
             ends,
             buf: Vec::with_capacity(BATCH_ROWS),
+            names: Vec::new(),
             input: 0,
             digest: [0; 2],
         })
@@ -112,6 +115,49 @@ impl KgBuilder {
     /// input fingerprint).
     pub fn digest(&self) -> (u64, [u64; 2]) {
         (self.input, self.digest)
+    }
+
+    /// Names an entity apart from any edge (Freebase's `type.object.name`, a Wikidata label):
+    /// it counts with the names edges give, and names no node that no edge has.
+    pub fn name(&mut self, key: &str, name: &str) -> Result<(), IndexError> {
+        if name.is_empty() {
+            return Ok(());
+        }
+        let digest = format!("name|{key}|{name}");
+        for (seed, sum) in self.digest.iter_mut().enumerate() {
+            *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, digest.as_bytes()));
+        }
+        self.names.push((key.to_string(), name.to_string()));
+        if self.names.len() >= BATCH_ROWS {
+            self.flush_names()?;
+        }
+        Ok(())
+    }
+
+    fn flush_names(&mut self) -> Result<(), IndexError> {
+        if self.names.is_empty() {
+            return Ok(());
+        }
+        let n = &self.names;
+        let batch = RecordBatch::try_new(
+            ends_schema(),
+            vec![
+                Arc::new(StringArray::from_iter_values(
+                    n.iter().map(|x| x.0.as_str()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    n.iter().map(|_| Kind::Entity.as_str()),
+                )),
+                Arc::new(StringArray::from_iter_values(
+                    n.iter().map(|x| x.1.as_str()),
+                )),
+                Arc::new(BooleanArray::from(vec![false; n.len()])),
+            ],
+        )
+        .map_err(|e| IndexError::parquet(self.ends.show(), e))?;
+        self.ends.write(&batch)?;
+        self.names.clear();
+        Ok(())
     }
 
     /// Adds one edge; fails on an unknown `object_kind`, naming the edge.
@@ -178,11 +224,12 @@ impl KgBuilder {
                 .map_err(|e| IndexError::parquet(self.ends.show(), e))
         };
         let ends = RecordBatch::try_new(
-            sorted_nodes_schema(),
+            ends_schema(),
             vec![
                 both(&c[0], &c[2])?,
                 both(&(Arc::new(entity) as ArrayRef), &c[3])?,
                 both(&c[4], &c[5])?,
+                Arc::new(BooleanArray::from(vec![true; 2 * b.len()])),
             ],
         )
         .map_err(|e| IndexError::parquet(self.ends.show(), e))?;
@@ -195,6 +242,7 @@ impl KgBuilder {
     /// written (relative to the directory, sorted). `nodes.parquet` is written last.
     pub async fn finish(mut self) -> Result<(KgStats, Vec<String>), IndexError> {
         self.flush()?;
+        self.flush_names()?;
         let spool = self.spool.close()?;
         let ends = self.ends.close()?;
         let work = &self.work;
@@ -207,7 +255,7 @@ impl KgBuilder {
         let (n, literals) = write_nodes_sorted(
             query(
                 &ctx,
-                "SELECT key, kind, name FROM ends ORDER BY key, kind, name NULLS LAST",
+                "SELECT key, kind, name, edge FROM ends ORDER BY key, kind, name NULLS LAST",
             )
             .await?,
             &nodes,
@@ -296,11 +344,13 @@ impl KgBuilder {
         drop(ctx);
 
         super::graphml::write(&self.dir.join(GRAPHML_FILE), &nodes, &subject_file)?;
+        let mut cvt = 0;
         write_nodes(
             &self.dir.join(NODES_FILE),
             &nodes,
             &subject_file,
             &object_file,
+            &mut cvt,
         )?;
         std::fs::remove_dir_all(work).map_err(|e| IndexError::io(work.display(), e))?;
 
@@ -309,6 +359,7 @@ impl KgBuilder {
             edges,
             literals,
             duplicates: self.input - edges,
+            cvt,
         };
         tracing::info!(
             dir = %self.dir.display(),
@@ -316,6 +367,7 @@ impl KgBuilder {
             edges = stats.edges,
             literals = stats.literals,
             duplicates = stats.duplicates,
+            cvt = stats.cvt,
             "kg index written"
         );
         let mut files: Vec<String> = [
@@ -403,35 +455,74 @@ pub(super) fn ids(b: &RecordBatch, i: usize) -> Result<&UInt32Array, IndexError>
         .ok_or_else(|| sort_err("ids", "not a UInt32 column"))
 }
 
-/// Step 1: writes the first row of each (key, kind) run; returns the nodes and literals.
+/// The (key, kind) run being read in step 1.
+struct Run {
+    key: String,
+    kind: String,
+    name: Option<String>,
+    edge: bool,
+}
+
+/// Step 1: one row per (key, kind) run that some edge has, with the run's first name (the
+/// smallest, as names sort nulls last); returns the nodes and literals.
 async fn write_nodes_sorted(
     mut s: SendableRecordBatchStream,
     path: &Path,
 ) -> Result<(u64, u64), IndexError> {
     let mut w = PartWriter::create(path, sorted_nodes_schema(), plain())?;
     let (mut n, mut literals) = (0u64, 0u64);
-    let mut last: Option<(String, String)> = None;
+    let mut out: [StringBuilder; 3] = Default::default();
+    let mut run: Option<Run> = None;
+    let mut emit = |r: Run, out: &mut [StringBuilder; 3], w: &mut PartWriter| {
+        if !r.edge {
+            return Ok(());
+        }
+        n += 1;
+        literals += u64::from(r.kind == Kind::Literal.as_str());
+        out[0].append_value(&r.key);
+        out[1].append_value(&r.kind);
+        out[2].append_option(r.name);
+        if out[0].len() >= BATCH_ROWS {
+            flush_nodes(out, w, path)?;
+        }
+        Ok::<_, IndexError>(())
+    };
     while let Some(b) = next(&mut s, path).await? {
         let (keys, kinds, names) = (strings(&b, 0)?, strings(&b, 1)?, strings(&b, 2)?);
-        let mut keep = Vec::with_capacity(b.num_rows());
+        let edge = b
+            .column(3)
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| sort_err("ends", "`edge` is not a Boolean column"))?
+            .clone();
         for r in 0..b.num_rows() {
             let (k, kd) = (keys.value(r), kinds.value(r));
-            let new = last
-                .as_ref()
-                .is_none_or(|(lk, lkd)| (lk.as_str(), lkd.as_str()) != (k, kd));
-            if new {
-                last = Some((k.to_owned(), kd.to_owned()));
-                n += 1;
-                literals += u64::from(kd == Kind::Literal.as_str());
+            let name = (!names.is_null(r) && !names.value(r).is_empty()).then(|| names.value(r));
+            match &mut run {
+                Some(cur) if cur.key == k && cur.kind == kd => {
+                    cur.edge |= edge.value(r);
+                    if cur.name.is_none() {
+                        cur.name = name.map(str::to_owned);
+                    }
+                }
+                _ => {
+                    let next = Run {
+                        key: k.to_owned(),
+                        kind: kd.to_owned(),
+                        name: name.map(str::to_owned),
+                        edge: edge.value(r),
+                    };
+                    if let Some(done) = run.replace(next) {
+                        emit(done, &mut out, &mut w)?;
+                    }
+                }
             }
-            keep.push(new);
         }
-        let cols: Vec<ArrayRef> = vec![Arc::new(keys), Arc::new(kinds), Arc::new(names)];
-        let b = RecordBatch::try_new(sorted_nodes_schema(), cols)
-            .and_then(|b| filter_record_batch(&b, &BooleanArray::from(keep)))
-            .map_err(|e| IndexError::parquet(path.display(), e))?;
-        w.write(&b)?;
     }
+    if let Some(done) = run.take() {
+        emit(done, &mut out, &mut w)?;
+    }
+    flush_nodes(&mut out, &mut w, path)?;
     if n > u64::from(u32::MAX) + 1 {
         return Err(IndexError::Invalid(format!(
             "kg: more than {} nodes",
@@ -440,6 +531,23 @@ async fn write_nodes_sorted(
     }
     w.close()?;
     Ok((n, literals))
+}
+
+fn flush_nodes(
+    out: &mut [StringBuilder; 3],
+    w: &mut PartWriter,
+    path: &Path,
+) -> Result<(), IndexError> {
+    if out[0].is_empty() {
+        return Ok(());
+    }
+    let cols: Vec<ArrayRef> = out
+        .iter_mut()
+        .map(|b| Arc::new(b.finish()) as ArrayRef)
+        .collect();
+    let b = RecordBatch::try_new(sorted_nodes_schema(), cols)
+        .map_err(|e| IndexError::parquet(path.display(), e))?;
+    w.write(&b)
 }
 
 /// Steps 2 and 3: writes each sorted batch mapped by `f`.
@@ -618,12 +726,20 @@ pub(super) fn reader(
         .map_err(|e| IndexError::parquet(&show, e))
 }
 
-/// `nodes.parquet`: the sorted nodes with ids and both row ranges.
+/// Whether a node is one of Freebase's nameless mediator (CVT) nodes: an entity keyed as a
+/// Freebase mid (`m.`, or FB15k's `/m/`) that no edge or name names.
+pub(super) fn is_cvt(key: &str, kind: &str, named: bool) -> bool {
+    !named && kind == Kind::Entity.as_str() && (key.starts_with("m.") || key.starts_with("/m/"))
+}
+
+/// `nodes.parquet`: the sorted nodes with ids, both row ranges and the CVT mark; adds the
+/// CVT nodes to `cvts`.
 fn write_nodes(
     path: &Path,
     nodes: &Path,
     by_subject: &Path,
     by_object: &Path,
+    cvts: &mut u64,
 ) -> Result<(), IndexError> {
     let mut outs = IdRuns::open(by_subject, 0)?;
     let mut ins = IdRuns::open(by_object, 2)?;
@@ -650,6 +766,12 @@ fn write_nodes(
             b.column(1).clone(),
         ];
         cols.extend(ranges.map(|v| Arc::new(UInt64Array::from(v)) as ArrayRef));
+        let (keys, kinds, names) = (strings(&b, 0)?, strings(&b, 1)?, strings(&b, 2)?);
+        let cvt: BooleanArray = (0..rows)
+            .map(|r| Some(is_cvt(keys.value(r), kinds.value(r), !names.is_null(r))))
+            .collect();
+        *cvts += cvt.true_count() as u64;
+        cols.push(Arc::new(cvt));
         let out = RecordBatch::try_new(nodes_schema(), cols)
             .map_err(|e| IndexError::parquet(path.display(), e))?;
         w.write(&out)?;
@@ -755,6 +877,15 @@ fn subject_ids_schema() -> SchemaRef {
     ]))
 }
 
+fn ends_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("key", DataType::Utf8, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("name", DataType::Utf8, true),
+        Field::new("edge", DataType::Boolean, false),
+    ]))
+}
+
 fn sorted_nodes_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("key", DataType::Utf8, false),
@@ -782,5 +913,6 @@ fn nodes_schema() -> SchemaRef {
         Field::new("out_end", DataType::UInt64, false),
         Field::new("in_start", DataType::UInt64, false),
         Field::new("in_end", DataType::UInt64, false),
+        Field::new("cvt", DataType::Boolean, false),
     ]))
 }
