@@ -168,10 +168,12 @@ fn column(path: &[&str]) -> ColumnPath {
     ColumnPath::new(path.iter().map(|p| p.to_string()).collect())
 }
 
-/// Columns of KG edges whose values mostly differ within a row group (an edge's object, a
-/// subgraph edge's ends): no dictionary, for the same reason as [`ID_COLUMNS`]; a `triples`
-/// subject keeps its dictionary, as dumps come sorted by subject.
+/// Columns of KG edges whose values mostly differ within a row group (an edge's ends, a
+/// subgraph edge's ends): no dictionary, for the same reason as [`ID_COLUMNS`]. Even a dump
+/// sorted by subject writes its `triples` subject faster and smaller plain under zstd than
+/// dictionary-encoded (docs/benchmarks.md, "Freebase ingest: encoding").
 const HIGH_CARDINALITY: &[(TableKind, &[&str])] = &[
+    (TableKind::Triples, &["subject"]),
     (TableKind::Triples, &["object"]),
     (TableKind::Triples, &["object_name"]),
     (TableKind::Subgraphs, &["subject"]),
@@ -179,10 +181,20 @@ const HIGH_CARDINALITY: &[(TableKind, &[&str])] = &[
     (TableKind::Subgraphs, &["triple_id"]),
 ];
 
+/// The zstd level of a table's parts: 3, but 1 for `triples`, the bulk of a KG dump's
+/// ingest, where level 1 measured faster and no larger (docs/benchmarks.md, "Freebase
+/// ingest: encoding").
+fn zstd_level(table: TableKind) -> i32 {
+    match table {
+        TableKind::Triples => 1,
+        _ => 3,
+    }
+}
+
 fn writer_props(table: TableKind) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(3).expect("valid zstd level"),
+            ZstdLevel::try_new(zstd_level(table)).expect("valid zstd level"),
         ))
         .set_max_row_group_row_count(Some(64 * 1024))
         .set_created_by("distillery".to_string());
