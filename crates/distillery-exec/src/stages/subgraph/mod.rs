@@ -552,7 +552,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             .collect();
         let wikipedia_ids: BTreeMap<&str, i64> = wikipedia
             .iter()
-            .filter_map(|(t, title)| Some((*t, *page_ids.get(&pages::norm(title))?)))
+            .filter_map(|(t, title)| Some((*t, *page_ids.get(pages::norm(title).as_ref())?)))
             .collect();
         summary.add("topics.wikipedia_ids", wikipedia_ids.len() as u64);
         let found = walk.topics_of(qi);

@@ -3,6 +3,7 @@
 //! (three columns: `title`, `page_id`, `redirect`), a redirect followed once. Titles compare
 //! with underscores read as spaces. Memory: the wanted titles and what they resolve to.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use arrow::array::{Array, AsArray};
@@ -19,9 +20,15 @@ use distillery_core::summary::StageSummary;
 
 const COLUMNS: [&str; 3] = ["title", "page_id", "redirect"];
 
-/// A title as compared: underscores as spaces, outer spaces trimmed.
-pub fn norm(title: &str) -> String {
-    title.replace('_', " ").trim().to_string()
+/// A title as compared: underscores as spaces, outer spaces trimmed (borrowed when it has
+/// neither, as nearly every title of a dump: this runs on every row).
+pub fn norm(title: &str) -> Cow<'_, str> {
+    let trimmed = title.trim();
+    if trimmed.contains('_') {
+        Cow::Owned(trimmed.replace('_', " ").trim().to_string())
+    } else {
+        Cow::Borrowed(trimmed)
+    }
 }
 
 /// What one pass found for the titles it looked for: page ids, and redirect targets.
@@ -50,11 +57,13 @@ async fn pass(
                 .ok_or_else(|| ExecError::Task("documents part without `page_id`".into()))?;
             for i in 0..batch.num_rows() {
                 let t = norm(title.value(i));
-                if !want.contains(&t) {
+                if !want.contains(t.as_ref()) {
                     continue;
                 }
+                let t = t.into_owned();
                 if !redirect.is_null(i) {
-                    found.redirects.entry(t).or_insert(norm(redirect.value(i)));
+                    let target = norm(redirect.value(i)).into_owned();
+                    found.redirects.entry(t).or_insert(target);
                 } else if !id.is_null(i) {
                     found.ids.entry(t).or_insert(id.value(i));
                 }
@@ -73,7 +82,7 @@ pub async fn page_ids(
     titles: impl IntoIterator<Item = String>,
     summary: &mut StageSummary,
 ) -> Result<HashMap<String, i64>, ExecError> {
-    let want: HashSet<String> = titles.into_iter().map(|t| norm(&t)).collect();
+    let want: HashSet<String> = titles.into_iter().map(|t| norm(&t).into_owned()).collect();
     if want.is_empty() {
         return Ok(HashMap::new());
     }
