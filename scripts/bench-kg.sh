@@ -96,7 +96,7 @@ r=$(timed "$WORK/fb1" $ONE "$BIN" --quiet run "$(fbpipe fb1 1)") || exit 1
 read -r fb1 rss_fb1 <<<"$r"
 r=$(timed "$WORK/fb2" $TWO "$BIN" --quiet run "$(fbpipe fb2 2)") || exit 1
 read -r fb2 rss_fb2 <<<"$r"
-kept=$(python3 -c "import json; s=json.load(open('$WORK/out-fb1/_summary.json')); print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name']=='triples'))")
+kept=$(python3 -c "import json; s=json.load(open('$WORK/out-fb1/_summary.json')); print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name'] in ('triples', 'literals')))")
 python3 -c "
 n = $EDGES
 print(f'{n} lines ({$kept} triples kept): gzip -dc | wc -l {$floor:.2f} s ({n/$floor/1e6:.2f} M lines/s)')

@@ -112,12 +112,12 @@ fn counter(s: &Value, k: &str) -> u64 {
 }
 
 /// Python's own packages open the files of a version (required in CI).
-fn python_check(version_dir: &Path) {
+fn python_check(version_dir: &Path) -> Option<String> {
     crate::python_script(
         "tantivy, usearch, networkx",
         "check_index.py",
         &[version_dir.as_os_str()],
-    );
+    )
 }
 
 #[test]
@@ -346,7 +346,14 @@ fn the_shared_samples_index_into_bm25_dense_and_kg_that_python_opens() {
     let table = ok(&["search", root.to_str().unwrap(), "Lake Varnholm"]);
     assert!(table.contains("Lake Varnholm"), "{table}");
     let v = std::fs::read_to_string(root.join("CURRENT")).unwrap();
-    python_check(&root.join("versions").join(v.trim()));
+    let version = root.join("versions").join(v.trim());
+    // The quickstart's two English `common.topic.alias` rows name their nodes.
+    let kg = distillery_index::kg::KgIndex::open(&version.join("kg")).unwrap();
+    assert_eq!(kg.node("m.0qk1b03").unwrap().aliases, ["Kingdom of Norway"]);
+    assert_eq!(kg.node("m.0qk1a01").unwrap().aliases, ["Lantern Keeper"]);
+    if let Some(out) = python_check(&version) {
+        assert!(out.contains(" 0 cvt 2 with aliases"), "{out}");
+    }
 }
 
 /// recall@10 of the supporting paragraphs of each question (question as query) over the

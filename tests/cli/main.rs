@@ -658,7 +658,8 @@ fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
     assert_eq!(
         count(
             &out_dir,
-            "SELECT count(*) FROM triples WHERE subject IN ('m.01', 'm.04')"
+            "SELECT count(*) FROM (SELECT subject FROM triples UNION ALL \
+             SELECT subject FROM literals) WHERE subject IN ('m.01', 'm.04')"
         ),
         2
     );

@@ -326,6 +326,47 @@ options = {{ kg = "wd", hops = 1, wikipedia = "enwiki" }}
     assert_eq!(stage(&s, "subgraph")["counters"]["topics.wikipedia_ids"], 2);
     let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
     assert!(!v.contains("mismatch"), "{v}");
+
+    // Values are a table apart: only the stage with `literals` walks them, and it takes every
+    // value edge of the two topic entities (a value is never a subject, so it is a leaf).
+    let out_lit = dir.path().join("out-literals");
+    let text = std::fs::read_to_string(&file)
+        .unwrap()
+        .replace(out.to_str().unwrap(), out_lit.to_str().unwrap())
+        .replace("hops = 1,", "hops = 1, literals = true,");
+    std::fs::write(&file, text).unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+    let topic_literals = crate::count(
+        &out,
+        "SELECT count(*) FROM literals WHERE subject IN ('Q22', 'Q1')",
+    );
+    assert!(topic_literals > 10, "{topic_literals}");
+    assert_eq!(
+        crate::count(
+            &out,
+            "SELECT count(*) FROM triples WHERE object_kind <> 'entity'"
+        ),
+        0
+    );
+    assert_eq!(
+        crate::count(
+            &out,
+            "SELECT count(*) FROM subgraphs WHERE object_kind <> 'entity'"
+        ),
+        0
+    );
+    assert_eq!(
+        crate::count(
+            &out_lit,
+            "SELECT count(*) FROM subgraphs WHERE object_kind <> 'entity'"
+        ),
+        topic_literals
+    );
+    let without = stage(&s, "subgraph")["counters"]["edges"].as_u64().unwrap();
+    let with = stage(&summary(&out_lit), "subgraph")["counters"]["edges"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(with, without + topic_literals as u64);
 }
 
 /// MetaQA 1-hop and 2-hop questions of the shared sample whose topic entity is a node of the
@@ -594,7 +635,8 @@ options = {{ kg = "fb", merge = ["wd"], hops = 2 }}
     // The merge and the walk, written here.
     let triples = crate::sql_json(
         &out,
-        "SELECT subject, predicate, object, object_kind, dataset FROM triples",
+        "SELECT subject, predicate, object, object_kind, dataset FROM triples \
+         UNION ALL SELECT subject, predicate, object, object_kind, dataset FROM literals",
     );
     let text = |r: &serde_json::Value, k: &str| r[k].as_str().unwrap().to_string();
     let alias: BTreeMap<String, String> = triples
@@ -696,4 +738,50 @@ options = {{ kg = "fb", merge = ["wd"], hops = 2 }}
     );
     let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
     assert!(!v.contains("mismatch"), "{v}");
+}
+
+/// A plain Freebase dump read as byte-range tasks is written partitioned by subject: each
+/// subject's entity edges (`triples`), values (`literals`) and name (`entities`) lie in one
+/// shard, whichever range read them.
+#[test]
+fn a_freebase_dump_read_in_ranges_is_partitioned_by_subject() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = "http://rdf.freebase.com/ns/";
+    let mut dump = String::new();
+    for i in 0..400 {
+        let s = format!("<{ns}m.0s{i}>");
+        dump.push_str(&format!(
+            "{s}\t<{ns}type.object.name>\t\"Subject {i}\"@en\t.\n\
+             {s}\t<{ns}type.object.type>\t<{ns}common.topic>\t.\n\
+             {s}\t<{ns}people.person.date_of_birth>\t\"19{:02}\"^^<http://www.w3.org/2001/XMLSchema#gYear>\t.\n\
+             {s}\t<{ns}people.person.sibling>\t<{ns}m.0s{}>\t.\n\
+             {s}\t<{ns}people.person.friend>\t<{ns}m.0s{}>\t.\n",
+            i % 100,
+            (i + 1) % 400,
+            (i * 7) % 400,
+        ));
+    }
+    let fb = dir.path().join("fb.nt");
+    std::fs::write(&fb, &dump).unwrap();
+    let out = dir.path().join("out");
+    let file = dir.path().join("fb.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\nname = \"fb\"\noutput = \"{}\"\n[run]\nshards = 4\nsplit_bytes = {}\n\
+             [[inputs]]\nname = \"fb\"\nformat = \"freebase\"\npaths = [\"{}\"]\n",
+            out.display(),
+            dump.len() / 8,
+            fb.display()
+        ),
+    )
+    .unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+    let s = summary(&out);
+    let tasks = stage(&s, "ingest/fb")["tasks"].as_array().unwrap().len();
+    assert!(tasks >= 8, "{tasks} ingest tasks");
+    assert_eq!(crate::count(&out, "SELECT count(*) FROM triples"), 800);
+    assert_eq!(crate::count(&out, "SELECT count(*) FROM literals"), 1200);
+    assert_eq!(crate::count(&out, "SELECT count(*) FROM entities"), 400);
+    crate::python_script("pyarrow", "check_kg_partitions.py", &[out.as_os_str()]);
 }

@@ -56,5 +56,17 @@ if "kg" in m["kinds"]:
     for _, d in g.nodes(data=True):
         if d["kind"] == "entity" and d["key"].startswith("m."):
             assert ("name" in d) != (d.get("cvt") is True), d
-    print("kg", g.number_of_nodes(), "nodes", g.number_of_edges(), "edges", cvt, "cvt")
+    # Aliases (Freebase's `common.topic.alias`, Wikidata's): a JSON array, distinct and sorted
+    # by UTF-8 bytes, as `nodes.parquet` holds them.
+    aliased = 0
+    for _, d in g.nodes(data=True):
+        if "aliases" in d:
+            aliases = json.loads(d["aliases"])
+            assert aliases, d
+            assert aliases == sorted(set(aliases), key=lambda a: a.encode()), d
+            aliased += 1
+    print(
+        "kg", g.number_of_nodes(), "nodes", g.number_of_edges(), "edges", cvt, "cvt",
+        aliased, "with aliases",
+    )
 print("bm25 docs", total_bm25, "dense vectors", total_dense, "ok")

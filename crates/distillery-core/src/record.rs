@@ -21,11 +21,12 @@ pub enum TableKind {
     Sft,
     Quarantine,
     Subgraphs,
+    Literals,
 }
 
 impl TableKind {
     /// All tables, in the order outputs list them.
-    pub const ALL: [TableKind; 10] = [
+    pub const ALL: [TableKind; 11] = [
         TableKind::Documents,
         TableKind::Tables,
         TableKind::Triples,
@@ -36,7 +37,12 @@ impl TableKind {
         TableKind::Sft,
         TableKind::Quarantine,
         TableKind::Subgraphs,
+        TableKind::Literals,
     ];
+
+    /// The tables of a knowledge graph's edges: `triples` (entity to entity) and `literals`
+    /// (to a value), which hold the same columns.
+    pub const KG_EDGES: [TableKind; 2] = [TableKind::Triples, TableKind::Literals];
 
     /// The table's name: its directory in an output and its SQL table name in `inspect`.
     pub fn name(self) -> &'static str {
@@ -51,6 +57,7 @@ impl TableKind {
             TableKind::Sft => "sft",
             TableKind::Quarantine => "quarantine",
             TableKind::Subgraphs => "subgraphs",
+            TableKind::Literals => "literals",
         }
     }
 
@@ -548,6 +555,9 @@ pub enum Record {
     Sft(SftSample),
     Quarantine(QuarantineRecord),
     Subgraph(SubgraphEdge),
+    /// A knowledge-graph edge to a literal, IRI or blank-node object: the `literals` table,
+    /// kept apart from the entity-to-entity edges of `triples`.
+    Literal(Triple),
 }
 
 impl Record {
@@ -563,6 +573,7 @@ impl Record {
             Record::Sft(_) => TableKind::Sft,
             Record::Quarantine(_) => TableKind::Quarantine,
             Record::Subgraph(_) => TableKind::Subgraphs,
+            Record::Literal(_) => TableKind::Literals,
         }
     }
 
@@ -579,6 +590,17 @@ impl Record {
             Record::Sft(r) => &r.id,
             Record::Quarantine(r) => &r.id,
             Record::Subgraph(r) => &r.id,
+            Record::Literal(r) => &r.id,
+        }
+    }
+
+    /// A knowledge-graph edge as the record of its table: `triples` when its object is an
+    /// entity (`object_kind` `entity`), else `literals`.
+    pub fn edge(t: Triple) -> Record {
+        if t.object_kind == "entity" {
+            Record::Triple(t)
+        } else {
+            Record::Literal(t)
         }
     }
 }
@@ -632,6 +654,18 @@ impl VecSink {
     vec_sink_accessor!(labels, Label, LabelRecord);
     vec_sink_accessor!(sft, Sft, SftSample);
     vec_sink_accessor!(quarantine, Quarantine, QuarantineRecord);
+    vec_sink_accessor!(literals, Literal, Triple);
+
+    /// The KG edges, `triples` and `literals` alike, in the order they were emitted.
+    pub fn edges(&self) -> Vec<&Triple> {
+        self.records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Triple(t) | Record::Literal(t) => Some(t),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// Counts of the character offsets helpers: the number of chars in `s`, as u32.

@@ -54,6 +54,7 @@ fn schemas() -> &'static Schemas {
                 TableKind::Sft => trace::<SftSample>("sft"),
                 TableKind::Quarantine => trace::<QuarantineRecord>("quarantine"),
                 TableKind::Subgraphs => trace::<SubgraphEdge>("subgraphs"),
+                TableKind::Literals => trace::<Triple>("literals"),
             };
             let schema = Arc::new(Schema::new(f.clone()));
             fields.push((t, f, schema));
@@ -93,12 +94,13 @@ pub fn to_batch<T: Serialize>(t: TableKind, items: &[T]) -> Result<RecordBatch, 
 
 /// [`to_batch`] for the `triples` table, built column by column: a KG dump is billions of
 /// rows of short strings, where generic serialization spends more per row than the line
-/// parser does. Tested equal to [`to_batch`].
-pub fn triples_batch(items: &[&Triple]) -> Result<RecordBatch, SchemaError> {
+/// parser does. `table` is `triples` or `literals` (the same columns). Tested equal to
+/// [`to_batch`].
+pub fn triples_batch(table: TableKind, items: &[&Triple]) -> Result<RecordBatch, SchemaError> {
     use arrow_array::ArrayRef;
     use arrow_array::builder::{StringBuilder, UInt32Builder, UInt64Builder};
 
-    let schema = schema_of(TableKind::Triples);
+    let schema = schema_of(table);
     let n = items.len();
     let text = |f: &dyn Fn(&Triple) -> &str| -> ArrayRef {
         let bytes = items.iter().map(|t| f(t).len()).sum();
@@ -151,14 +153,14 @@ pub fn triples_batch(items: &[&Triple]) -> Result<RecordBatch, SchemaError> {
             }
             other => {
                 return Err(SchemaError {
-                    table: TableKind::Triples.name().to_string(),
+                    table: table.name().to_string(),
                     message: format!("no builder for column `{other}`"),
                 });
             }
         });
     }
     RecordBatch::try_new(schema, columns).map_err(|e| SchemaError {
-        table: TableKind::Triples.name().to_string(),
+        table: table.name().to_string(),
         message: e.to_string(),
     })
 }
@@ -313,11 +315,12 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
     match t {
         TableKind::Documents => conv!(Document),
         TableKind::Tables => conv!(Table),
-        TableKind::Triples => {
+        TableKind::Triples | TableKind::Literals => {
             let items: Vec<&Triple> = records
                 .iter()
-                .filter_map(|r| match r {
-                    Record::Triple(x) => Some(x),
+                .filter_map(|r| match (r, t) {
+                    (Record::Triple(x), TableKind::Triples)
+                    | (Record::Literal(x), TableKind::Literals) => Some(x),
                     _ => None,
                 })
                 .collect();
@@ -327,7 +330,7 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
                     message: "records of another table mixed into the batch".into(),
                 });
             }
-            triples_batch(&items)
+            triples_batch(t, &items)
         }
         TableKind::Entities => conv!(Entity),
         TableKind::Questions => conv!(Question),
@@ -353,6 +356,10 @@ pub fn batch_to_records(t: TableKind, batch: &RecordBatch) -> Result<Vec<Record>
         TableKind::Triples => from_batch::<Triple>(t, batch)?
             .into_iter()
             .map(Record::Triple)
+            .collect(),
+        TableKind::Literals => from_batch::<Triple>(t, batch)?
+            .into_iter()
+            .map(Record::Literal)
             .collect(),
         TableKind::Entities => from_batch::<Entity>(t, batch)?
             .into_iter()
@@ -435,7 +442,7 @@ mod tests {
         for rows in [0, 1, 2, 7, 40] {
             let items: Vec<Triple> = (0..rows).map(triple).collect();
             let refs: Vec<&Triple> = items.iter().collect();
-            let built = triples_batch(&refs).unwrap();
+            let built = triples_batch(TableKind::Triples, &refs).unwrap();
             assert_eq!(
                 built,
                 to_batch(TableKind::Triples, &items).unwrap(),

@@ -154,6 +154,7 @@ const ID_COLUMNS: &[(TableKind, &[&str])] = &[
     (TableKind::Documents, &["id"]),
     (TableKind::Tables, &["id"]),
     (TableKind::Triples, &["id"]),
+    (TableKind::Literals, &["id"]),
     (TableKind::Entities, &["id"]),
     (TableKind::Questions, &["id"]),
     (TableKind::Questions, &["question_id"]),
@@ -176,17 +177,19 @@ const HIGH_CARDINALITY: &[(TableKind, &[&str])] = &[
     (TableKind::Triples, &["subject"]),
     (TableKind::Triples, &["object"]),
     (TableKind::Triples, &["object_name"]),
+    (TableKind::Literals, &["subject"]),
+    (TableKind::Literals, &["object"]),
     (TableKind::Subgraphs, &["subject"]),
     (TableKind::Subgraphs, &["object"]),
     (TableKind::Subgraphs, &["triple_id"]),
 ];
 
-/// The zstd level of a table's parts: 3, but 1 for `triples`, the bulk of a KG dump's
+/// The zstd level of a table's parts: 3, but 1 for `triples` and `literals`, the bulk of a KG dump's
 /// ingest, where level 1 measured faster and no larger (docs/benchmarks.md, "Freebase
 /// ingest: encoding").
 fn zstd_level(table: TableKind) -> i32 {
     match table {
-        TableKind::Triples => 1,
+        TableKind::Triples | TableKind::Literals => 1,
         _ => 3,
     }
 }

@@ -67,7 +67,8 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
     use TableKind::*;
     match format {
         Format::MediaWiki => &[Documents, Tables],
-        Format::Freebase | Format::Wikidata | Format::Fb15k => &[Triples, Entities],
+        Format::Freebase | Format::Wikidata => &[Triples, Literals, Entities],
+        Format::Fb15k => &[Triples, Entities],
         Format::MetaQaKb => &[Triples],
         _ => &[Questions, Documents, Tables],
     }
@@ -175,15 +176,16 @@ pub fn stage_tag(tag: &str, stage: &str) -> String {
     }
 }
 
-/// The table whose rows count as the "records" of a format for the bad-record ratio: one per
-/// page, question or edge, not the documents and tables a question's context also yields.
-pub fn primary_table(format: Format) -> TableKind {
+/// The tables whose rows count as the "records" of a format for the bad-record ratio: one per
+/// page, question or edge (entity edges and literal ones alike), not the documents and tables
+/// a question's context also yields.
+pub fn primary_tables(format: Format) -> &'static [TableKind] {
     match format {
-        Format::MediaWiki => TableKind::Documents,
+        Format::MediaWiki => &[TableKind::Documents],
         Format::Freebase | Format::Wikidata | Format::Fb15k | Format::MetaQaKb => {
-            TableKind::Triples
+            &TableKind::KG_EDGES
         }
-        _ => TableKind::Questions,
+        _ => &[TableKind::Questions],
     }
 }
 

@@ -20,11 +20,12 @@ pub struct PartBatch {
     pub batch: RecordBatch,
 }
 
-/// The key a record is sharded by: its id, except triples (by subject, so a subject's edges
-/// stay together for the KG adapter) and entities (by key).
+/// The key a record is sharded by: its id, except KG edges, entity and literal alike (by
+/// subject, so a subject's edges stay together in one shard) and entities (by key, so an
+/// entity lands in the shard of its edges).
 pub fn shard_key(r: &Record) -> &str {
     match r {
-        Record::Triple(t) => &t.subject,
+        Record::Triple(t) | Record::Literal(t) => &t.subject,
         Record::Entity(e) => &e.key,
         other => other.id(),
     }

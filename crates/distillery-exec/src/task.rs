@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
-use crate::plan::{Plan, PlannedFile, SideFile, plan, primary_table};
+use crate::plan::{Plan, PlannedFile, SideFile, plan, primary_tables};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, ingest_file, rfc3339};
 use crate::sink::QUARANTINE_EXAMPLES;
@@ -306,12 +306,10 @@ pub async fn run_task(
             }
             Ok(TaskOutput {
                 ingest: Some(IngestCounts {
-                    primary: r
-                        .counts
-                        .rows
-                        .get(&primary_table(r.file.format))
-                        .copied()
-                        .unwrap_or(0),
+                    primary: primary_tables(r.file.format)
+                        .iter()
+                        .filter_map(|t| r.counts.rows.get(t))
+                        .sum(),
                     quarantined: bad,
                     quarantine_by_reason: r.counts.quarantine_reasons.clone(),
                     quarantine_examples: r.counts.quarantine_examples.clone(),

@@ -119,6 +119,7 @@ pub async fn verify_output(url: &str) -> Result<VerifyReport, ExecError> {
                 TableKind::Documents
                 | TableKind::Tables
                 | TableKind::Triples
+                | TableKind::Literals
                 | TableKind::Subgraphs => sources
                     .entry((shard, tag))
                     .or_default()
@@ -182,7 +183,7 @@ where
         let mut triples: Vec<Triple> = Vec::with_capacity(edges);
         for _ in 0..edges {
             match src.next().await {
-                Some(Ok(Record::Triple(t))) => triples.push(t),
+                Some(Ok(Record::Triple(t) | Record::Literal(t))) => triples.push(t),
                 Some(Ok(other)) => {
                     return Err(ExecError::Verify(format!(
                         "segments of subgraph {} meet a {} record",

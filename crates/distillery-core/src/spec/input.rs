@@ -49,7 +49,9 @@ pub struct FreebaseOptions {
     /// or `@en` literal, or a typed literal. Default true.
     #[serde(default = "yes")]
     pub english_only: bool,
-    /// Also write `type.object.name` literals as `entities` rows. Default true.
+    /// Also write `type.object.name` literals as `entities` rows (`label`), and
+    /// `common.topic.alias` literals as rows of their own (`aliases`, no `label`), `@en` or
+    /// untagged. Default true.
     #[serde(default = "yes")]
     pub names: bool,
 }

@@ -105,12 +105,12 @@ pub async fn run_stage(
     let opts: &HseqOptions = crate::stages::options(stage)?;
     let started = Instant::now();
 
-    // (shard, tag) → source parts, in table order documents, tables, triples.
+    // (shard, tag) → source parts, in table order documents, tables, triples, literals.
     let mut groups: BTreeMap<(u32, String), Vec<WrittenPart>> = BTreeMap::new();
     for part in parts {
         if !matches!(
             part.table,
-            TableKind::Documents | TableKind::Tables | TableKind::Triples
+            TableKind::Documents | TableKind::Tables | TableKind::Triples | TableKind::Literals
         ) {
             continue;
         }
@@ -222,7 +222,7 @@ impl GroupState {
                     segs.extend(s);
                 }
             }
-            TableKind::Triples => {
+            TableKind::Triples | TableKind::Literals => {
                 for t in from_batch::<Triple>(table, batch)? {
                     let s = self.kg.push(&t);
                     if s.iter().any(|x| x.level == level::SUBGRAPH) {
@@ -262,6 +262,16 @@ async fn hseq_group(
     });
     let mut summary = StageSummary::new("hseq");
     for src in &sources {
+        // Each KG part is encoded by a fresh encoder, as the label stage numbers a part's
+        // edges (`distillery_label::kg_ids`): a subject's entity edges and its literals are
+        // two runs, each under its own root.
+        if let Some(st) = state
+            .as_mut()
+            .filter(|_| TableKind::KG_EDGES.contains(&src.table))
+        {
+            st.verify_run();
+            st.kg = KgEncoder::new();
+        }
         // Documents are whole pages (a wiki page can be megabytes, and its segments several
         // times that): read them a few at a time so the stage's memory is bounded by a batch.
         let rows = match src.table {

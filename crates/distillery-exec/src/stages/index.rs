@@ -241,39 +241,47 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 .await?
             }
             Unit::Triple => {
-                let ps = parts(&cx, TableKind::Triples);
-                each(cx.out, TableKind::Triples, &ps, |t: Triple| {
-                    records_in += 1;
-                    push(passage::of_triple(&t))
-                })
-                .await?
+                let mut bytes = 0;
+                for table in TableKind::KG_EDGES {
+                    let ps = parts(&cx, table);
+                    bytes += each(cx.out, table, &ps, |t: Triple| {
+                        records_in += 1;
+                        push(passage::of_triple(&t))
+                    })
+                    .await?;
+                }
+                bytes
             }
         };
     }
     let edges = if has(IndexKind::Kg) {
         let mut kg = KgBuilder::new(&scratch.0.join("build").join("kg"), kg::SORT_MEMORY)?;
-        let ps = parts(&cx, TableKind::Triples);
-        bytes_in += each(cx.out, TableKind::Triples, &ps, |t: Triple| {
-            records_in += 1;
-            kg.push(KgEdge {
-                subject: t.subject,
-                relation: t.predicate,
-                object: t.object,
-                object_kind: t.object_kind,
-                subject_name: t.subject_name,
-                object_name: t.object_name,
-                source: t.dataset,
+        for table in TableKind::KG_EDGES {
+            let ps = parts(&cx, table);
+            bytes_in += each(cx.out, table, &ps, |t: Triple| {
+                records_in += 1;
+                kg.push(KgEdge {
+                    subject: t.subject,
+                    relation: t.predicate,
+                    object: t.object,
+                    object_kind: t.object_kind,
+                    subject_name: t.subject_name,
+                    object_name: t.object_name,
+                    source: t.dataset,
+                })
+                .map_err(ExecError::from)
             })
-            .map_err(ExecError::from)
-        })
-        .await?;
-        // Names the KG inputs give apart from their edges (Freebase's `type.object.name`).
+            .await?;
+        }
+        // Names and aliases the KG inputs give apart from their edges (Freebase's
+        // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
         let ps = parts(&cx, TableKind::Entities);
         bytes_in += each(cx.out, TableKind::Entities, &ps, |e: Entity| {
-            match &e.label {
-                Some(label) => kg.name(&e.key, label).map_err(ExecError::from),
-                None => Ok(()),
+            if let Some(label) = &e.label {
+                kg.name(&e.key, label)?;
             }
+            e.aliases.iter().try_for_each(|a| kg.alias(&e.key, a))?;
+            Ok::<_, ExecError>(())
         })
         .await?;
         Some(kg)

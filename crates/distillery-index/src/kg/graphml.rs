@@ -1,13 +1,13 @@
 //! The GraphML export of a KG index, streamed from the sorted node table and the edges by
-//! subject: directed, node ids `n<id>` with `key`, `name`, `kind` and (CVT nodes) `cvt`
-//! data, edges with
+//! subject: directed, node ids `n<id>` with `key`, `name`, `kind`, (CVT nodes) `cvt` and
+//! (nodes with aliases) `aliases` data, a JSON array of strings, edges with
 //! `relation` and `source` data, as `networkx.read_graphml` and igraph load it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use arrow::array::Array;
+use arrow::array::{Array, AsArray};
 
 use super::write::{ids, is_cvt, reader, strings, tmp_path};
 use crate::IndexError;
@@ -48,6 +48,7 @@ http://graphml.graphdrawing.org/xmlns/1.0/graphml.xsd\">\n\
   <key id=\"d3\" for=\"edge\" attr.name=\"relation\" attr.type=\"string\"/>\n\
   <key id=\"d4\" for=\"edge\" attr.name=\"source\" attr.type=\"string\"/>\n\
   <key id=\"d5\" for=\"node\" attr.name=\"cvt\" attr.type=\"boolean\"/>\n\
+  <key id=\"d6\" for=\"node\" attr.name=\"aliases\" attr.type=\"string\"/>\n\
   <graph id=\"G\" edgedefault=\"directed\">\n";
 
 /// Streams the GraphML export: the nodes in id order, then the edges in subject order.
@@ -59,9 +60,13 @@ pub(super) fn write(path: &Path, nodes: &Path, by_subject: &Path) -> Result<(), 
     let io = |e| IndexError::io(tmp.display(), e);
     w.write_all(GRAPHML_HEAD).map_err(io)?;
     let mut id = 0u64;
-    for b in reader(nodes, &[0, 1, 2])? {
+    for b in reader(nodes, &[0, 1, 2, 3])? {
         let b = b.map_err(|e| IndexError::parquet(nodes.display(), e))?;
         let (keys, kinds, names) = (strings(&b, 0)?, strings(&b, 1)?, strings(&b, 2)?);
+        let aliases = b
+            .column(3)
+            .as_list_opt::<i32>()
+            .ok_or_else(|| IndexError::Invalid("kg build: aliases are not a list".into()))?;
         for r in 0..b.num_rows() {
             let mut row = || -> std::io::Result<()> {
                 write!(w, "    <node id=\"n{id}\"><data key=\"d0\">")?;
@@ -75,6 +80,14 @@ pub(super) fn write(path: &Path, nodes: &Path, by_subject: &Path) -> Result<(), 
                 write!(w, "<data key=\"d2\">{}</data>", kinds.value(r))?;
                 if is_cvt(keys.value(r), kinds.value(r), names.is_valid(r)) {
                     w.write_all(b"<data key=\"d5\">true</data>")?;
+                }
+                let list = aliases.value(r);
+                if let Some(list) = list.as_string_opt::<i32>().filter(|l| !l.is_empty()) {
+                    let list: Vec<&str> = list.iter().flatten().collect();
+                    let json = serde_json::to_string(&list).map_err(std::io::Error::other)?;
+                    w.write_all(b"<data key=\"d6\">")?;
+                    xml_escape(&mut w, &json)?;
+                    w.write_all(b"</data>")?;
                 }
                 w.write_all(b"</node>\n")
             };

@@ -11,8 +11,10 @@
 //!   `type.object.name`, Wikidata labels), so that it does not depend on input order), `kind`
 //!   (Utf8: `entity`, `literal` or `iri`), `out_start`/`out_end` (UInt64: the node's row range
 //!   in `edges_by_subject.parquet`), `in_start`/`in_end` (UInt64: its row range in
-//!   `edges_by_object.parquet`) and `cvt` (Boolean: a Freebase mid with no name, one of
-//!   Freebase's nameless mediator nodes, kept and marked). A node's identity is (`kind`,
+//!   `edges_by_object.parquet`), `cvt` (Boolean: a Freebase mid with no name, one of
+//!   Freebase's nameless mediator nodes, kept and marked) and `aliases` (List of Utf8: the
+//!   distinct aliases given apart ([`KgBuilder::alias`]: Freebase's `common.topic.alias`,
+//!   Wikidata's aliases), in byte order; empty when none). A node's identity is (`kind`,
 //!   `key`): a literal `"1990"` and an entity `1990` are two nodes with the same key.
 //! - `edges_by_subject.parquet`: `subject` (UInt32 node id), `relation` (Utf8), `object`
 //!   (UInt32 node id), `source` (Utf8, the dataset the edge came from), sorted by
@@ -20,7 +22,8 @@
 //! - `edges_by_object.parquet`: the same edges and columns sorted by
 //!   (object, relation, subject, source).
 //! - `graph.graphml`: a GraphML export (directed; node ids `n<id>` with `key`, `name`, `kind`
-//!   and, on CVT nodes, `cvt` data, edges with `relation` and `source` data), which `networkx.read_graphml`
+//!   and, on CVT nodes, `cvt` data, on nodes with aliases `aliases` (a JSON array), edges
+//!   with `relation` and `source` data), which `networkx.read_graphml`
 //!   and igraph's `Graph.Read_GraphML` load.
 //!
 //! Why offsets: both edge files are sorted by the node id they are looked up by, so all the
@@ -45,7 +48,7 @@ use std::cmp::Ordering;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use arrow::array::{Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use arrow::array::{Array, AsArray, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array};
 use parquet::arrow::arrow_reader::{
     ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection, RowSelector,
 };
@@ -149,6 +152,8 @@ pub struct KgNode {
     pub kind: String,
     /// One of Freebase's nameless mediator (CVT) nodes: a mid with no name.
     pub cvt: bool,
+    /// The node's aliases, distinct, in byte order.
+    pub aliases: Vec<String>,
 }
 
 /// One edge returned by a lookup, with node ids resolved back to keys.
@@ -166,12 +171,13 @@ pub struct KgHit {
 
 /// A KG adjacency index opened from a directory [`write_kg`] wrote.
 ///
-/// Holds `nodes.parquet` in memory (keys, names, kinds, offsets); each edge lookup reads
+/// Holds `nodes.parquet` in memory (keys, names, aliases, kinds, offsets); each edge lookup reads
 /// one row range of an edge file.
 pub struct KgIndex {
     dir: PathBuf,
     keys: Vec<String>,
     names: Vec<Option<String>>,
+    aliases: Vec<Vec<String>>,
     kinds: Vec<Kind>,
     out_range: Vec<(u64, u64)>,
     in_range: Vec<(u64, u64)>,
@@ -206,7 +212,7 @@ fn column<'a, T: 'static>(
 }
 
 impl KgIndex {
-    /// Opens the index in `dir`: loads `nodes.parquet` (keys, names, kinds and offsets) and
+    /// Opens the index in `dir`: loads `nodes.parquet` (keys, names, aliases, kinds and offsets) and
     /// checks it is sorted, densely numbered and its ranges are consistent. The edge files
     /// are read only by lookups.
     pub fn open(dir: &Path) -> Result<KgIndex, IndexError> {
@@ -220,6 +226,7 @@ impl KgIndex {
             dir: dir.to_path_buf(),
             keys: Vec::new(),
             names: Vec::new(),
+            aliases: Vec::new(),
             kinds: Vec::new(),
             out_range: Vec::new(),
             in_range: Vec::new(),
@@ -234,6 +241,15 @@ impl KgIndex {
             let out_end = column::<UInt64Array>(&batch, "out_end", &show)?;
             let in_start = column::<UInt64Array>(&batch, "in_start", &show)?;
             let in_end = column::<UInt64Array>(&batch, "in_end", &show)?;
+            // Indexes written before aliases were kept have no `aliases` column.
+            let aliases = batch
+                .column_by_name("aliases")
+                .map(|c| {
+                    c.as_any().downcast_ref::<ListArray>().ok_or_else(|| {
+                        IndexError::Corrupt(show.clone(), "column aliases is not a list".into())
+                    })
+                })
+                .transpose()?;
             for r in 0..batch.num_rows() {
                 let row = index.keys.len();
                 let corrupt = |why: String| IndexError::Corrupt(show.clone(), why);
@@ -268,6 +284,16 @@ impl KgIndex {
                 index
                     .names
                     .push((!name.is_null(r)).then(|| name.value(r).to_owned()));
+                let list = aliases
+                    .filter(|a| a.is_valid(r))
+                    .map(|a| a.value(r))
+                    .map(|v| {
+                        v.as_string_opt::<i32>()
+                            .map(|v| v.iter().flatten().map(str::to_owned).collect())
+                            .ok_or_else(|| corrupt(format!("row {row}: aliases are not strings")))
+                    })
+                    .transpose()?;
+                index.aliases.push(list.unwrap_or_default());
                 index.out_range.push((os, oe));
                 index.in_range.push((is, ie));
             }
@@ -304,6 +330,7 @@ impl KgIndex {
                 self.kinds[i].as_str(),
                 self.names[i].is_some(),
             ),
+            aliases: self.aliases[i].clone(),
         })
     }
 

@@ -484,10 +484,19 @@ fn kg_spilling_build_equals_in_memory_build() {
         .enable_all()
         .build()
         .unwrap();
+    // Aliases of every 11th edge's subject, some given twice.
+    let aliases: Vec<(String, String)> = edges
+        .iter()
+        .step_by(11)
+        .map(|e| (e.subject.clone(), format!("aka {}", e.object.len() % 3)))
+        .collect();
     let run = |dir: &Path, memory: usize| {
         let mut b = KgBuilder::new(dir, memory).unwrap();
         for e in edges.clone() {
             b.push(e).unwrap();
+        }
+        for (key, alias) in &aliases {
+            b.alias(key, alias).unwrap();
         }
         rt.block_on(b.finish()).unwrap()
     };
@@ -533,13 +542,26 @@ fn kg_spilling_build_equals_in_memory_build() {
         a.literals,
         nodes.keys().filter(|k| k.1 == "literal").count() as u64
     );
+    let mut akas = std::collections::BTreeMap::<&str, std::collections::BTreeSet<&str>>::new();
+    for (key, alias) in &aliases {
+        akas.entry(key).or_default().insert(alias);
+    }
     let idx = KgIndex::open(roomy.path()).unwrap();
+    let mut with_aliases = 0;
     for (id, ((key, kind), name)) in nodes.iter().enumerate().step_by(97) {
         if kind != "entity" {
             continue;
         }
         let n = idx.node(key).unwrap();
         assert_eq!((n.id as usize, &n.name), (id, name), "{key}");
+        let want: Vec<&str> = akas
+            .get(key.as_str())
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
+        assert_eq!(n.aliases, want, "{key}");
+        with_aliases += usize::from(!want.is_empty());
         let want: Vec<KgHit> = distinct
             .iter()
             .filter(|e| e.0 == key)
@@ -555,6 +577,7 @@ fn kg_spilling_build_equals_in_memory_build() {
         });
         assert_eq!(got, want, "{key}");
     }
+    assert!(with_aliases > 10, "{with_aliases}");
 }
 
 #[test]
@@ -586,10 +609,21 @@ fn kg_names_apart_from_edges_and_cvt_nodes() {
     // A name of a node no edge has makes no node.
     b.name("m.99", "Ghost").unwrap();
     b.name("m.98", "").unwrap();
+    // Aliases: distinct, in byte order; an alias alone makes no node either.
+    for (key, alias) in [
+        ("m.04", "Dee Dee"),
+        ("m.04", "D"),
+        ("m.04", "Dee Dee"),
+        ("m.97", "X"),
+    ] {
+        b.alias(key, alias).unwrap();
+    }
     let (stats, _) = rt.block_on(b.finish()).unwrap();
     let idx = KgIndex::open(dir.path()).unwrap();
-    assert!(idx.node("m.99").is_none());
+    assert!(idx.node("m.99").is_none() && idx.node("m.97").is_none());
     assert_eq!(idx.node("m.04").unwrap().name.as_deref(), Some("Dee"));
+    assert_eq!(idx.node("m.04").unwrap().aliases, ["D", "Dee Dee"]);
+    assert!(idx.node("m.02").unwrap().aliases.is_empty());
     assert!(!idx.node("m.04").unwrap().cvt);
     // The smallest of the names edges and name rows give.
     assert_eq!(
@@ -616,5 +650,10 @@ fn kg_names_apart_from_edges_and_cvt_nodes() {
     assert_eq!(marked, 1);
     let xml = std::fs::read_to_string(dir.path().join(GRAPHML_FILE)).unwrap();
     assert_eq!(xml.matches("<data key=\"d5\">true</data>").count(), 1);
+    assert_eq!(
+        xml.matches("<data key=\"d6\">[&quot;D&quot;,&quot;Dee Dee&quot;]</data>")
+            .count(),
+        1
+    );
     assert!(xml.contains("attr.name=\"cvt\""));
 }

@@ -4,8 +4,9 @@
 //! directory. [`KgBuilder::finish`] then runs five external sorts (DataFusion, spilling to
 //! the work directory past the memory budget), each read back as one ordered stream:
 //!
-//! 1. each edge's ends as (key, kind, name) rows (spooled beside the edges), by key, kind
-//!    and name: the distinct nodes in id order, the smallest non-empty name first;
+//! 1. each edge's ends as (key, kind, name) rows (spooled beside the edges, with the names
+//!    and aliases given apart), by key, kind and name: the distinct nodes in id order, the
+//!    smallest non-empty name first, each node's aliases gathered;
 //! 2. the edges by subject, merged with the node stream to replace the subject by its id;
 //! 3. those by (object, object kind), merged again to replace the object by its id;
 //! 4. the id edges by (subject, relation, object, source), exact duplicates dropped:
@@ -17,13 +18,14 @@
 //! order everywhere, as Arrow sorts them, so the node stream and the edge streams agree.
 
 use std::cmp::Ordering;
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayBuilder, ArrayRef, BooleanArray, RecordBatch, StringArray, StringBuilder,
-    UInt32Array, UInt64Array,
+    Array, ArrayBuilder, ArrayRef, BooleanArray, ListBuilder, RecordBatch, StringArray,
+    StringBuilder, UInt32Array, UInt64Array,
 };
 use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -56,8 +58,9 @@ pub struct KgBuilder {
     /// Each edge's two ends as (key, kind, name) rows, so the node sort reads one table.
     ends: PartWriter,
     buf: Vec<KgEdge>,
-    /// Names given apart from edges ([`KgBuilder::name`]), not yet spooled.
-    names: Vec<(String, String)>,
+    /// Names and aliases given apart from edges ([`KgBuilder::name`], [`KgBuilder::alias`]),
+    /// not yet spooled: (key, text, whether it is an alias).
+    names: Vec<(String, String, bool)>,
     input: u64,
     digest: [u64; 2],
 }
@@ -120,14 +123,26 @@ impl KgBuilder {
     /// Names an entity apart from any edge (Freebase's `type.object.name`, a Wikidata label):
     /// it counts with the names edges give, and names no node that no edge has.
     pub fn name(&mut self, key: &str, name: &str) -> Result<(), IndexError> {
-        if name.is_empty() {
+        self.given(key, name, false)
+    }
+
+    /// Gives an entity an alias (Freebase's `common.topic.alias`, Wikidata's aliases): a
+    /// node's aliases are the distinct ones given, in byte order, in `nodes.parquet`'s
+    /// `aliases`. Like a name, an alias alone makes no node.
+    pub fn alias(&mut self, key: &str, alias: &str) -> Result<(), IndexError> {
+        self.given(key, alias, true)
+    }
+
+    fn given(&mut self, key: &str, text: &str, alias: bool) -> Result<(), IndexError> {
+        if text.is_empty() {
             return Ok(());
         }
-        let digest = format!("name|{key}|{name}");
+        let what = if alias { "alias" } else { "name" };
+        let digest = format!("{what}|{key}|{text}");
         for (seed, sum) in self.digest.iter_mut().enumerate() {
             *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, digest.as_bytes()));
         }
-        self.names.push((key.to_string(), name.to_string()));
+        self.names.push((key.to_string(), text.to_string(), alias));
         if self.names.len() >= BATCH_ROWS {
             self.flush_names()?;
         }
@@ -148,10 +163,13 @@ impl KgBuilder {
                 Arc::new(StringArray::from_iter_values(
                     n.iter().map(|_| Kind::Entity.as_str()),
                 )),
-                Arc::new(StringArray::from_iter_values(
-                    n.iter().map(|x| x.1.as_str()),
+                Arc::new(StringArray::from_iter(
+                    n.iter().map(|x| (!x.2).then_some(x.1.as_str())),
                 )),
                 Arc::new(BooleanArray::from(vec![false; n.len()])),
+                Arc::new(StringArray::from_iter(
+                    n.iter().map(|x| x.2.then_some(x.1.as_str())),
+                )),
             ],
         )
         .map_err(|e| IndexError::parquet(self.ends.show(), e))?;
@@ -230,6 +248,7 @@ impl KgBuilder {
                 both(&(Arc::new(entity) as ArrayRef), &c[3])?,
                 both(&c[4], &c[5])?,
                 Arc::new(BooleanArray::from(vec![true; 2 * b.len()])),
+                arrow::array::new_null_array(&DataType::Utf8, 2 * b.len()),
             ],
         )
         .map_err(|e| IndexError::parquet(self.ends.show(), e))?;
@@ -255,7 +274,8 @@ impl KgBuilder {
         let (n, literals) = write_nodes_sorted(
             query(
                 &ctx,
-                "SELECT key, kind, name, edge FROM ends ORDER BY key, kind, name NULLS LAST",
+                "SELECT key, kind, name, edge, alias FROM ends \
+                 ORDER BY key, kind, name NULLS LAST",
             )
             .await?,
             &nodes,
@@ -460,29 +480,42 @@ struct Run {
     key: String,
     kind: String,
     name: Option<String>,
+    aliases: BTreeSet<String>,
     edge: bool,
 }
 
+/// The columns of the sorted node table being built: key, kind, name and aliases.
+#[derive(Default)]
+struct NodeColumns {
+    text: [StringBuilder; 3],
+    aliases: ListBuilder<StringBuilder>,
+}
+
 /// Step 1: one row per (key, kind) run that some edge has, with the run's first name (the
-/// smallest, as names sort nulls last); returns the nodes and literals.
+/// smallest, as names sort nulls last) and its distinct aliases; returns the nodes and
+/// literals.
 async fn write_nodes_sorted(
     mut s: SendableRecordBatchStream,
     path: &Path,
 ) -> Result<(u64, u64), IndexError> {
     let mut w = PartWriter::create(path, sorted_nodes_schema(), plain())?;
     let (mut n, mut literals) = (0u64, 0u64);
-    let mut out: [StringBuilder; 3] = Default::default();
+    let mut out = NodeColumns::default();
     let mut run: Option<Run> = None;
-    let mut emit = |r: Run, out: &mut [StringBuilder; 3], w: &mut PartWriter| {
+    let mut emit = |r: Run, out: &mut NodeColumns, w: &mut PartWriter| {
         if !r.edge {
             return Ok(());
         }
         n += 1;
         literals += u64::from(r.kind == Kind::Literal.as_str());
-        out[0].append_value(&r.key);
-        out[1].append_value(&r.kind);
-        out[2].append_option(r.name);
-        if out[0].len() >= BATCH_ROWS {
+        out.text[0].append_value(&r.key);
+        out.text[1].append_value(&r.kind);
+        out.text[2].append_option(r.name);
+        for a in &r.aliases {
+            out.aliases.values().append_value(a);
+        }
+        out.aliases.append(true);
+        if out.text[0].len() >= BATCH_ROWS {
             flush_nodes(out, w, path)?;
         }
         Ok::<_, IndexError>(())
@@ -495,14 +528,19 @@ async fn write_nodes_sorted(
             .downcast_ref::<BooleanArray>()
             .ok_or_else(|| sort_err("ends", "`edge` is not a Boolean column"))?
             .clone();
+        let aliases = strings(&b, 4)?;
         for r in 0..b.num_rows() {
             let (k, kd) = (keys.value(r), kinds.value(r));
             let name = (!names.is_null(r) && !names.value(r).is_empty()).then(|| names.value(r));
+            let alias = aliases.is_valid(r).then(|| aliases.value(r));
             match &mut run {
                 Some(cur) if cur.key == k && cur.kind == kd => {
                     cur.edge |= edge.value(r);
                     if cur.name.is_none() {
                         cur.name = name.map(str::to_owned);
+                    }
+                    if let Some(a) = alias.filter(|a| !cur.aliases.contains(*a)) {
+                        cur.aliases.insert(a.to_owned());
                     }
                 }
                 _ => {
@@ -510,6 +548,7 @@ async fn write_nodes_sorted(
                         key: k.to_owned(),
                         kind: kd.to_owned(),
                         name: name.map(str::to_owned),
+                        aliases: alias.map(str::to_owned).into_iter().collect(),
                         edge: edge.value(r),
                     };
                     if let Some(done) = run.replace(next) {
@@ -533,18 +572,16 @@ async fn write_nodes_sorted(
     Ok((n, literals))
 }
 
-fn flush_nodes(
-    out: &mut [StringBuilder; 3],
-    w: &mut PartWriter,
-    path: &Path,
-) -> Result<(), IndexError> {
-    if out[0].is_empty() {
+fn flush_nodes(out: &mut NodeColumns, w: &mut PartWriter, path: &Path) -> Result<(), IndexError> {
+    if out.text[0].is_empty() {
         return Ok(());
     }
-    let cols: Vec<ArrayRef> = out
+    let mut cols: Vec<ArrayRef> = out
+        .text
         .iter_mut()
         .map(|b| Arc::new(b.finish()) as ArrayRef)
         .collect();
+    cols.push(Arc::new(out.aliases.finish()));
     let b = RecordBatch::try_new(sorted_nodes_schema(), cols)
         .map_err(|e| IndexError::parquet(path.display(), e))?;
     w.write(&b)
@@ -745,7 +782,7 @@ fn write_nodes(
     let mut ins = IdRuns::open(by_object, 2)?;
     let mut w = PartWriter::create(path, nodes_schema(), props(&[1, 3]))?;
     let mut id = 0u32;
-    for b in reader(nodes, &[0, 1, 2])? {
+    for b in reader(nodes, &[0, 1, 2, 3])? {
         let b = b.map_err(|e| IndexError::parquet(nodes.display(), e))?;
         let rows = b.num_rows();
         let mut ranges: [Vec<u64>; 4] = Default::default();
@@ -772,6 +809,7 @@ fn write_nodes(
             .collect();
         *cvts += cvt.true_count() as u64;
         cols.push(Arc::new(cvt));
+        cols.push(b.column(3).clone());
         let out = RecordBatch::try_new(nodes_schema(), cols)
             .map_err(|e| IndexError::parquet(path.display(), e))?;
         w.write(&out)?;
@@ -883,7 +921,17 @@ fn ends_schema() -> SchemaRef {
         Field::new("kind", DataType::Utf8, false),
         Field::new("name", DataType::Utf8, true),
         Field::new("edge", DataType::Boolean, false),
+        Field::new("alias", DataType::Utf8, true),
     ]))
+}
+
+/// A node's aliases: a list of strings, empty when it has none.
+fn aliases_field() -> Field {
+    Field::new(
+        "aliases",
+        DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true))),
+        false,
+    )
 }
 
 fn sorted_nodes_schema() -> SchemaRef {
@@ -891,6 +939,7 @@ fn sorted_nodes_schema() -> SchemaRef {
         Field::new("key", DataType::Utf8, false),
         Field::new("kind", DataType::Utf8, false),
         Field::new("name", DataType::Utf8, true),
+        aliases_field(),
     ]))
 }
 
@@ -914,5 +963,6 @@ fn nodes_schema() -> SchemaRef {
         Field::new("in_start", DataType::UInt64, false),
         Field::new("in_end", DataType::UInt64, false),
         Field::new("cvt", DataType::Boolean, false),
+        aliases_field(),
     ]))
 }

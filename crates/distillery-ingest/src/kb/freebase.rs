@@ -6,12 +6,18 @@
 //! node), `iri` (any other IRI), `blank` (`_:x`) or `literal` (with `lang` from `@en` and
 //! `datatype` from `^^<...>`, the XML Schema namespace written `xsd:`). String escapes (`\"`,
 //! `\\`, `\n`, `\t`, `\uXXXX`, `\UXXXXXXXX`, ...) are decoded.
+//! Edges to an `entity` are `triples`; the others (literal values, other IRIs, blank nodes)
+//! are kept apart as `literals` ([`Record::edge`]), so a walk over the graph's entities never
+//! reads the values.
 //!
 //! The English filter of Hydra/PoG (`english_only`, default on) keeps a line only when its
 //! subject is `ns:m.` or `ns:g.` and its object is an `ns:` IRI, an untagged or `@en` literal,
 //! or a typed literal. Dropped lines are not errors: they are counted and the counts logged at
 //! debug level. With `names` (default on) a kept `type.object.name` literal (`@en` or untagged)
-//! also becomes an [`Entity`] of its subject.
+//! also becomes an [`Entity`] of its subject with that `label`, and a `common.topic.alias`
+//! literal an [`Entity`] row of its own with that one alias and no label (id from the key and
+//! the alias): a streamed dump cannot join a subject's statements, so the KG index joins them
+//! by key (`distillery_index::kg`).
 //!
 //! The line parser is hand-written rather than `oxttl`: the dump is a strict one-statement-a-
 //! line format of ~3 billion lines, and each bad line must become one quarantine record with
@@ -50,6 +56,7 @@ const DATASET: &str = "freebase";
 pub const NS: &str = "http://rdf.freebase.com/ns/";
 const XSD: &str = "http://www.w3.org/2001/XMLSchema#";
 const NAME_PREDICATE: &str = "http://rdf.freebase.com/ns/type.object.name";
+const ALIAS_PREDICATE: &str = "http://rdf.freebase.com/ns/common.topic.alias";
 
 /// Line counts of one read, logged at debug level when it ends.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -204,7 +211,7 @@ fn read_line(
         sink.emit(Record::Entity(e))?;
         n.entities += 1;
     }
-    sink.emit(Record::Triple(triple(ctx, &st, line.number)))?;
+    sink.emit(Record::edge(triple(ctx, &st, line.number)))?;
     Ok(())
 }
 
@@ -254,11 +261,14 @@ fn triple(ctx: &InputCtx<'_>, st: &Statement<'_>, line: Option<u64>) -> Triple {
     }
 }
 
-/// The entity named by a `type.object.name` statement with an `@en` or untagged literal.
+/// The entity row of a `type.object.name` (its label) or `common.topic.alias` (one alias)
+/// statement with an `@en` or untagged literal.
 fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>) -> Option<Entity> {
-    if st.predicate != NAME_PREDICATE {
-        return None;
-    }
+    let alias = match st.predicate {
+        NAME_PREDICATE => false,
+        ALIAS_PREDICATE => true,
+        _ => return None,
+    };
     let Term::Literal {
         value,
         lang,
@@ -271,15 +281,23 @@ fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>) -> Option<Entity> {
         return None;
     }
     let key = term_key(&st.subject);
+    let text = unescape(value).into_owned();
+    let (id, label, aliases) = if alias {
+        let id = stable_id(&[DATASET, "alias", &key, lang.unwrap_or(""), &text]);
+        (id, None, vec![text])
+    } else {
+        let id = stable_id(&[DATASET, "entity", &key, lang.unwrap_or("")]);
+        (id, Some(text), Vec::new())
+    };
     Some(Entity {
-        id: stable_id(&[DATASET, "entity", &key, lang.unwrap_or("")]),
+        id,
         dataset: DATASET.to_string(),
         source: ctx.source.clone(),
         key,
         lang: lang.map(str::to_string),
-        label: Some(unescape(value).into_owned()),
+        label,
         description: None,
-        aliases: Vec::new(),
+        aliases,
         wikipedia: None,
     })
 }
@@ -779,10 +797,17 @@ mod tests {
             "<http://rdf.freebase.com/ns/m.0a>\t<http://rdf.freebase.com/ns/type.object.type>\t<http://rdf.freebase.com/ns/film.film>\t.\n",
             "<http://rdf.freebase.com/ns/m.0a>\t<http://rdf.freebase.com/ns/film.film.initial_release_date>\t\"1999-04-02\"^^<http://www.w3.org/2001/XMLSchema#date>\t.\n",
             "<http://rdf.freebase.com/ns/m.0a>\t<http://www.w3.org/2002/07/owl#sameAs>\t<http://example.org/x>\t.\n",
+            "<http://rdf.freebase.com/ns/m.0a>\t<http://rdf.freebase.com/ns/common.topic.alias>\t\"Cafe X\"@en\t.\n",
+            "<http://rdf.freebase.com/ns/m.0a>\t<http://rdf.freebase.com/ns/common.topic.alias>\t\"Das Caf\u{e9}\"@de\t.\n",
         );
         let s = read_str(data.as_bytes(), FreebaseOptions::default());
-        let t = s.triples();
-        assert_eq!(t.len(), 4, "{t:#?}");
+        let t = s.edges();
+        assert_eq!(t.len(), 5, "{t:#?}");
+        // The entity edge is a `triples` row; the name, type and date are `literals`.
+        let entity_edges: Vec<_> = s.triples().iter().map(|t| t.object.clone()).collect();
+        assert_eq!(entity_edges, ["m.0b"]);
+        let literal_kinds: Vec<_> = s.literals().iter().map(|t| t.object_kind.clone()).collect();
+        assert_eq!(literal_kinds, ["literal", "iri", "literal", "literal"]);
         assert_eq!(t[0].subject, "m.0a");
         assert_eq!(t[0].predicate, "type.object.name");
         assert_eq!(t[0].object, "Caf\u{e9} \"X\"");
@@ -813,10 +838,23 @@ mod tests {
             ])
         );
         let e = s.entities();
-        assert_eq!(e.len(), 1);
+        assert_eq!(e.len(), 2);
         assert_eq!(e[0].key, "m.0a");
         assert_eq!(e[0].label.as_deref(), Some("Caf\u{e9} \"X\""));
         assert_eq!(e[0].id, stable_id(&["freebase", "entity", "m.0a", "en"]));
+        // The English alias is a row of its own; the German one is dropped.
+        assert_eq!(
+            (
+                e[1].key.as_str(),
+                e[1].label.as_deref(),
+                e[1].aliases.clone()
+            ),
+            ("m.0a", None, vec!["Cafe X".to_string()])
+        );
+        assert_eq!(
+            e[1].id,
+            stable_id(&["freebase", "alias", "m.0a", "en", "Cafe X"])
+        );
         assert!(s.quarantine().is_empty());
 
         let all = read_str(
@@ -826,11 +864,11 @@ mod tests {
                 names: false,
             },
         );
-        assert_eq!(all.triples().len(), 6);
+        assert_eq!(all.edges().len(), 8);
         assert!(all.entities().is_empty());
-        assert_eq!(all.triples()[5].object, "http://example.org/x");
+        assert_eq!(all.edges()[5].object, "http://example.org/x");
         assert_eq!(
-            all.triples()[5].predicate,
+            all.edges()[5].predicate,
             "http://www.w3.org/2002/07/owl#sameAs"
         );
     }

@@ -1,6 +1,6 @@
 //! `wikidata`: the Wikidata JSON dump (`[`, one entity per line with a trailing comma, `]`;
 //! gzip, bzip2 or plain) into entities (labels, descriptions, aliases, the Wikipedia page of
-//! each language from its `<lang>wiki` sitelink) and triples (claims).
+//! each language from its `<lang>wiki` sitelink) and triples and literals (claims).
 //!
 //! Per entity, one [`Entity`] row per configured language (`languages`, default `["en"]`)
 //! that has a label, a description or an alias. Per statement whose `mainsnak` has
@@ -15,6 +15,7 @@
 //! | `time` | the time string (`+1952-03-11T00:00:00Z`) | `literal` | `time` |
 //! | `globecoordinate` | `lat,lon` | `literal` | |
 //!
+//! `entity` edges are written to `triples`, the others to `literals` ([`Record::edge`]).
 //! A `P585` (point in time) or else `P580` (start time) qualifier becomes `Triple::time`.
 //! `subject_name` is the entity's label in the first configured language.
 //!
@@ -428,7 +429,7 @@ fn entity(
                 line: pos.line,
                 ..Triple::default()
             };
-            sink.emit(Record::Triple(triple))?;
+            sink.emit(Record::edge(triple))?;
         }
     }
     if !bad.is_empty() {
@@ -706,8 +707,10 @@ mod tests {
         assert_eq!(t[0].line, Some(2));
         // German keeps the monolingual text.
         let s = read_str(&format!("[\n{ENTITY},\n]\n"), &["de"]);
-        assert_eq!(s.triples().len(), 2);
-        assert_eq!(s.triples()[1].lang.as_deref(), Some("de"));
+        assert_eq!(s.triples().len(), 1);
+        assert_eq!(s.literals().len(), 1);
+        assert_eq!(s.literals()[0].lang.as_deref(), Some("de"));
+        assert_eq!(s.literals()[0].object_kind, "literal");
         assert_eq!(s.triples()[0].subject_name.as_deref(), Some("Eins"));
     }
 
@@ -728,7 +731,8 @@ mod tests {
     fn bad_values_are_quarantined_once_per_entity() {
         let line = r#"{"id":"Q3","claims":{"P1":[{"mainsnak":{"snaktype":"value","datavalue":{"type":"time","value":{}}}},{"mainsnak":{"snaktype":"value","datavalue":{"type":"nope","value":1}}},{"mainsnak":{"snaktype":"value","datavalue":{"type":"string","value":"ok"}}}]}}"#;
         let s = read_str(&format!("[\n{line}\n]"), &["en"]);
-        assert_eq!(s.triples().len(), 1);
+        assert_eq!(s.literals().len(), 1);
+        assert!(s.triples().is_empty());
         let q = s.quarantine();
         assert_eq!(q.len(), 1);
         assert_eq!(q[0].reason, "bad_value");

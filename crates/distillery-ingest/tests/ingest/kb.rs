@@ -49,7 +49,7 @@ fn assert_truncated_gzip_keeps_the_head(format: Format, options: FormatOptions, 
     assert_eq!(q.len(), 1, "{q:#?}");
     assert_eq!(q[0].reason, "truncated_input");
     assert_eq!(q[0].source, p.to_str().unwrap());
-    let t = s.triples();
+    let t = s.edges();
     let total = content.lines().count();
     assert!(!t.is_empty() && t.len() < total, "{} of {total}", t.len());
     let last = t.last().unwrap().line.unwrap();
@@ -77,7 +77,7 @@ fn freebase_real_head_with_english_filter_keeps_nothing() {
     // line. Independent count of the lines the filter could keep:
     //   awk -F'\t' '$1 ~ /^<http:\/\/rdf\.freebase\.com\/ns\/[mg]\./' FILE | wc -l   → 0
     let s = read(Format::Freebase, &p);
-    assert_eq!(s.triples().len(), 0);
+    assert_eq!(s.edges().len(), 0);
     assert_eq!(s.entities().len(), 0);
     assert_eq!(s.quarantine().len(), 0);
 }
@@ -90,7 +90,7 @@ fn freebase_real_head_unfiltered() {
     let s = read_with(Format::Freebase, freebase_opts(false, true), &p);
     // wc -l FILE → 10000; every line is a valid statement.
     assert_eq!(s.quarantine().len(), 0);
-    let t = s.triples();
+    let t = s.edges();
     assert_eq!(t.len(), 10_000);
     // cut -f3 FILE | grep -c '^<http://rdf.freebase.com/ns/[mg]\.'   → 9945 entity objects
     // cut -f3 FILE | grep -c '^"'                                     → 17 literals
@@ -139,9 +139,10 @@ fn freebase_real_head_unfiltered() {
 fn freebase_bundled_quickstart() {
     let p = bundled("quickstart/freebase.nt");
     let s = read(Format::Freebase, &p);
-    // 22 lines; the filter drops 2 @fr names, 1 schema subject and 1 non-ns IRI object.
-    let t = s.triples();
-    assert_eq!(t.len(), 18);
+    // 25 lines; the filter drops 2 @fr names, 1 @nb alias, 1 schema subject and 1 non-ns
+    // IRI object.
+    let t = s.edges();
+    assert_eq!(t.len(), 20);
     assert!(s.quarantine().is_empty());
     assert!(t.iter().all(|t| t.subject.starts_with("m.")));
     assert!(t.iter().all(|t| t.lang.as_deref() != Some("fr")));
@@ -154,15 +155,20 @@ fn freebase_bundled_quickstart() {
         ("2011-09-16", Some("xsd:date"))
     );
     let e = s.entities();
-    assert_eq!(e.len(), 7);
+    assert_eq!(e.len(), 9);
+    let norway: Vec<_> = e.iter().filter(|e| e.key == "m.0qk1b03").collect();
+    assert_eq!(
+        (norway[0].label.as_deref(), norway[1].aliases.clone()),
+        (Some("Norway"), vec!["Kingdom of Norway".to_string()])
+    );
     let oskar = e.iter().find(|e| e.key == "m.0qk1b02").unwrap();
     assert_eq!(
         (oskar.label.as_deref(), oskar.lang.as_deref()),
         (Some("Oskar Vey"), None)
     );
     let all = read_with(Format::Freebase, freebase_opts(false, true), &p);
-    assert_eq!(all.triples().len(), 22);
-    assert_eq!(all.entities().len(), 8);
+    assert_eq!(all.edges().len(), 25);
+    assert_eq!(all.entities().len(), 10);
 }
 
 #[test]
@@ -178,7 +184,7 @@ fn freebase_broken_line_is_quarantined_and_reading_goes_on() {
     let content = format!("{}{}{broken}{}", good(1), good(2), good(3));
     let p = write(dir.path(), "fb.nt", content.as_bytes());
     let s = read(Format::Freebase, &p);
-    let t = s.triples();
+    let t = s.edges();
     assert_eq!(
         t.iter()
             .map(|t| (t.subject.as_str(), t.line))
@@ -210,7 +216,7 @@ fn freebase_invalid_utf8_line_is_quarantined() {
     content.extend_from_slice(b"<http://rdf.freebase.com/ns/m.03> <http://rdf.freebase.com/ns/type.object.name> \"also ok\"@en .");
     let p = write(dir.path(), "fb.nt", &content);
     let s = read(Format::Freebase, &p);
-    assert_eq!(s.triples().len(), 2);
+    assert_eq!(s.edges().len(), 2);
     assert_eq!(s.entities().len(), 2);
     let q = s.quarantine();
     assert_eq!(q.len(), 1);
@@ -229,7 +235,7 @@ fn freebase_gzip_is_read_and_truncated_gzip_keeps_the_head() {
     let dir = tempfile::tempdir().unwrap();
     let p = write(dir.path(), "fb.nt.gz", &gzip(content.as_bytes()));
     let s = read(Format::Freebase, &p);
-    assert_eq!(s.triples().len(), 3000);
+    assert_eq!(s.edges().len(), 3000);
     assert!(s.quarantine().is_empty());
     assert_truncated_gzip_keeps_the_head(
         Format::Freebase,
@@ -270,10 +276,13 @@ fn wikidata_real_sample() {
         ]
     );
     assert_eq!(e[34].key, "Q209");
-    let t = s.triples();
+    let t = s.edges();
     assert_eq!(t.len(), 2621);
     let kinds = count_by(t.iter().map(|t| t.object_kind.as_str()));
     assert_eq!((kinds["entity"], kinds["literal"]), (1339, 1282));
+    // Entity edges are `triples`, the values `literals`.
+    assert_eq!((s.triples().len(), s.literals().len()), (1339, 1282));
+    assert!(s.triples().iter().all(|t| t.object_kind == "entity"));
     let dts = count_by(t.iter().filter_map(|t| t.datatype.as_deref()));
     assert_eq!((dts["quantity"], dts["time"]), (409, 16));
     assert_eq!(t.iter().filter(|t| t.lang.is_some()).count(), 15);
@@ -312,7 +321,7 @@ fn wikidata_real_sample() {
     assert_eq!(fr.entities().len(), 70);
     assert_eq!(fr.entities()[1].label.as_deref(), Some("\u{c9}cosse"));
     // 2621 + the monolingual texts in French.
-    assert!(fr.triples().len() > 2621);
+    assert!(fr.edges().len() > 2621);
 
     // The same dump gzipped reads the same.
     let dir = tempfile::tempdir().unwrap();
@@ -322,7 +331,7 @@ fn wikidata_real_sample() {
         &gzip(&std::fs::read(&p).unwrap()),
     );
     let g = read(Format::Wikidata, &gz);
-    assert_eq!((g.entities().len(), g.triples().len()), (35, 2621));
+    assert_eq!((g.entities().len(), g.edges().len()), (35, 2621));
 }
 
 #[test]
@@ -346,8 +355,8 @@ fn wikidata_bad_json_and_missing_id_are_quarantined() {
             .collect::<Vec<_>>(),
         vec!["Q1", "Q4"]
     );
-    assert_eq!(s.triples().len(), 1);
-    assert_eq!(s.triples()[0].line, Some(5));
+    assert_eq!(s.edges().len(), 1);
+    assert_eq!(s.edges()[0].line, Some(5));
     let q = s.quarantine();
     assert_eq!(
         q.iter()
@@ -394,16 +403,16 @@ fn fb15k_real_test_split_with_names() {
     // wc -l test.tsv → 20466 (CRLF lines);
     // tr -d '\r' < test.tsv | awk -F'\t' '{print $1; print $3}' | sort -u | wc -l → 10348 mids.
     let bare = read(Format::Fb15k, &p);
-    assert_eq!(bare.triples().len(), 20_466);
+    assert_eq!(bare.edges().len(), 20_466);
     assert_eq!(bare.entities().len(), 10_348);
     assert!(bare.quarantine().is_empty());
-    assert!(bare.triples().iter().all(|t| t.subject_name.is_none()));
+    assert!(bare.edges().iter().all(|t| t.subject_name.is_none()));
     assert!(bare.entities().iter().all(|e| e.label.is_none()));
 
     // Relative names are found beside test.tsv; every mid of the split has a name in both.
     for names in ["FB15k_mid2name.txt", "entity2text.txt"] {
         let s = read_with(Format::Fb15k, fb15k_opts(&[names]), &p);
-        let t = s.triples();
+        let t = s.edges();
         assert_eq!(t.len(), 20_466);
         assert!(s.quarantine().is_empty());
         assert!(
@@ -445,7 +454,7 @@ fn fb15k_two_field_line_is_quarantined() {
     );
     write(dir.path(), "entity2text.txt", b"/m/a\tAlpha\n/m/c\tGamma\n");
     let s = read_with(Format::Fb15k, fb15k_opts(&["entity2text.txt"]), &p);
-    let t = s.triples();
+    let t = s.edges();
     assert_eq!(t.len(), 2);
     assert_eq!(
         (t[0].subject_name.as_deref(), t[0].object_name.as_deref()),
@@ -483,7 +492,7 @@ fn metaqa_kb_real_head() {
     // cut -d'|' -f2 kb.head.txt | sort | uniq -c → starred_actors 150, has_tags 149, ...
     let s = read(Format::MetaQaKb, &p);
     assert!(s.quarantine().is_empty());
-    let t = s.triples();
+    let t = s.edges();
     assert_eq!(t.len(), 630);
     let rel = count_by(t.iter().map(|t| t.predicate.as_str()));
     assert_eq!(rel.len(), 9);
@@ -523,9 +532,9 @@ fn metaqa_kb_real_head() {
 fn metaqa_kb_bundled_quickstart() {
     let s = read(Format::MetaQaKb, &bundled("quickstart/kb.txt"));
     assert!(s.quarantine().is_empty());
-    assert_eq!(s.triples().len(), 31);
+    assert_eq!(s.edges().len(), 31);
     let directors: Vec<_> = s
-        .triples()
+        .edges()
         .iter()
         .filter(|t| t.predicate == "directed_by")
         .map(|t| (t.subject.clone(), t.object.clone()))
@@ -544,7 +553,7 @@ fn metaqa_kb_two_field_line_is_quarantined() {
             .as_bytes(),
     );
     let s = read(Format::MetaQaKb, &p);
-    assert_eq!(s.triples().len(), 2);
+    assert_eq!(s.edges().len(), 2);
     let q = s.quarantine();
     assert_eq!(q.len(), 1);
     assert_eq!((q[0].reason.as_str(), q[0].line), ("bad_kb_line", Some(2)));

@@ -133,6 +133,10 @@ fn content(records: &[Record]) -> Vec<Record> {
                 t.line = None;
                 Record::Triple(t)
             }
+            Record::Literal(mut t) => {
+                t.line = None;
+                Record::Literal(t)
+            }
             r => r,
         })
         .collect()
@@ -284,7 +288,7 @@ fn wikidata_dumps_read_the_same_in_ranges() {
     assert_eq!(
         content(&whole)
             .iter()
-            .filter(|r| matches!(r, Record::Triple(_)))
+            .filter(|r| matches!(r, Record::Triple(_) | Record::Literal(_)))
             .count(),
         38 * 2
     );

@@ -541,7 +541,7 @@ async fn load_subgraphs(
     Ok((sg, bytes))
 }
 
-/// Reads a KB input's staged triples into an index (the whole KB is held in memory), up to
+/// Reads a KB input's staged triples and literals into an index (the whole KB is held in memory), up to
 /// `parallelism` parts at once: each part's edges get the segment ids the HSEQ stage gives
 /// them ([`kg_ids`], on the part's thread), so the samples' segment ids join the `segments`
 /// table.
@@ -551,22 +551,20 @@ async fn load_kb(
     input: &str,
     parallelism: usize,
 ) -> Result<(KbIndex, u64), ExecError> {
-    let kb_parts = parts_of(parts, TableKind::Triples, input);
-    let mut read: Vec<(Vec<Triple>, Vec<KgIds>)> = Vec::with_capacity(kb_parts.len());
-    let with_ids = |batches: Vec<Vec<Triple>>| {
-        let rows: Vec<Triple> = batches.into_iter().flatten().collect();
-        let ids = kg_ids(&rows);
-        (rows, ids)
-    };
-    let bytes = read_parts(
-        out,
-        TableKind::Triples,
-        &kb_parts,
-        parallelism,
-        with_ids,
-        |p| read.push(p),
-    )
-    .await?;
+    let mut read: Vec<(Vec<Triple>, Vec<KgIds>)> = Vec::new();
+    let mut bytes = 0;
+    for table in TableKind::KG_EDGES {
+        let kb_parts = parts_of(parts, table, input);
+        let with_ids = |batches: Vec<Vec<Triple>>| {
+            let rows: Vec<Triple> = batches.into_iter().flatten().collect();
+            let ids = kg_ids(&rows);
+            (rows, ids)
+        };
+        bytes += read_parts(out, table, &kb_parts, parallelism, with_ids, |p| {
+            read.push(p)
+        })
+        .await?;
+    }
     let kb = tokio::task::spawn_blocking(move || KbIndex::from_parts(read))
         .await
         .map_err(task_err)?;

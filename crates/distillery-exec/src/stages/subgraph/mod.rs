@@ -3,7 +3,8 @@
 //! explores Freebase and Wikidata, without a SPARQL server.
 //!
 //! A task takes one shard of the questions and walks all of their topic entities at once
-//! ([`walk`]): one pass over the KG's `triples` parts per hop, each edge looked up in the
+//! ([`walk`]): one pass over the KG's `triples` parts per hop (its entity edges; the
+//! `literals` parts too with the `literals` option), each edge looked up in the
 //! frontier of every question, so the KG is read `hops` times whatever the number of
 //! questions, never once per entity. Edges are followed in both directions, level by level:
 //! a question's subgraph holds every edge that touches a node within `hops - 1` hops of one of
@@ -107,7 +108,7 @@ fn default_same_as() -> Vec<String> {
 #[serde(deny_unknown_fields)]
 pub struct SubgraphOptions {
     /// The name of the knowledge graph input (freebase, wikidata, fb15k or metaqa-kb): its
-    /// `triples` are walked, its `entities` name the nodes.
+    /// `triples` are walked (and its `literals` with `literals`), its `entities` name the nodes.
     pub kg: String,
     /// Edges touching a node within `hops - 1` hops of a topic entity are kept (1 to 6).
     #[serde(default = "default_hops")]
@@ -123,7 +124,7 @@ pub struct SubgraphOptions {
     /// Hydra keeps only `m.` Freebase entities.
     #[serde(default = "default_drop_entities")]
     pub drop_entities: Vec<String>,
-    /// Keep edges to literal and IRI objects, as leaves.
+    /// Keep edges to literal and IRI objects (the KG's `literals` table), as leaves.
     #[serde(default)]
     pub literals: bool,
     /// Also write each subgraph as HSEQ KG segments.
@@ -385,15 +386,25 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     );
 
     let graphs = opts.graphs();
-    let kg_parts = parts_of(parts, TableKind::Triples, &graphs);
+    // Edges to values (`literals`) are walked only when the stage keeps them as leaves.
+    let mut kg_parts = parts_of(parts, TableKind::Triples, &graphs);
+    let literal_parts = parts_of(parts, TableKind::Literals, &graphs);
     let mut questions = read_questions(out, parts, &stage.inputs, &mut summary).await?;
     // A task without questions reads no KG part at all.
     let aliases = if opts.merge.is_empty() || questions.is_empty() {
         Aliases::default()
     } else {
-        let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
+        // A `same_as` edge may be either kind: Wikidata's P646 is a string value.
+        let paths: Vec<String> = kg_parts
+            .iter()
+            .chain(&literal_parts)
+            .map(|(_, _, p)| p.path())
+            .collect();
         read_aliases(out, &paths, &opts.same_as, cx.parallelism).await?
     };
+    if opts.literals {
+        kg_parts.extend(literal_parts);
+    }
     summary.add("kg.aliases", aliases.len() as u64);
     let aliases = Arc::new(aliases);
     for q in questions.iter_mut().filter(|_| !aliases.is_empty()) {
