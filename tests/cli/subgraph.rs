@@ -598,6 +598,7 @@ fn freebase_and_wikidata_merge_through_p646() {
     ]);
     std::fs::write(&qs, questions.to_string()).unwrap();
     let out = dir.path().join("out");
+    let root = dir.path().join("index");
     let file = dir.path().join("merged.toml");
     std::fs::write(
         &file,
@@ -622,7 +623,13 @@ name = "sg"
 kind = "subgraph"
 inputs = ["q"]
 options = {{ kg = "fb", merge = ["wd"], hops = 2 }}
+[[stages]]
+name = "kgi"
+kind = "index"
+inputs = ["fb", "wd"]
+options = {{ kinds = ["kg"], root = "{root}", same_as = ["P646"] }}
 "#,
+            root = root.display(),
             out = out.display(),
             fb = fb.display(),
             wd = wd.display(),
@@ -738,6 +745,46 @@ options = {{ kg = "fb", merge = ["wd"], hops = 2 }}
     );
     let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
     assert!(!v.contains("mismatch"), "{v}");
+
+    // The KG index merges the two graphs the same way: each subject's out-edges are the
+    // input edges with aliased keys replaced (values as they are), each with its source.
+    assert_eq!(
+        stage(&s, "kgi")["counters"]["kg.aliases"],
+        alias.len() as u64
+    );
+    let current = std::fs::read_to_string(root.join("CURRENT")).unwrap();
+    let kg =
+        distillery_index::kg::KgIndex::open(&root.join("versions").join(current.trim()).join("kg"))
+            .unwrap();
+    let mut want: BTreeMap<String, BTreeSet<(String, String, String)>> = BTreeMap::new();
+    for r in &triples {
+        let object = match r["object_kind"] == "entity" {
+            true => key(text(r, "object")),
+            false => text(r, "object"),
+        };
+        want.entry(key(text(r, "subject"))).or_default().insert((
+            text(r, "predicate"),
+            object,
+            text(r, "dataset"),
+        ));
+    }
+    assert!(kg.node("Q22").is_none());
+    for (subject, edges) in &want {
+        let got: BTreeSet<(String, String, String)> = kg
+            .out_edges(subject)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.relation, h.object, h.source))
+            .collect();
+        assert_eq!(&got, edges, "{subject}");
+    }
+    let scotland: BTreeSet<String> = want["m.06q1r"].iter().map(|e| e.2.clone()).collect();
+    assert_eq!(
+        scotland,
+        BTreeSet::from(["freebase".into(), "wikidata".into()])
+    );
+    let node = kg.node("m.06q1r").unwrap();
+    assert!(!node.aliases.is_empty(), "{node:?}");
 }
 
 /// A plain Freebase dump read as byte-range tasks is written partitioned by subject: each

@@ -2,13 +2,15 @@
 //! readers of staged contexts ([`contexts`]), SFT sample text and files ([`jsonl`]), the
 //! SFT writer of the teacher stages ([`sft_out`]), the merge of sharded SFT outputs
 //! ([`sft_merge`]), per-part text files joined in part order ([`fragments`]), embedding models
-//! ([`embedding`]) and retrieval from a built index ([`retrieval`]).
+//! ([`embedding`]), retrieval from a built index ([`retrieval`]) and the `same_as` aliases
+//! that merge knowledge graphs ([`same_as`]).
 
 pub mod contexts;
 pub mod embedding;
 pub mod fragments;
 pub mod jsonl;
 pub mod retrieval;
+pub mod same_as;
 pub mod sft_merge;
 pub mod sft_out;
 pub mod teacher;

@@ -4,7 +4,8 @@
 //!
 //! Passages come from the inputs' documents (unit `paragraph` or `sentence`), their HSEQ
 //! segments (`segment`, after an `hseq` stage) or their triples (`triple`); the KG from every
-//! triples part of the inputs, read or extracted. With `incremental = true` the build diffs
+//! `triples` and `literals` part of the inputs, read or extracted, named and aliased by their
+//! `entities`; with `same_as` the inputs' graphs are merged into one ([`crate::kit::same_as`]). With `incremental = true` the build diffs
 //! its passages against the version `CURRENT` names and rebuilds only what changed. A build
 //! whose input and settings equal those of `CURRENT`'s version (its fingerprint) keeps that
 //! version (`versions.kept`), so a rerun writes nothing new.
@@ -31,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ExecError;
 use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::retrieval::root_of;
+use crate::kit::same_as::{Aliases, read_aliases};
 use crate::parts::{WrittenPart, read_part_rows};
 use crate::run::StageOutput;
 use crate::stages::{Declared, RunCx, Stage};
@@ -81,6 +83,14 @@ pub struct IndexOptions {
     /// The embedding model of a `dense` index.
     #[serde(default)]
     pub embedding: Option<EmbeddingOptions>,
+    /// Relations whose object is another key of the subject (Wikidata's Freebase id, `P646`):
+    /// with one, the KG index takes its inputs' graphs as one, as Hydra merges Wikidata into
+    /// Freebase: an entity with such an edge (its first, in part and row order) is written
+    /// under the key the edge names (`Q22` as `m.06q1r`; `/m/x` read as `m.x`), its names and
+    /// aliases too, so both graphs' edges meet at one node, each keeping its `source`. Empty
+    /// (the default): no merge.
+    #[serde(default)]
+    pub same_as: Vec<String>,
 }
 
 fn default_kinds() -> Vec<IndexKind> {
@@ -134,6 +144,12 @@ impl Stage for IndexStage {
         }
         if o.keep_versions == 0 {
             cx.error("keep_versions", "`keep_versions` must be at least 1");
+        }
+        if !o.same_as.is_empty() && !o.kinds.contains(&IndexKind::Kg) {
+            cx.error(
+                "same_as",
+                "`same_as` merges the graphs of a `kg` index: add `kg` to `kinds`",
+            );
         }
         if !needs_passages && o.incremental {
             cx.error("incremental", "a KG-only index is always built in full");
@@ -254,16 +270,33 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             }
         };
     }
+    let mut merged = 0;
     let edges = if has(IndexKind::Kg) {
         let mut kg = KgBuilder::new(&scratch.0.join("build").join("kg"), kg::SORT_MEMORY)?;
+        let aliases = if o.same_as.is_empty() {
+            Aliases::default()
+        } else {
+            let paths: Vec<String> = TableKind::KG_EDGES
+                .iter()
+                .flat_map(|&t| parts(&cx, t))
+                .map(|p| p.path())
+                .collect();
+            read_aliases(cx.out, &paths, &o.same_as, cx.parallelism).await?
+        };
+        merged = aliases.len() as u64;
+        let key = |k: String| match aliases.key(&k) {
+            to if to != k => to.to_string(),
+            _ => k,
+        };
         for table in TableKind::KG_EDGES {
             let ps = parts(&cx, table);
             bytes_in += each(cx.out, table, &ps, |t: Triple| {
                 records_in += 1;
+                let entity = t.object_kind == "entity";
                 kg.push(KgEdge {
-                    subject: t.subject,
+                    subject: key(t.subject),
                     relation: t.predicate,
-                    object: t.object,
+                    object: if entity { key(t.object) } else { t.object },
                     object_kind: t.object_kind,
                     subject_name: t.subject_name,
                     object_name: t.object_name,
@@ -277,10 +310,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
         let ps = parts(&cx, TableKind::Entities);
         bytes_in += each(cx.out, TableKind::Entities, &ps, |e: Entity| {
+            let k = aliases.key(&e.key);
             if let Some(label) = &e.label {
-                kg.name(&e.key, label)?;
+                kg.name(k, label)?;
             }
-            e.aliases.iter().try_for_each(|a| kg.alias(&e.key, a))?;
+            e.aliases.iter().try_for_each(|a| kg.alias(k, a))?;
             Ok::<_, ExecError>(())
         })
         .await?;
@@ -366,6 +400,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         ("versions.kept", u64::from(built.reused)),
         ("kg.nodes", m.kg.as_ref().map_or(0, |k| k.nodes)),
         ("kg.edges", m.kg.as_ref().map_or(0, |k| k.edges)),
+        ("kg.aliases", merged),
         ("versions.pruned", built.pruned.len() as u64),
     ] {
         if v > 0 || k == "passages" {

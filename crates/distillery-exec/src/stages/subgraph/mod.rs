@@ -14,7 +14,7 @@
 //! keeps them as leaves). Keys match across Freebase's `m.0abc` and FB15k's `/m/0abc`.
 //!
 //! With `merge`, more KG inputs are walked with `kg` as one graph, an entity with a `same_as`
-//! edge (default Wikidata's Freebase id, `P646`) being the node it names ([`merge`]).
+//! edge (default Wikidata's Freebase id, `P646`) being the node it names ([`crate::kit::same_as`]).
 //!
 //! With `max_nodes`, a subgraph over the cap gets Hydra's reduction: the nodes within `D` hops
 //! of every topic entity and the edges between them, `D` from `hops` down to 1, the first that
@@ -44,7 +44,6 @@
 //! **Memory:** the questions of one task with the nodes their walks reached and the edges they
 //! kept; the KG itself is streamed. More tasks (`tasks`) spread a large question set.
 
-mod merge;
 mod pages;
 pub mod walk;
 
@@ -67,11 +66,11 @@ use serde_json::json;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
-use self::merge::{Aliases, read_aliases};
 use self::walk::{EdgeRef, Filter, Pattern, Walk, canon};
 use crate::error::ExecError;
 use crate::kit::contexts::{parts_of, question_tags};
 use crate::kit::fragments::{Fragments, concat};
+use crate::kit::same_as::{Aliases, read_aliases};
 use crate::parts::{PartWriters, WrittenPart, read_part_columns, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
@@ -301,7 +300,7 @@ struct Q {
     id: String,
     question_id: String,
     dataset: String,
-    /// The topic entities as walked (merged keys, see [`merge`]).
+    /// The topic entities as walked (merged keys, see [`crate::kit::same_as`]).
     topics: Vec<String>,
     /// The topic entities as the question gives them.
     given: Vec<String>,

@@ -13,19 +13,11 @@
 //! ([`canon`]); rows keep the KG's own keys. Memory: the nodes the walkers reached and the
 //! edges they kept, for the questions of one task, never the KG.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
-type FastMap<K, V> = foldhash::HashMap<K, V>;
+pub use crate::kit::same_as::canon;
 
-/// A key in canonical form: FB15k's path form `/m/0abc` (and relations `/film/film/genre`)
-/// becomes Freebase's dotted form `m.0abc` (`film.film.genre`); other keys are unchanged.
-pub fn canon(key: &str) -> Cow<'_, str> {
-    match key.strip_prefix('/') {
-        Some(rest) if !rest.is_empty() => Cow::Owned(rest.replace('/', ".")),
-        _ => Cow::Borrowed(key),
-    }
-}
+type FastMap<K, V> = foldhash::HashMap<K, V>;
 
 /// A pattern of the relation and entity filters: `x` exact, `x*` a prefix, `*x` a suffix,
 /// `*x*` a substring.
@@ -387,10 +379,6 @@ mod tests {
 
     #[test]
     fn keys_match_across_freebase_and_fb15k_forms() {
-        assert_eq!(canon("/m/0abc"), "m.0abc");
-        assert_eq!(canon("/film/film/genre"), "film.film.genre");
-        assert_eq!(canon("m.0abc"), "m.0abc");
-        assert_eq!(canon("Q42"), "Q42");
         let got = run(&[("/m/01", "/m/02")], &[&["m.01"]], 1);
         assert_eq!(got[0], vec![(0, 1)]);
     }

@@ -1,21 +1,38 @@
-//! Knowledge graphs walked as one (the `merge` option): Hydra merges Wikidata into Freebase
-//! through each Wikidata entity's Freebase id (`P646`). Before the walk one pass reads the
-//! `same_as` edges of every KG part (three columns) into [`Aliases`]: key → the key it is the
-//! same entity as (`Q82` → `m.01m4t`; FB15k's `/m/x` form written `m.x`). The walk, the rows
-//! and the labels then see each aliased node under its target key, so edges of both graphs
-//! meet at it; each row keeps its edge's `source`.
+//! Knowledge graphs taken as one: Hydra merges Wikidata into Freebase through each Wikidata
+//! entity's Freebase id (`P646`). One pass reads the `same_as` edges of every KG part (three
+//! columns) into [`Aliases`]: key → the key it is the same entity as (`Q82` → `m.01m4t`;
+//! FB15k's `/m/x` form written `m.x`, [`canon`]). The `subgraph` stage (its `merge` option)
+//! walks, and the `index` stage (its `same_as` option) writes, each aliased node under its
+//! target key, so the edges of both graphs meet at it; each edge keeps its `source`.
 //!
 //! Memory: one entry per aliased entity (about two million for all of Wikidata's P646
 //! claims), held for the task.
 
+use std::borrow::Cow;
+
+use arrow::array::{AsArray, RecordBatch, StringArray};
 use futures::StreamExt;
 use tokio_util::task::AbortOnDropHandle;
 
-use super::strings;
-use super::walk::canon;
 use crate::error::ExecError;
 use crate::parts::read_part_columns;
 use crate::store::Location;
+
+/// A key in canonical form: FB15k's path form `/m/0abc` (and relations `/film/film/genre`)
+/// becomes Freebase's dotted form `m.0abc` (`film.film.genre`); other keys are unchanged.
+pub fn canon(key: &str) -> Cow<'_, str> {
+    match key.strip_prefix('/') {
+        Some(rest) if !rest.is_empty() => Cow::Owned(rest.replace('/', ".")),
+        _ => Cow::Borrowed(key),
+    }
+}
+
+fn strings<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b StringArray, ExecError> {
+    batch
+        .column_by_name(name)
+        .and_then(|c| c.as_string_opt::<i32>())
+        .ok_or_else(|| ExecError::Task(format!("KG part without a string `{name}` column")))
+}
 
 const COLUMNS: [&str; 3] = ["subject", "predicate", "object"];
 
@@ -74,7 +91,7 @@ pub async fn read_aliases(
     let mut reads = futures::stream::iter(reads).buffered(parallelism.max(1));
     let mut aliases = Aliases::default();
     while let Some(found) = reads.next().await {
-        let found = found.map_err(|e| ExecError::Task(format!("subgraph aliases: {e}")))??;
+        let found = found.map_err(|e| ExecError::Task(format!("same_as aliases: {e}")))??;
         for (from, to) in found {
             aliases.map.entry(from).or_insert(to);
         }
@@ -85,6 +102,14 @@ pub async fn read_aliases(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_keys() {
+        assert_eq!(canon("/m/0abc"), "m.0abc");
+        assert_eq!(canon("/film/film/genre"), "film.film.genre");
+        assert_eq!(canon("m.0abc"), "m.0abc");
+        assert_eq!(canon("Q42"), "Q42");
+    }
 
     #[test]
     fn an_alias_names_its_target_and_other_keys_stay() {
