@@ -7,6 +7,8 @@
 //! - [`schema`]: their Arrow schemas, traced from the Rust types, and record ⇄ `RecordBatch`
 //!   conversion (stages exchange `RecordBatch`es; records are the typed view of a batch);
 //! - [`id`]: stable content ids and shard assignment;
+//! - [`ras_form`]: RAS's text-to-triple form `(S> s| P> p| O> o)` (and WikiOFGraph's), and
+//!   Python's `repr` of a list of strings, shared by the readers and the teacher stages;
 //! - [`spec`]: the pipeline file (versioned, strict, all errors reported at once, `--set`
 //!   overrides);
 //! - [`summary`]: `_summary.json` and `_manifest.json`;
@@ -33,6 +35,7 @@
 pub mod cpu;
 pub mod error;
 pub mod id;
+pub mod ras_form;
 pub mod record;
 pub mod schema;
 pub mod spec;

@@ -70,6 +70,7 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
         Format::Freebase | Format::Wikidata => &[Triples, Literals, Entities],
         Format::Fb15k => &[Triples, Entities],
         Format::MetaQaKb => &[Triples],
+        Format::WikiOfGraph => &[Documents, Triples],
         _ => &[Questions, Documents, Tables],
     }
 }
@@ -181,7 +182,7 @@ pub fn stage_tag(tag: &str, stage: &str) -> String {
 /// a question's context also yields.
 pub fn primary_tables(format: Format) -> &'static [TableKind] {
     match format {
-        Format::MediaWiki => &[TableKind::Documents],
+        Format::MediaWiki | Format::WikiOfGraph => &[TableKind::Documents],
         Format::Freebase | Format::Wikidata | Format::Fb15k | Format::MetaQaKb => {
             &TableKind::KG_EDGES
         }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::record_batch::RecordBatch;
 use distillery_core::id::shard_of;
 use distillery_core::schema::records_to_batch;
-use distillery_core::{Record, RecordSink, SinkError, TableKind};
+use distillery_core::{Record, RecordSink, SinkError, TableKind, Triple};
 use tokio::sync::mpsc;
 
 /// A batch for one (table, shard) part.
@@ -21,10 +21,15 @@ pub struct PartBatch {
 }
 
 /// The key a record is sharded by: its id, except KG edges, entity and literal alike (by
-/// subject, so a subject's edges stay together in one shard) and entities (by key, so an
-/// entity lands in the shard of its edges).
+/// subject, so a subject's edges stay together in one shard), entities (by key, so an
+/// entity lands in the shard of its edges) and triples read from a text (by their
+/// `document_id`: the shard of the document, as the `triples` stage writes its own).
 pub fn shard_key(r: &Record) -> &str {
     match r {
+        Record::Triple(Triple {
+            document_id: Some(d),
+            ..
+        }) => d,
         Record::Triple(t) | Record::Literal(t) => &t.subject,
         Record::Entity(e) => &e.key,
         other => other.id(),

@@ -88,5 +88,6 @@ pub fn read_input(
         Format::Qald => qa::qald::read(ctx, sink),
         Format::HotpotAdv => qa::hotpotadv::read(ctx, sink),
         Format::ZeroShotRe => qa::zeroshot_re::read(ctx, sink),
+        Format::WikiOfGraph => kb::wikiofgraph::read(ctx, sink),
     }
 }

@@ -101,7 +101,8 @@ impl Shape {
             | Format::WebQsp
             | Format::Qald
             | Format::HotpotAdv
-            | Format::ZeroShotRe => Shape::JsonQa,
+            | Format::ZeroShotRe
+            | Format::WikiOfGraph => Shape::JsonQa,
             Format::Fb15k | Format::MetaQaKb | Format::MetaQa => Shape::Other,
         }
     }

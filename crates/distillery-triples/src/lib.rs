@@ -30,7 +30,8 @@ pub mod openie;
 pub mod options;
 pub mod parse;
 pub mod prompt;
-pub mod ras;
+/// The RAS text-to-triple form, kept in `distillery-core` so that readers share it.
+pub use distillery_core::ras_form as ras;
 
 pub use options::{TRIPLE_EXPORTS, TriplesOptions};
 

@@ -43,10 +43,13 @@ pub enum Format {
     HotpotAdv,
     #[serde(rename = "zeroshot-re")]
     ZeroShotRe,
+    /// WikiOFGraph text-to-triples pairs.
+    #[serde(rename = "wikiofgraph")]
+    WikiOfGraph,
 }
 
 impl Format {
-    pub const ALL: [Format; 18] = [
+    pub const ALL: [Format; 19] = [
         Format::MediaWiki,
         Format::Freebase,
         Format::Wikidata,
@@ -65,6 +68,7 @@ impl Format {
         Format::Qald,
         Format::HotpotAdv,
         Format::ZeroShotRe,
+        Format::WikiOfGraph,
     ];
 
     pub fn name(self) -> &'static str {
@@ -87,6 +91,7 @@ impl Format {
             Format::Qald => "qald",
             Format::HotpotAdv => "hotpotadv",
             Format::ZeroShotRe => "zeroshot-re",
+            Format::WikiOfGraph => "wikiofgraph",
         }
     }
 

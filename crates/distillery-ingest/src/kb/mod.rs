@@ -1,4 +1,5 @@
-//! Knowledge-base readers: Freebase RDF, Wikidata JSON, FB15k-237 TSV, MetaQA KB.
+//! Knowledge-base readers: Freebase RDF, Wikidata JSON, FB15k-237 TSV, MetaQA KB, and the
+//! WikiOFGraph text-to-triples pairs ([`wikiofgraph`], JSON lines like the QA readers).
 //!
 //! All four are line-oriented: `ByteLines` reads the decompressed input one line at a time
 //! as raw bytes (so invalid UTF-8 is a per-line quarantine, never a failure of the whole file),
@@ -11,6 +12,7 @@ pub mod fb15k;
 pub mod freebase;
 pub mod metaqa_kb;
 pub mod wikidata;
+pub mod wikiofgraph;
 
 use std::io::{self, BufRead};
 

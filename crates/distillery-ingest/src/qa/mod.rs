@@ -1,6 +1,6 @@
 //! QA dataset readers into the one question schema, with their contexts as documents/tables.
 
-mod common;
+pub(crate) mod common;
 pub mod cwq;
 pub mod hotpotadv;
 pub mod hotpotqa;

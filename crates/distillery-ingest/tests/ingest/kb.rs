@@ -576,3 +576,60 @@ fn metaqa_kb_truncated_gzip_keeps_the_head() {
         &content,
     );
 }
+
+/// WikiOFGraph's released samples: one document and its triples per line, the triples in
+/// order and, rendered in RAS's form, the line's `triplet` with WikiOFGraph's markers
+/// rewritten (here with plain string replaces).
+#[test]
+fn wikiofgraph_real_samples() {
+    for (file, lines) in [
+        ("wikiofgraph/example_filtered.jsonl", 10),
+        ("wikiofgraph/wikiofgraph_gpteval_sample1000.jsonl", 1000),
+    ] {
+        let Some(p) = shared(file) else {
+            return;
+        };
+        let s = read(Format::WikiOfGraph, &p);
+        let raw: Vec<serde_json::Value> = std::fs::read_to_string(&p)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(raw.len(), lines);
+        let docs = s.documents();
+        let bad = s.quarantine();
+        assert_eq!(docs.len() + bad.len(), lines, "{file}");
+        assert!(bad.iter().all(|q| q.reason == "bad_triplet"), "{bad:?}");
+        let triples = s.triples();
+        let mut at = 0;
+        for (n, r) in raw.iter().enumerate() {
+            if bad.iter().any(|q| q.line == Some(n as u64 + 1)) {
+                continue;
+            }
+            let text = r["text"].as_str().unwrap();
+            let want = r["triplet"]
+                .as_str()
+                .unwrap()
+                .trim()
+                .replace("(<S> ", "(S> ")
+                .replace("| <P> ", "| P> ")
+                .replace("| <O> ", "| O> ");
+            let doc = docs.iter().find(|d| d.text == text).unwrap();
+            let mine: Vec<String> = triples[at..]
+                .iter()
+                .take_while(|t| t.document_id.as_deref() == Some(doc.id.as_str()))
+                .map(|t| format!("(S> {}| P> {}| O> {})", t.subject, t.predicate, t.object))
+                .collect();
+            at += mine.len();
+            assert_eq!(mine.join(", "), want, "{file} line {}", n + 1);
+            assert_eq!(triples[at - 1].line, Some(n as u64 + 1));
+        }
+        assert_eq!(at, triples.len());
+        eprintln!(
+            "{file}: {} documents, {} triples, {} quarantined",
+            docs.len(),
+            triples.len(),
+            bad.len()
+        );
+    }
+}
