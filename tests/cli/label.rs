@@ -58,7 +58,7 @@ fn shard_tasks(out_dir: &Path) -> u64 {
 /// Hugging Face `datasets` loads the file and a local tokenizer's chat template masks exactly
 /// the assistant turn. In CI (`CI` set) `datasets` and `transformers` must be installed;
 /// elsewhere the check is skipped with a message when they are not.
-fn sft_check(file: &Path) {
+pub(crate) fn sft_check(file: &Path) {
     let has = Command::new("python3")
         .args(["-c", "import datasets, transformers, tokenizers, jinja2"])
         .output()
@@ -99,7 +99,7 @@ fn sft_check(file: &Path) {
 /// PyTorch, TRL and PEFT in the Python named by `DISTILLERY_TRAIN_PYTHON` (it fails when that
 /// Python lacks them), else in `python3`; without them there it is skipped with a message, in
 /// CI too (PyPI's PyTorch wheel brings gigabytes of CUDA libraries: CI installs none).
-fn sft_training_check(file: &Path) {
+pub(crate) fn sft_training_check(file: &Path) {
     let named = std::env::var("DISTILLERY_TRAIN_PYTHON").ok();
     let python = named.clone().unwrap_or_else(|| "python3".into());
     let has = Command::new(&python)

@@ -16,6 +16,7 @@ mod relevance;
 #[path = "../support/stand_in.rs"]
 mod stand_in;
 mod subgraph;
+mod text2triple;
 mod triples;
 
 use std::path::{Path, PathBuf};

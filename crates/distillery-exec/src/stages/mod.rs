@@ -17,6 +17,7 @@ pub mod planner;
 pub mod ras;
 pub mod relevance;
 pub mod subgraph;
+pub mod text2triple;
 pub mod triples;
 
 use distillery_core::TableKind;
@@ -45,6 +46,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &ras::Ras,
     &index::IndexStage,
     &subgraph::SubgraphStage,
+    &text2triple::Text2Triple,
 ];
 
 /// What a stage's task gets to run with.

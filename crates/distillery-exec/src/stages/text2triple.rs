@@ -1,0 +1,325 @@
+//! The `text2triple` stage: SFT samples for RAS's text-to-triple extractor (seed 002, 3.2 and
+//! appendix C.1): a passage in, its triples out in RAS's target form
+//! `(S> s| P> p| O> o), (S> s2| P> p2| O> o2)` ([`distillery_core::ras_form`]).
+//!
+//! The pairs come from the stage's inputs' staged `documents` and `triples`:
+//! - by default the inputs' own triples, those a reader gave each document: WikiOFGraph
+//!   (`wikiofgraph` input), where each record is one text and its triples in order, so the
+//!   target is the record's `triplet` in RAS's form, exactly;
+//! - with `triples = "<stage>"`, the triples a `triples` stage extracted with the teacher from
+//!   any corpus (the stage's `triples` parts, `<input>@<stage>`).
+//!
+//! A triple belongs to the paragraph of its document that holds its supporting span
+//! (`start`); one sample per paragraph with at least one triple, its triples in the order the
+//! table holds them (a document's triples are in its shard: see `sink::shard_key`), each end
+//! written with its name when it has one (an extracted triple's words as the text has them,
+//! its key being normalised), else its key. The user
+//! turn is the prompt template (built in, or the file `template` names, with `{text}`) filled
+//! with the paragraph; the assistant turn is the target. Samples (task `ras_text2triple`) go
+//! to `<stage>/train.jsonl`, `validation.jsonl`, `dataset_info.json` and the `sft` table, split
+//! by document id (a document's samples go together) and, through the merge task, without
+//! exact duplicates across tasks ([`crate::kit::sft_out`]). Lineage: `question_id` is the
+//! document id, `params` names the triples' source.
+//!
+//! One task per shard; **memory: the shard's documents and the triples they hold.**
+//! Counters: `documents`, `documents.without_triples`, `paragraphs`, `triples`,
+//! `triples.unplaced` (no document or offsets to place them), `samples.*`,
+//! `duplicates_removed`.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use distillery_core::id::{sha1_hex, stable_id};
+use distillery_core::ras_form;
+use distillery_core::schema::from_batch;
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{Document, Message, SftSample, TableKind, Triple, char_slice};
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::error::ExecError;
+use crate::kit::sft_out::{SftOut, merge_stage};
+use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::stage_tag;
+use crate::run::StageOutput;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::store::Location;
+use crate::task::Partitioning;
+
+/// The built-in prompt: instruction prose of our own around RAS's exact target form.
+pub const TEMPLATE: &str = "Turn the text below into knowledge-graph triples. Write every fact \
+it states as (S> subject| P> predicate| O> object) and separate the triples with \", \". Name \
+entities as the text does, never with a pronoun, and let each predicate say the relation \
+plainly.\n\nText: {text}";
+
+fn default_validation() -> f64 {
+    0.05
+}
+
+/// `text2triple` stage options (RAS text-to-triple SFT).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Text2TripleOptions {
+    /// The name of a `triples` stage whose teacher-extracted triples are the targets. Default:
+    /// the inputs' own triples (a `wikiofgraph` input's).
+    #[serde(default)]
+    pub triples: Option<String>,
+    /// A prompt template file replacing the built-in one; `{text}` marks the passage.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Share of documents (by document id hash) in the validation split.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+}
+
+/// The `text2triple` stage.
+pub struct Text2Triple;
+
+impl Stage for Text2Triple {
+    fn kind(&self) -> &'static str {
+        "text2triple"
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(Text2TripleOptions)
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: Text2TripleOptions = cx.options()?;
+        if !(0.0..1.0).contains(&o.validation_share) {
+            cx.error("validation_share", "`validation_share` must be in [0, 1)");
+        }
+        if let Some(t) = &o.template {
+            match std::fs::read_to_string(t) {
+                Ok(text) if text.contains("{text}") => {}
+                Ok(_) => cx.error("template", format!("{t}: the template has no `{{text}}`")),
+                Err(e) => cx.error("template", format!("{t}: {e}")),
+            }
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        crate::kit::sft_out::sft_declared(&stage.name, &[])
+    }
+
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Shards
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
+    }
+}
+
+/// The parts of `table` the stage reads, in part order: the inputs' own, or with `from` the
+/// parts that stage derived from them.
+fn parts_of<'p>(
+    parts: &'p [WrittenPart],
+    table: TableKind,
+    inputs: &[String],
+    from: Option<&str>,
+) -> Vec<&'p WrittenPart> {
+    let mut v: Vec<(String, &WrittenPart)> = parts
+        .iter()
+        .filter(|w| w.table == table)
+        .filter_map(|w| {
+            let id = w.id()?;
+            (id.of(inputs) && id.stage.as_deref() == from).then_some((id.tag, w))
+        })
+        .collect();
+    v.sort_by(|a, b| (&a.0, &a.1.rel).cmp(&(&b.0, &b.1.rel)));
+    v.into_iter().map(|x| x.1).collect()
+}
+
+async fn rows<T: serde::de::DeserializeOwned>(
+    out: &Location,
+    table: TableKind,
+    part: &WrittenPart,
+    mut f: impl FnMut(T),
+) -> Result<(), ExecError> {
+    let mut stream = Box::pin(read_part_rows(out, &part.path(), 1024).await?);
+    while let Some(batch) = stream.next().await {
+        for r in from_batch::<T>(table, &batch?)? {
+            f(r);
+        }
+    }
+    Ok(())
+}
+
+/// The paragraph (index) of `d` holding char offset `at`, if any.
+fn paragraph_at(d: &Document, at: u32) -> Option<usize> {
+    d.paragraphs
+        .iter()
+        .position(|p| p.start <= at && (at < p.end || (p.start == p.end && at == p.end)))
+        .or_else(|| (d.paragraphs.is_empty() && at == 0).then_some(0))
+}
+
+async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let opts: &Text2TripleOptions = crate::stages::options(cx.stage)?;
+    let started = Instant::now();
+    let template = match &opts.template {
+        Some(path) => {
+            std::fs::read_to_string(path).map_err(|e| ExecError::Task(format!("{path}: {e}")))?
+        }
+        None => TEMPLATE.to_string(),
+    };
+    let version = sha1_hex(&template)[..12].to_string();
+    let inputs = &cx.stage.inputs;
+    let from = opts.triples.as_deref();
+
+    // The shard's triples by document, in table order.
+    let mut by_doc: HashMap<String, Vec<Triple>> = HashMap::new();
+    let mut summary = StageSummary::with_counters(
+        &cx.stage.name,
+        &[
+            "documents",
+            "documents.without_triples",
+            "paragraphs",
+            "triples",
+            "triples.unplaced",
+        ],
+    );
+    let mut unplaced = 0u64;
+    for part in parts_of(cx.parts, TableKind::Triples, inputs, from) {
+        summary.bytes_in += part.bytes;
+        rows(cx.out, TableKind::Triples, part, |t: Triple| {
+            match t.document_id.clone() {
+                Some(d) => by_doc.entry(d).or_default().push(t),
+                None => unplaced += 1,
+            }
+        })
+        .await?;
+    }
+    let params = serde_json::json!({ "triples": from.unwrap_or("input") }).to_string();
+    let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share);
+    let mut written = Vec::new();
+    for part in parts_of(cx.parts, TableKind::Documents, inputs, None) {
+        summary.bytes_in += part.bytes;
+        let id = part.id().expect("a part of parts_of has an id");
+        let mut pw = PartWriters::new(cx.out.clone(), cx.dir, &stage_tag(&id.tag, &cx.stage.name));
+        let mut docs: Vec<Document> = Vec::new();
+        rows(cx.out, TableKind::Documents, part, |d: Document| {
+            docs.push(d)
+        })
+        .await?;
+        for d in docs {
+            summary.records_in += 1;
+            summary.add("documents", 1);
+            let Some(triples) = by_doc.remove(&d.id) else {
+                summary.add("documents.without_triples", 1);
+                continue;
+            };
+            let mut paragraphs: Vec<Vec<[String; 3]>> = vec![Vec::new(); d.paragraphs.len().max(1)];
+            for t in triples {
+                match t.start.and_then(|s| paragraph_at(&d, s)) {
+                    Some(p) => {
+                        summary.add("triples", 1);
+                        // Extracted triples keep the text's own words as names beside
+                        // their normalised keys; the target shows the words.
+                        let s = t.subject_name.unwrap_or(t.subject);
+                        let o = t.object_name.unwrap_or(t.object);
+                        paragraphs[p].push([s, t.predicate, o]);
+                    }
+                    None => unplaced += 1,
+                }
+            }
+            for (n, triples) in paragraphs.iter().enumerate() {
+                if triples.is_empty() {
+                    continue;
+                }
+                let text = match d.paragraphs.get(n) {
+                    Some(p) => char_slice(&d.text, p.start, p.end).unwrap_or(&d.text),
+                    None => &d.text,
+                };
+                let prompt = template.replace("{text}", text.trim());
+                let target = ras_form::render(triples);
+                let tokens = |s: &str| s.chars().count().div_ceil(4) as u32;
+                let s = SftSample {
+                    id: stable_id(&["ras_text2triple", &d.id, &n.to_string(), &target]),
+                    task: "ras_text2triple".into(),
+                    prompt_tokens: tokens(&prompt),
+                    target_tokens: tokens(&target),
+                    messages: vec![
+                        Message {
+                            role: "user".into(),
+                            content: prompt,
+                        },
+                        Message {
+                            role: "assistant".into(),
+                            content: target,
+                        },
+                    ],
+                    weight: 1.0,
+                    dataset: d.dataset.clone(),
+                    question_id: d.id.clone(),
+                    method: "ras_text2triple".into(),
+                    params: params.clone(),
+                    template_id: "ras-text2triple".into(),
+                    template_version: version.clone(),
+                    pipeline_hash: cx.pipeline.hash.clone(),
+                    ..Default::default()
+                };
+                summary.add("paragraphs", 1);
+                summary.records_out += 1;
+                sft.add(s, pw.tag(), id.shard).await?;
+            }
+        }
+        sft.flush(&mut pw).await?;
+        written.extend(pw.finish().await?);
+    }
+    // Triples of documents this shard does not hold cannot be placed.
+    unplaced += by_doc.values().map(|v| v.len() as u64).sum::<u64>();
+    summary.add("triples.unplaced", unplaced);
+    let files = sft.finish().await?;
+    summary.bytes_out =
+        written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
+    summary.seconds = started.elapsed().as_secs_f64();
+    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Ok(StageOutput {
+        summary,
+        parts: written,
+        intermediate: files,
+        ..Default::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use distillery_core::Paragraph;
+
+    #[test]
+    fn a_triple_belongs_to_the_paragraph_of_its_span() {
+        let d = Document {
+            text: "One. Two.".into(),
+            paragraphs: vec![
+                Paragraph {
+                    start: 0,
+                    end: 4,
+                    section: -1,
+                },
+                Paragraph {
+                    start: 5,
+                    end: 9,
+                    section: -1,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(paragraph_at(&d, 0), Some(0));
+        assert_eq!(paragraph_at(&d, 6), Some(1));
+        assert_eq!(paragraph_at(&d, 4), None);
+        assert_eq!(paragraph_at(&d, 9), None);
+    }
+}
