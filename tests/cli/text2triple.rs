@@ -1,6 +1,7 @@
 //! The `text2triple` stage: RAS text-to-triple SFT samples from the shared WikiOFGraph sample
 //! (`pipelines/text2triple.toml`), their exact format, one and two tasks alike, loadability
-//! and training; and from triples a `triples` stage extracted with the stand-in teacher.
+//! and training; and from triples a `triples` stage extracted with the stand-in teacher, which
+//! the `export` stage also writes in KiRAG's layout.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -141,6 +142,9 @@ options = {{ exports = ["ras"] }}
 [[stages]]
 kind = "text2triple"
 options = {{ triples = "triples" }}
+[[stages]]
+kind = "export"
+options = {{ formats = ["kirag"], triples = "triples" }}
 [llm]
 base_url = "{url}"
 model = "stand-in"
@@ -179,4 +183,37 @@ cache = "{cache}"
     let s = summary(&out);
     let c = &stage(&s, "text2triple")["counters"];
     assert_eq!(c["triples.unplaced"], 0, "{c}");
+
+    // The KiRAG export of the same triples: a line per document, its triples in order.
+    let kirag = std::fs::read_to_string(out.join("export/kirag_triples.jsonl")).unwrap();
+    let mut n = 0;
+    for line in kirag.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let items: Vec<String> = v["triples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(
+                    t["text"],
+                    format!(
+                        "<{}; {}; {}>",
+                        t["head"].as_str().unwrap(),
+                        t["relation"].as_str().unwrap(),
+                        t["tail"].as_str().unwrap()
+                    )
+                );
+                assert!(t["sentence"].is_u64(), "{t}");
+                format!(
+                    "(S> {}| P> {}| O> {})",
+                    t["head"].as_str().unwrap(),
+                    t["relation"].as_str().unwrap(),
+                    t["tail"].as_str().unwrap()
+                )
+            })
+            .collect();
+        assert_eq!(items.join(", "), export[v["id"].as_str().unwrap()]);
+        n += 1;
+    }
+    assert_eq!(n, export.len());
 }

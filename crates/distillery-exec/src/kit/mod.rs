@@ -2,10 +2,12 @@
 //! readers of staged contexts ([`contexts`]), SFT sample text and files ([`jsonl`]), the
 //! SFT writer of the teacher stages ([`sft_out`]), the merge of sharded SFT outputs
 //! ([`sft_merge`]), per-part text files joined in part order ([`fragments`]), embedding models
-//! ([`embedding`]), retrieval from a built index ([`retrieval`]) and the `same_as` aliases
-//! that merge knowledge graphs ([`same_as`]).
+//! ([`embedding`]), retrieval from a built index ([`retrieval`]), the `same_as` aliases
+//! that merge knowledge graphs ([`same_as`]) and a shard's documents with the triples that
+//! cite them ([`doc_triples`]).
 
 pub mod contexts;
+pub mod doc_triples;
 pub mod embedding;
 pub mod fragments;
 pub mod jsonl;

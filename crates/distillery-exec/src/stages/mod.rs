@@ -10,6 +10,7 @@
 //! lives in [`crate::kit`].
 
 pub mod cirag;
+pub mod export;
 pub mod hseq;
 pub mod index;
 pub mod label;
@@ -47,6 +48,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &index::IndexStage,
     &subgraph::SubgraphStage,
     &text2triple::Text2Triple,
+    &export::Export,
 ];
 
 /// What a stage's task gets to run with.

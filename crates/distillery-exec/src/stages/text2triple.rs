@@ -10,7 +10,8 @@
 //!   any corpus (the stage's `triples` parts, `<input>@<stage>`).
 //!
 //! A triple belongs to the paragraph of its document that holds its supporting span
-//! (`start`); one sample per paragraph with at least one triple, its triples in the order the
+//! (`start`; one without a span, to the paragraph of a one-paragraph document, else it is
+//! counted as unplaced); one sample per paragraph with at least one triple, its triples in the order the
 //! table holds them (a document's triples are in its shard: see `sink::shard_key`), each end
 //! written with its name when it has one (an extracted triple's words as the text has them,
 //! its key being normalised), else its key. The user
@@ -26,26 +27,23 @@
 //! `triples.unplaced` (no document or offsets to place them), `samples.*`,
 //! `duplicates_removed`.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use distillery_core::id::{sha1_hex, stable_id};
 use distillery_core::ras_form;
-use distillery_core::schema::from_batch;
 use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
-use distillery_core::{Document, Message, SftSample, TableKind, Triple, char_slice};
-use futures::StreamExt;
+use distillery_core::{Document, Message, SftSample, TableKind, char_slice};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
+use crate::kit::doc_triples::{DocTriples, each_row, source_parts, words};
 use crate::kit::sft_out::{SftOut, merge_stage};
-use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::parts::PartWriters;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::store::Location;
 use crate::task::Partitioning;
 
 /// The built-in prompt: instruction prose of our own around RAS's exact target form.
@@ -122,41 +120,6 @@ impl Stage for Text2Triple {
     }
 }
 
-/// The parts of `table` the stage reads, in part order: the inputs' own, or with `from` the
-/// parts that stage derived from them.
-fn parts_of<'p>(
-    parts: &'p [WrittenPart],
-    table: TableKind,
-    inputs: &[String],
-    from: Option<&str>,
-) -> Vec<&'p WrittenPart> {
-    let mut v: Vec<(String, &WrittenPart)> = parts
-        .iter()
-        .filter(|w| w.table == table)
-        .filter_map(|w| {
-            let id = w.id()?;
-            (id.of(inputs) && id.stage.as_deref() == from).then_some((id.tag, w))
-        })
-        .collect();
-    v.sort_by(|a, b| (&a.0, &a.1.rel).cmp(&(&b.0, &b.1.rel)));
-    v.into_iter().map(|x| x.1).collect()
-}
-
-async fn rows<T: serde::de::DeserializeOwned>(
-    out: &Location,
-    table: TableKind,
-    part: &WrittenPart,
-    mut f: impl FnMut(T),
-) -> Result<(), ExecError> {
-    let mut stream = Box::pin(read_part_rows(out, &part.path(), 1024).await?);
-    while let Some(batch) = stream.next().await {
-        for r in from_batch::<T>(table, &batch?)? {
-            f(r);
-        }
-    }
-    Ok(())
-}
-
 /// The paragraph (index) of `d` holding char offset `at`, if any.
 fn paragraph_at(d: &Document, at: u32) -> Option<usize> {
     d.paragraphs
@@ -178,8 +141,6 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let inputs = &cx.stage.inputs;
     let from = opts.triples.as_deref();
 
-    // The shard's triples by document, in table order.
-    let mut by_doc: HashMap<String, Vec<Triple>> = HashMap::new();
     let mut summary = StageSummary::with_counters(
         &cx.stage.name,
         &[
@@ -190,46 +151,37 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "triples.unplaced",
         ],
     );
-    let mut unplaced = 0u64;
-    for part in parts_of(cx.parts, TableKind::Triples, inputs, from) {
-        summary.bytes_in += part.bytes;
-        rows(cx.out, TableKind::Triples, part, |t: Triple| {
-            match t.document_id.clone() {
-                Some(d) => by_doc.entry(d).or_default().push(t),
-                None => unplaced += 1,
-            }
-        })
-        .await?;
-    }
+    let mut triples = DocTriples::read(cx.out, cx.parts, inputs, from).await?;
+    summary.bytes_in += triples.bytes;
+    let mut unplaced = triples.without_document;
     let params = serde_json::json!({ "triples": from.unwrap_or("input") }).to_string();
     let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share);
     let mut written = Vec::new();
-    for part in parts_of(cx.parts, TableKind::Documents, inputs, None) {
+    for part in source_parts(cx.parts, TableKind::Documents, inputs, None) {
         summary.bytes_in += part.bytes;
         let id = part.id().expect("a part of parts_of has an id");
         let mut pw = PartWriters::new(cx.out.clone(), cx.dir, &stage_tag(&id.tag, &cx.stage.name));
         let mut docs: Vec<Document> = Vec::new();
-        rows(cx.out, TableKind::Documents, part, |d: Document| {
+        each_row(cx.out, TableKind::Documents, part, |d: Document| {
             docs.push(d)
         })
         .await?;
         for d in docs {
             summary.records_in += 1;
             summary.add("documents", 1);
-            let Some(triples) = by_doc.remove(&d.id) else {
+            let Some(cited) = triples.take(&d) else {
                 summary.add("documents.without_triples", 1);
                 continue;
             };
             let mut paragraphs: Vec<Vec<[String; 3]>> = vec![Vec::new(); d.paragraphs.len().max(1)];
-            for t in triples {
-                match t.start.and_then(|s| paragraph_at(&d, s)) {
+            for t in cited {
+                // A triple the teacher gave without a supporting sentence still belongs to
+                // a one-paragraph document.
+                let single = (d.paragraphs.len() <= 1).then_some(0);
+                match t.start.map_or(single, |s| paragraph_at(&d, s)) {
                     Some(p) => {
                         summary.add("triples", 1);
-                        // Extracted triples keep the text's own words as names beside
-                        // their normalised keys; the target shows the words.
-                        let s = t.subject_name.unwrap_or(t.subject);
-                        let o = t.object_name.unwrap_or(t.object);
-                        paragraphs[p].push([s, t.predicate, o]);
+                        paragraphs[p].push(words(t));
                     }
                     None => unplaced += 1,
                 }
@@ -279,7 +231,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         written.extend(pw.finish().await?);
     }
     // Triples of documents this shard does not hold cannot be placed.
-    unplaced += by_doc.values().map(|v| v.len() as u64).sum::<u64>();
+    unplaced += triples.left();
     summary.add("triples.unplaced", unplaced);
     let files = sft.finish().await?;
     summary.bytes_out =
