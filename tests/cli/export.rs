@@ -28,8 +28,11 @@ fn read_lines(path: &Path) -> Vec<Value> {
 #[test]
 fn exports_write_the_ircot_corpus_and_kirag_triples() {
     let tmp = tempfile::tempdir().unwrap();
+    // The same records in two files: staged twice with one id each, exported once.
     let wog = tmp.path().join("wikiofgraph.jsonl");
     std::fs::write(&wog, WIKIOFGRAPH).unwrap();
+    let wog2 = tmp.path().join("wikiofgraph-copy.jsonl");
+    std::fs::write(&wog2, WIKIOFGRAPH).unwrap();
     let file = tmp.path().join("export.toml");
     std::fs::write(
         &file,
@@ -44,13 +47,14 @@ paths = ["{wiki}"]
 [[inputs]]
 name = "wog"
 format = "wikiofgraph"
-paths = ["{wog}"]
+paths = ["{wog}", "{wog2}"]
 [[stages]]
 kind = "export"
 options = {{ formats = ["ircot", "kirag"] }}
 "#,
             wiki = repo().join("data/quickstart/wiki.xml").display(),
             wog = wog.display(),
+            wog2 = wog2.display(),
         ),
     )
     .unwrap();

@@ -557,3 +557,63 @@ fn the_nightly_pipeline_builds_and_a_rerun_keeps_its_version() {
     let hits = search(&out.join("index"), "glacial lake", "hybrid", &[]);
     assert!(!hits.is_empty());
 }
+
+/// `same_as` merges the shared FB15k-237 sample (path-form mids, `/m/06q1r`) with the shared
+/// Wikidata sample through P646: keys are written in Freebase's dotted form, and Scotland and
+/// Belgium hold the edges of both graphs.
+#[test]
+fn same_as_merges_fb15k_and_wikidata_in_dotted_keys() {
+    let (Some(fb), Some(wd)) = (
+        shared("fb15k237/test.tsv"),
+        shared("wikidata/entities.first35.json"),
+    ) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("index");
+    let file = tmp.path().join("kg.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"version = 1
+name = "kg-merge"
+output = "{out}"
+[[inputs]]
+name = "fb"
+format = "fb15k"
+paths = ["{fb}"]
+[[inputs]]
+name = "wd"
+format = "wikidata"
+paths = ["{wd}"]
+[[stages]]
+kind = "index"
+options = {{ kinds = ["kg"], root = "{root}", same_as = ["P646"] }}
+"#,
+            out = tmp.path().join("out").display(),
+            fb = fb.display(),
+            wd = wd.display(),
+            root = root.display(),
+        ),
+    )
+    .unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+    let v = std::fs::read_to_string(root.join("CURRENT")).unwrap();
+    let kg = distillery_index::kg::KgIndex::open(&root.join("versions").join(v.trim()).join("kg"))
+        .unwrap();
+    // `/m/06q1r` is left only as the text of Q22's P646 value, a literal node.
+    assert_eq!(kg.node("/m/06q1r").unwrap().kind, "literal");
+    assert!(kg.node("Q22").is_none());
+    for mid in ["m.06q1r", "m.0154j"] {
+        let mut sources: Vec<String> = kg
+            .out_edges(mid)
+            .unwrap()
+            .into_iter()
+            .chain(kg.in_edges(mid).unwrap())
+            .map(|h| h.source)
+            .collect();
+        sources.sort();
+        sources.dedup();
+        assert_eq!(sources, ["fb15k", "wikidata"], "{mid}");
+    }
+}

@@ -51,7 +51,8 @@ pub enum Command {
     /// pipeline file: the reader, HSEQ and the label stage.
     Label(LabelArgs),
     /// Run SQL over an output; tables are registered by name (documents, tables, triples,
-    /// entities, questions, segments, labels, sft, quarantine). Without --sql, list tables and
+    /// literals, entities, questions, segments, labels, sft, quarantine, subgraphs). Without
+    /// --sql, list tables and
     /// counts, and the SFT dataset view when the output has samples.
     Inspect(InspectArgs),
     /// Serve the coordinator: plans submitted jobs into tasks for workers, with its durable

@@ -2,8 +2,9 @@
 //! with the source record under the paper's equivalence.
 //!
 //! Each segments part `segments/part-SSSSS-TAG` is walked in lockstep with the source parts of
-//! the same shard and tag (documents, then tables, then triples: the order the stage wrote
-//! them; a `subgraph` stage's `subgraphs` rows, as the triples of each question's subgraph). Segments are grouped by root (`document`, `table`, `subgraph`); each group is
+//! the same shard and tag (documents, then tables, then triples, then literals: the order the
+//! stage wrote them; a `subgraph` stage's `subgraphs` rows, as the triples of each question's
+//! subgraph). Segments are grouped by root (`document`, `table`, `subgraph`); each group is
 //! checked against the next source record(s). Memory is bounded by one group.
 
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //!
 //! Memory: the shard's triples that cite a document.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use distillery_core::schema::from_batch;
 use distillery_core::{Document, TableKind, Triple};
@@ -63,7 +63,8 @@ pub(crate) struct DocTriples {
 }
 
 impl DocTriples {
-    /// Reads the `triples` parts [`source_parts`] picks.
+    /// Reads the `triples` parts [`source_parts`] picks, each triple once (an input read as
+    /// several files or ranges can state one twice).
     pub(crate) async fn read(
         out: &Location,
         parts: &[WrittenPart],
@@ -71,9 +72,13 @@ impl DocTriples {
         from: Option<&str>,
     ) -> Result<DocTriples, ExecError> {
         let mut t = DocTriples::default();
+        let mut seen = HashSet::new();
         for part in source_parts(parts, TableKind::Triples, inputs, from) {
             t.bytes += part.bytes;
             each_row(out, TableKind::Triples, part, |x: Triple| {
+                if !seen.insert(x.id.clone()) {
+                    return;
+                }
                 match x.document_id.clone() {
                     Some(d) => t.by_doc.entry(d).or_default().push(x),
                     None => t.without_document += 1,
@@ -92,6 +97,18 @@ impl DocTriples {
     /// Triples left: of documents the shard does not hold.
     pub(crate) fn left(&self) -> u64 {
         self.by_doc.values().map(|v| v.len() as u64).sum()
+    }
+}
+
+/// Whether a document is met for the first time in this task: a context paragraph shared by
+/// questions of two files (or ranges) is staged once per file, with one id, and so in one
+/// shard.
+#[derive(Debug, Default)]
+pub(crate) struct FirstSeen(HashSet<String>);
+
+impl FirstSeen {
+    pub(crate) fn first(&mut self, d: &Document) -> bool {
+        self.0.insert(d.id.clone())
     }
 }
 

@@ -16,6 +16,7 @@
 //!   `triples` stage extracted with the teacher; each end is written with its words
 //!   ([`crate::kit::doc_triples::words`]).
 //!
+//! A document staged twice (a context paragraph shared by two QA files) is written once.
 //! One task per shard writes each file's lines per part ([`crate::kit::fragments`]); the merge
 //! task joins them in part order, so the files hold the same bytes for any number of tasks.
 //! **Memory: the shard's triples that cite a document** (and one batch of documents).
@@ -32,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::error::ExecError;
-use crate::kit::doc_triples::{DocTriples, each_row, source_parts, words};
+use crate::kit::doc_triples::{DocTriples, FirstSeen, each_row, source_parts, words};
 use crate::kit::fragments::{Fragments, concat};
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -180,6 +181,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let file =
         |f: ExportFormat| has(f).then(|| Fragments::new(cx.out, cx.dir, &path(&cx.stage.name, f)));
     let (mut ircot, mut kirag) = (file(ExportFormat::Ircot), file(ExportFormat::Kirag));
+    let mut seen = FirstSeen::default();
     for part in source_parts(cx.parts, TableKind::Documents, inputs, None) {
         summary.bytes_in += part.bytes;
         let id = part.id().expect("a part of source_parts has an id");
@@ -189,7 +191,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         })
         .await?;
         let (mut corpus, mut kg) = (String::new(), String::new());
-        for d in docs {
+        for d in docs.into_iter().filter(|d| seen.first(d)) {
             summary.records_in += 1;
             summary.add("documents", 1);
             if ircot.is_some() {

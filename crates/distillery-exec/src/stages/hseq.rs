@@ -1,7 +1,8 @@
-//! The `hseq` stage: every documents/tables/triples part of the selected inputs becomes a
-//! segments part with the same shard and tag (`segments/part-SSSSS-TAG.parquet`), so a source
-//! part and its segments are always found together. Documents come first, then tables, then
-//! triples, each in part order: the segments part lists sources in a deterministic order that
+//! The `hseq` stage: every documents/tables/triples/literals part of the selected inputs
+//! becomes a segments part with the same shard and tag (`segments/part-SSSSS-TAG.parquet`), so
+//! a source part and its segments are always found together. Documents come first, then
+//! tables, then triples, then literals, each in part order (each KG part encoded by a fresh
+//! `KgEncoder`): the segments part lists sources in a deterministic order that
 //! `hseq verify` walks in lockstep. With `verify = true` (default) each source is decoded back
 //! from its segments while they are made and the round trips are counted in the summary.
 

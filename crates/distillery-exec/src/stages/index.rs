@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::ExecError;
 use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::retrieval::root_of;
-use crate::kit::same_as::{Aliases, read_aliases};
+use crate::kit::same_as::{Aliases, canon, read_aliases};
 use crate::parts::{WrittenPart, read_part_rows};
 use crate::run::StageOutput;
 use crate::stages::{Declared, RunCx, Stage};
@@ -86,9 +86,10 @@ pub struct IndexOptions {
     /// Relations whose object is another key of the subject (Wikidata's Freebase id, `P646`):
     /// with one, the KG index takes its inputs' graphs as one, as Hydra merges Wikidata into
     /// Freebase: an entity with such an edge (its first, in part and row order) is written
-    /// under the key the edge names (`Q22` as `m.06q1r`; `/m/x` read as `m.x`), its names and
-    /// aliases too, so both graphs' edges meet at one node, each keeping its `source`. Empty
-    /// (the default): no merge.
+    /// under the key the edge names (`Q22` as `m.06q1r`), its names and aliases too, so both
+    /// graphs' edges meet at one node, each keeping its `source`; every key is then written in
+    /// Freebase's dotted form (FB15k's `/m/x` as `m.x`). Empty (the default): no merge, keys
+    /// as the inputs write them.
     #[serde(default)]
     pub same_as: Vec<String>,
 }
@@ -284,9 +285,14 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             read_aliases(cx.out, &paths, &o.same_as, cx.parallelism).await?
         };
         merged = aliases.len() as u64;
-        let key = |k: String| match aliases.key(&k) {
-            to if to != k => to.to_string(),
-            _ => k,
+        // Merging compares keys in canonical form (FB15k's `/m/x` is Freebase's `m.x`, the
+        // form alias targets take); without `same_as` keys stay as the inputs write them.
+        let merging = !o.same_as.is_empty();
+        let key = |k: &str| -> String {
+            match merging {
+                true => canon(aliases.key(k)).into_owned(),
+                false => k.to_string(),
+            }
         };
         for table in TableKind::KG_EDGES {
             let ps = parts(&cx, table);
@@ -294,9 +300,9 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 records_in += 1;
                 let entity = t.object_kind == "entity";
                 kg.push(KgEdge {
-                    subject: key(t.subject),
+                    subject: key(&t.subject),
                     relation: t.predicate,
-                    object: if entity { key(t.object) } else { t.object },
+                    object: if entity { key(&t.object) } else { t.object },
                     object_kind: t.object_kind,
                     subject_name: t.subject_name,
                     object_name: t.object_name,
@@ -310,11 +316,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
         let ps = parts(&cx, TableKind::Entities);
         bytes_in += each(cx.out, TableKind::Entities, &ps, |e: Entity| {
-            let k = aliases.key(&e.key);
+            let k = key(&e.key);
             if let Some(label) = &e.label {
-                kg.name(k, label)?;
+                kg.name(&k, label)?;
             }
-            e.aliases.iter().try_for_each(|a| kg.alias(k, a))?;
+            e.aliases.iter().try_for_each(|a| kg.alias(&k, a))?;
             Ok::<_, ExecError>(())
         })
         .await?;

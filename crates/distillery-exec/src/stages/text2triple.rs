@@ -38,7 +38,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
-use crate::kit::doc_triples::{DocTriples, each_row, source_parts, words};
+use crate::kit::doc_triples::{DocTriples, FirstSeen, each_row, source_parts, words};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::parts::PartWriters;
 use crate::plan::stage_tag;
@@ -157,6 +157,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let params = serde_json::json!({ "triples": from.unwrap_or("input") }).to_string();
     let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share);
     let mut written = Vec::new();
+    let mut seen = FirstSeen::default();
     for part in source_parts(cx.parts, TableKind::Documents, inputs, None) {
         summary.bytes_in += part.bytes;
         let id = part.id().expect("a part of parts_of has an id");
@@ -166,7 +167,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             docs.push(d)
         })
         .await?;
-        for d in docs {
+        for d in docs.into_iter().filter(|d| seen.first(d)) {
             summary.records_in += 1;
             summary.add("documents", 1);
             let Some(cited) = triples.take(&d) else {

@@ -1,7 +1,7 @@
 //! Knowledge-base readers: Freebase RDF, Wikidata JSON, FB15k-237 TSV, MetaQA KB, and the
 //! WikiOFGraph text-to-triples pairs ([`wikiofgraph`], JSON lines like the QA readers).
 //!
-//! All four are line-oriented: `ByteLines` reads the decompressed input one line at a time
+//! The four KG readers are line-oriented (WikiOFGraph is JSON lines, read like the QA files): `ByteLines` reads the decompressed input one line at a time
 //! as raw bytes (so invalid UTF-8 is a per-line quarantine, never a failure of the whole file),
 //! into one reused buffer, tracking the byte offset and the 1-based number of each line (no
 //! number for the lines of a byte range, which cannot know it: see [`crate::ByteRange`]). An I/O

@@ -8,7 +8,8 @@
 //! `document_id` set and its support the whole text (`start` 0, `end` its length in chars):
 //! the pairs RAS's extractor learns from, which the `text2triple` stage turns into SFT
 //! samples. Items are read in RAS's own form (`(S> s| P> p| O> o)`) as well as WikiOFGraph's;
-//! a record whose `triplet` does not read back as the same string in RAS's form (an item
+//! the document id covers the text and the `triplet`, and a record repeated whole is written
+//! once; a record whose `triplet` does not read back as the same string in RAS's form (an item
 //! without the three markers, a stray separator) is quarantined as `bad_triplet` with the
 //! first item that does not parse, so a training target is never silently cut. A record
 //! without `text` or `triplet` is `missing_field`; empty ones are `bad_value`.
@@ -18,7 +19,7 @@ use distillery_core::ras_form;
 use distillery_core::{Record, RecordSink, Triple, char_len};
 use serde::Deserialize;
 
-use crate::qa::common::{ItemError, Qa, bad_value};
+use crate::qa::common::{ItemError, Qa, URI_ID_HEX, bad_value};
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "wikiofgraph";
@@ -38,12 +39,18 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         }
         let triples = triples_of(&r.triplet)?;
         let title = triples[0][0].clone();
-        let doc = qa.document_from_text(&title, r.text);
-        let end = char_len(&doc.text);
-        // The format is not read in byte ranges, so every element has its line number.
-        let line = Some(raw.line);
+        let mut doc = qa.document_from_text(&title, r.text);
+        // Two records with one text but other triples are two documents; a record repeated
+        // whole is written once.
+        doc.id = stable_id(&[DATASET, "doc", &title, &doc.text, &r.triplet]);
+        doc.uri = format!("{DATASET}:{title}#{}", &doc.id[..URI_ID_HEX]);
+        let (doc_id, end) = (doc.id.clone(), char_len(&doc.text));
+        let line = qa.numbered().then_some(raw.line);
+        if !qa.emit_once(Record::Document(doc))? {
+            return Ok(());
+        }
         for (ord, [s, p, o]) in triples.into_iter().enumerate() {
-            let id = stable_id(&[DATASET, &doc.id, &ord.to_string(), &s, &p, &o]);
+            let id = stable_id(&[DATASET, &doc_id, &ord.to_string(), &s, &p, &o]);
             qa.emit(Record::Triple(Triple {
                 id,
                 dataset: DATASET.to_string(),
@@ -52,14 +59,13 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
                 predicate: p,
                 object: o,
                 object_kind: "entity".to_string(),
-                document_id: Some(doc.id.clone()),
+                document_id: Some(doc_id.clone()),
                 start: Some(0),
                 end: Some(end),
                 line,
                 ..Triple::default()
             }))?;
         }
-        qa.emit(Record::Document(doc))?;
         Ok(())
     })
 }

@@ -137,6 +137,12 @@ impl<'c, 's> Qa<'c, 's> {
         Ok(())
     }
 
+    /// Whether elements carry their line numbers: not under a byte range, whose lines count
+    /// from the range's start (see [`crate::ByteRange`]).
+    pub fn numbered(&self) -> bool {
+        self.numbered
+    }
+
     /// Emits a record unless a record with its id was already written from this file; returns
     /// whether it was written.
     pub fn emit_once(&mut self, r: Record) -> Result<bool, IngestError> {

@@ -633,3 +633,22 @@ fn wikiofgraph_real_samples() {
         );
     }
 }
+
+/// A WikiOFGraph record repeated whole is one document; one with the same text but other
+/// triples is another, so its target is never merged with the first's.
+#[test]
+fn wikiofgraph_repeated_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = r#"{"triplet": "(<S> A| <P> p| <O> b)", "text": "A p b."}"#;
+    let b = r#"{"triplet": "(<S> A| <P> q| <O> c)", "text": "A p b."}"#;
+    let p = write(dir.path(), "w.jsonl", format!("{a}\n{a}\n{b}\n").as_bytes());
+    let s = read(Format::WikiOfGraph, &p);
+    let docs = s.documents();
+    assert_eq!(docs.len(), 2);
+    assert_ne!(docs[0].id, docs[1].id);
+    let t = s.triples();
+    assert_eq!(t.len(), 2);
+    assert_eq!(t[0].document_id.as_deref(), Some(docs[0].id.as_str()));
+    assert_eq!((t[1].predicate.as_str(), t[1].line), ("q", Some(3)));
+    assert!(s.quarantine().is_empty());
+}
