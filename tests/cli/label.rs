@@ -29,6 +29,19 @@ fn run_quickstart(out_dir: &Path, extra: &[&str]) {
     ok(&args);
 }
 
+/// Runs `pipelines/labels.toml` over the shared samples into a temporary directory (`None`
+/// when they are absent); returns the directory and the output in it.
+fn run_labels(extra: &[&str]) -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    shared("")?;
+    let tmp = tempfile::tempdir().unwrap();
+    let out_dir = tmp.path().join("labels");
+    let set = format!("output={}", out_dir.display());
+    let mut args = vec!["run", "pipelines/labels.toml", "--set", &set];
+    args.extend_from_slice(extra);
+    ok(&args);
+    Some((tmp, out_dir))
+}
+
 fn jsonl(out_dir: &Path) -> Vec<Value> {
     let mut v = Vec::new();
     for rel in ["sft/train.jsonl", "sft/validation.jsonl"] {
@@ -292,17 +305,9 @@ fn quickstart_writes_sft_files_listed_in_the_manifest() {
 
 #[test]
 fn labels_pipeline_labels_the_shared_samples_in_one_run() {
-    if shared("").is_none() {
+    let Some((_tmp, out_dir)) = run_labels(&[]) else {
         return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let out_dir = tmp.path().join("labels");
-    ok(&[
-        "run",
-        "pipelines/labels.toml",
-        "--set",
-        &format!("output={}", out_dir.display()),
-    ]);
+    };
     let s = summary(&out_dir);
     let c = &stage(&s, "label")["counters"];
     eprintln!("label stage counters on the shared samples: {c}");
@@ -1007,4 +1012,100 @@ fn contexts_over_the_budget_are_labelled_in_groups_with_the_same_outputs() {
         200_000,
     );
     assert!(count(&tmp.path().join("tb"), "SELECT count(*) FROM labels") > 0);
+}
+
+/// HSEQ-H head samples on every shared dataset: one per question whose SFT-method trajectory
+/// ends sufficient and that has an answer; the target is that answer with the ids of the
+/// evidence items, each shown in the prompt's evidence lines.
+#[test]
+fn head_samples_answer_from_the_canonical_evidence() {
+    let Some((_tmp, out_dir)) = run_labels(&[
+        "--set",
+        "stages.label.options.head=true",
+        "--set",
+        "stages.label.options.head_supporting_ids=true",
+    ]) else {
+        return;
+    };
+    let rows = crate::sql_json(&out_dir, "SELECT id, question, answers FROM questions");
+    let text: std::collections::HashMap<&str, &str> = rows
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap(), r["question"].as_str().unwrap()))
+        .collect();
+    let answers: std::collections::HashMap<String, Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let a = r["answers"].as_array().unwrap();
+            (
+                r["id"].as_str().unwrap().to_string(),
+                a.iter().map(|x| x.as_str().unwrap().to_string()).collect(),
+            )
+        })
+        .collect();
+    let want: HashSet<String> = crate::sql_json(
+        &out_dir,
+        "SELECT question_id FROM labels WHERE method = 'answer-aware' AND sufficient",
+    )
+    .into_iter()
+    .map(|r| r["question_id"].as_str().unwrap().to_string())
+    .filter(|q| answers[q].iter().any(|a| !a.trim().is_empty()))
+    .collect();
+    let heads: Vec<Value> = jsonl(&out_dir)
+        .into_iter()
+        .filter(|s| s["task"] == "hseq_head")
+        .collect();
+    let got: HashSet<String> = heads
+        .iter()
+        .map(|s| s["question_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(got.len(), heads.len(), "one head sample a question");
+    // The merge drops a sample equal to another's: a question asked twice over the same
+    // evidence (TAT-QA repeats some) keeps one.
+    assert!(got.is_subset(&want));
+    for q in want.difference(&got) {
+        let first = format!("Question: {}\n", text[q.as_str()]);
+        assert!(
+            heads.iter().any(|h| h["messages"][1]["content"]
+                .as_str()
+                .unwrap()
+                .starts_with(&first)),
+            "{q} has no head sample"
+        );
+    }
+    let removed = counter(&out_dir, "duplicates_removed") as usize;
+    assert!(
+        want.len() - got.len() <= removed,
+        "{} of {}",
+        got.len(),
+        want.len()
+    );
+    let mut datasets = HashSet::new();
+    for s in &heads {
+        let m = s["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 3);
+        let user = m[1]["content"].as_str().unwrap();
+        assert!(user.contains("\n\nEvidence:\n- ["), "{user}");
+        let target: Value = serde_json::from_str(m[2]["content"].as_str().unwrap()).unwrap();
+        let q = s["question_id"].as_str().unwrap();
+        let first = answers[q].iter().find(|a| !a.trim().is_empty()).unwrap();
+        assert_eq!(target["answer"], first.trim());
+        let ids = target["supporting_ids"].as_array().unwrap();
+        assert!(!ids.is_empty());
+        for id in ids {
+            assert!(
+                user.contains(&format!("- [{}] (", id.as_str().unwrap())),
+                "{id}"
+            );
+        }
+        assert_eq!(s["sufficient"], true);
+        assert_eq!(s["method"], "answer-aware");
+        datasets.insert(s["dataset"].as_str().unwrap().to_string());
+    }
+    for d in [
+        "hotpotqa", "musique", "2wiki", "tatqa", "hybridqa", "metaqa",
+    ] {
+        assert!(datasets.contains(d), "no head sample of {d}: {datasets:?}");
+    }
+    sft_check(&out_dir.join("sft/train.jsonl"));
+    sft_training_check(&out_dir.join("sft/train.jsonl"));
 }

@@ -38,11 +38,11 @@
 //! the sample kind, the hop and the hop count; `step` the hop (1-based; none for the router
 //! sample of the whole question), `steps` the hop count; `sufficient` the ending target.
 
-use distillery_core::{DecompositionStep, Message, Question, SftSample};
+use distillery_core::{DecompositionStep, Question, SftSample};
 
 use crate::Labeller;
 use crate::prompt::{Prompts, Template};
-use crate::sft::sample_id;
+use crate::sft::{chat_messages, sample_id};
 
 pub const TASK_REFINER: &str = "hanrag_refiner";
 pub const TASK_ENDING: &str = "hanrag_ending";
@@ -322,24 +322,7 @@ pub fn samples(l: &Labeller, q: &Question) -> Vec<SftSample> {
               kind: &str,
               sufficient: Option<bool>| {
         let (system, user) = Prompts::render_hanrag(template, question, th);
-        let mut messages = Vec::with_capacity(3);
-        let mut prompt_tokens = 0u32;
-        if let Some(s) = system {
-            prompt_tokens += l.counter.count(&s);
-            messages.push(Message {
-                role: "system".into(),
-                content: s,
-            });
-        }
-        prompt_tokens = prompt_tokens.saturating_add(l.counter.count(&user));
-        messages.push(Message {
-            role: "user".into(),
-            content: user,
-        });
-        messages.push(Message {
-            role: "assistant".into(),
-            content: target.to_string(),
-        });
+        let (messages, prompt_tokens) = chat_messages(&l.counter, system, user, target.to_string());
         let step = format!("{kind}:{}", hop.unwrap_or(0));
         let params = serde_json::json!({
             "source": source.name(),

@@ -14,7 +14,9 @@
 //! 4. [`guidance`] and [`prompt`]: guidance by question type or from the planner cache, and
 //!    the iteration-agent prompt within the token budget;
 //! 5. [`sft`]: the SFT samples (chat messages; the assistant turn is the exact target JSON);
-//! 6. [`hanrag`]: refiner, ending-discriminator and router samples from decompositions.
+//! 6. [`hanrag`]: refiner, ending-discriminator and router samples from decompositions;
+//! 7. [`head`] (option `head`): HSEQ-H head-agent samples, the answer from the canonicalized
+//!    evidence package κ(M) of a sufficient trajectory.
 //!
 //! A question's KB edges come from a [`sh::KbIndex`] (a whole KB in memory) or from a
 //! `subgraph` stage's rows ([`subgraphs`]).
@@ -32,6 +34,7 @@
 
 pub mod guidance;
 pub mod hanrag;
+pub mod head;
 pub mod normalize;
 pub mod options;
 pub mod positives;

@@ -113,6 +113,15 @@ pub struct LabelOptions {
     /// Also write the HANRAG refiner, ending-discriminator and router samples.
     #[serde(default = "yes")]
     pub hanrag: bool,
+    /// Also write HSEQ-H head-agent samples (`hseq_head`): for a question whose SFT-method
+    /// trajectory ends sufficient, its question, guidance and the canonicalized evidence κ of
+    /// the selected segments in, the gold answer out.
+    #[serde(default)]
+    pub head: bool,
+    /// With `head`: the target is `{"answer": ..., "supporting_ids": [...]}` (the ids of the
+    /// evidence items) instead of the bare answer.
+    #[serde(default)]
+    pub head_supporting_ids: bool,
     /// Share of questions (by question id hash; a question's samples go together) in the
     /// validation split.
     #[serde(default = "default_validation")]

@@ -16,6 +16,8 @@
 //! | `hanrag_refiner_user.txt` | **`{question}`**, **`{thought}`** |
 //! | `hanrag_ending_system.txt` | — |
 //! | `hanrag_ending_user.txt` | **`{question}`**, **`{thought}`** |
+//! | `head_system.txt` | — |
+//! | `head_user.txt` | **`{question}`**, `{guidance}`, **`{evidence}`** |
 //!
 //! Placeholders are filled in one pass (text inserted for one placeholder is never scanned
 //! again, and any other `{...}` is left as written, so templates may hold JSON). Trailing
@@ -41,7 +43,7 @@
 //! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
 //! 12 hex digits of SHA-1 over the system and user text (and the iteration instruction, except
 //! for a directory written before version 2) when any of the task's files was replaced. Tasks
-//! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`.
+//! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`, `hseq_head`.
 //!
 //! **Token counting.** [`TokenCounter`] counts with a Hugging Face `tokenizer.json`
 //! (the `tokenizer` option, loaded with the `tokenizers` crate, no special tokens added), or,
@@ -98,6 +100,8 @@ pub struct Prompts {
     pub router: Template,
     pub refiner: Template,
     pub ending: Template,
+    /// The HSEQ-H head agent's answer prompt ([`crate::head`]).
+    pub head: Template,
 }
 
 struct Spec {
@@ -110,7 +114,7 @@ struct Spec {
     required: &'static [&'static str],
 }
 
-const SPECS: [Spec; 4] = [
+const SPECS: [Spec; 5] = [
     Spec {
         task: "hseq_iteration",
         stem: "iteration",
@@ -143,6 +147,14 @@ const SPECS: [Spec; 4] = [
         user: include_str!("../templates/hanrag_ending_user.txt"),
         required: &["question", "thought"],
     },
+    Spec {
+        task: "hseq_head",
+        stem: "head",
+        system: include_str!("../templates/head_system.txt"),
+        instruction: None,
+        user: include_str!("../templates/head_user.txt"),
+        required: &["question", "evidence"],
+    },
 ];
 
 impl Prompts {
@@ -167,12 +179,13 @@ impl Prompts {
             out.push(load_one(spec, dir)?);
         }
         let mut it = out.into_iter();
-        let mut next = || it.next().expect("four templates");
+        let mut next = || it.next().expect("five templates");
         Ok(Prompts {
             iteration: next(),
             router: next(),
             refiner: next(),
             ending: next(),
+            head: next(),
         })
     }
 
@@ -297,6 +310,24 @@ impl Prompts {
             }
         }
         done(user, tokens, shown, snippet)
+    }
+
+    /// Renders the head agent's prompt: `(system, user)`, the system `None` when its
+    /// template is empty.
+    pub fn render_head(
+        &self,
+        question: &str,
+        guidance: &str,
+        evidence: &str,
+    ) -> (Option<String>, String) {
+        let vars = [
+            ("question", question),
+            ("guidance", guidance),
+            ("evidence", evidence),
+        ];
+        let system = fill(&self.head.system, &vars);
+        let user = fill(&self.head.user, &vars);
+        ((!system.is_empty()).then_some(system), user)
     }
 
     /// Renders a HANRAG task's messages: `(system, user)`, the system `None` when its template

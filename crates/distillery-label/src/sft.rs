@@ -17,7 +17,8 @@
 //!    `hseq_iteration` sample per trajectory step: messages `[system, user, assistant]`, the
 //!    user prompt fitted to `max_tokens` by [`crate::prompt::Prompts::render_iteration`], the
 //!    assistant turn the exact target JSON of [`target_json`];
-//! 4. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
+//! 4. with the `head` option, adds the trajectory's HSEQ-H head sample ([`crate::head`]);
+//! 5. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
 //!
 //! The time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
 //! returned with its output ([`crate::Phases`], monotonic-clock laps).
@@ -187,6 +188,35 @@ pub fn py_json_string(s: &str) -> String {
     out
 }
 
+/// The messages of a single-turn sample, `[system, user, assistant]` (no system message when
+/// `system` is `None`), and the prompt's token count (system and user).
+pub fn chat_messages(
+    counter: &crate::prompt::TokenCounter,
+    system: Option<String>,
+    user: String,
+    target: String,
+) -> (Vec<Message>, u32) {
+    let mut messages = Vec::with_capacity(3);
+    let mut prompt_tokens = 0u32;
+    if let Some(s) = system {
+        prompt_tokens += counter.count(&s);
+        messages.push(Message {
+            role: "system".into(),
+            content: s,
+        });
+    }
+    prompt_tokens = prompt_tokens.saturating_add(counter.count(&user));
+    messages.push(Message {
+        role: "user".into(),
+        content: user,
+    });
+    messages.push(Message {
+        role: "assistant".into(),
+        content: target,
+    });
+    (messages, prompt_tokens)
+}
+
 /// Stable id of a sample: task, question id, method, step and the messages.
 pub fn sample_id(
     task: &str,
@@ -270,6 +300,10 @@ pub fn label_question(
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
+            if l.options.head {
+                out.samples
+                    .extend(crate::head::head_sample(l, m.name(), ctx, &sh, &traj));
+            }
             out.phases.samples += lap.lap();
         }
     }

@@ -89,6 +89,12 @@ impl Stage for Label {
 }
 
 fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
+    if o.head_supporting_ids && !o.head {
+        cx.error(
+            "head_supporting_ids",
+            "`head_supporting_ids` shapes the head samples: set `head = true` too",
+        );
+    }
     for m in &o.methods {
         if !LABEL_METHODS.contains(&m.as_str()) {
             cx.error(
