@@ -1109,3 +1109,103 @@ fn head_samples_answer_from_the_canonical_evidence() {
     sft_check(&out_dir.join("sft/train.jsonl"));
     sft_training_check(&out_dir.join("sft/train.jsonl"));
 }
+
+/// HANRAG's router learns its "straightforward" class from CommonsenseQA and "single-step"
+/// from Natural Questions (open), each read in its released layout (lines written here): one
+/// router sample per question, labelled by its dataset, beside MuSiQue's complex questions.
+#[test]
+fn router_classes_from_commonsenseqa_and_nq_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let csqa = tmp.path().join("train_rand_split.jsonl");
+    std::fs::write(
+        &csqa,
+        concat!(
+            r#"{"answerKey": "B", "id": "c1", "question": {"question_concept": "bird", "choices": [{"label": "A", "text": "sea"}, {"label": "B", "text": "nest"}], "stem": "Where does a bird lay its eggs?"}}"#,
+            "\n",
+            r#"{"answerKey": "A", "id": "c2", "question": {"question_concept": "ice", "choices": [{"label": "A", "text": "melt"}, {"label": "B", "text": "sing"}], "stem": "What does ice do in the sun?"}}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let nq = tmp.path().join("NQ-open.dev.jsonl");
+    std::fs::write(
+        &nq,
+        concat!(
+            r#"{"question": "where is the world's largest ice sheet located today", "answer": ["Antarctica"]}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("out");
+    let file = tmp.path().join("router.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"version = 1
+name = "router"
+output = "{out}"
+[[inputs]]
+name = "csqa"
+format = "commonsenseqa"
+paths = ["{csqa}"]
+[[inputs]]
+name = "nq"
+format = "nq-open"
+paths = ["{nq}"]
+[[inputs]]
+name = "hotpot"
+format = "hotpotqa"
+paths = ["{hotpot}"]
+[[stages]]
+kind = "hseq"
+[[stages]]
+kind = "label"
+"#,
+            out = out_dir.display(),
+            csqa = csqa.display(),
+            nq = nq.display(),
+            hotpot = repo().join("data/quickstart/hotpot.json").display(),
+        ),
+    )
+    .unwrap();
+    ok(&["run", file.to_str().unwrap()]);
+    let router: Vec<(String, String)> = jsonl(&out_dir)
+        .into_iter()
+        .filter(|s| s["task"] == "hanrag_router" && s["method"] == "dataset")
+        .map(|s| {
+            (
+                s["dataset"].as_str().unwrap().to_string(),
+                s["messages"].as_array().unwrap().last().unwrap()["content"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let mut router = router;
+    router.sort();
+    assert_eq!(
+        router,
+        [
+            (
+                "commonsenseqa".to_string(),
+                "straightforward question".to_string()
+            ),
+            (
+                "commonsenseqa".to_string(),
+                "straightforward question".to_string()
+            ),
+            ("nq".to_string(), "single-step question".to_string()),
+        ]
+    );
+    // Their questions are labelled too (no context: no positives, no trajectory), by the
+    // default method.
+    assert_eq!(
+        count(
+            &out_dir,
+            "SELECT count(*) FROM labels WHERE dataset IN ('commonsenseqa', 'nq') \
+             AND cardinality(positives) = 0 AND steps = 0"
+        ),
+        3
+    );
+}

@@ -89,5 +89,7 @@ pub fn read_input(
         Format::HotpotAdv => qa::hotpotadv::read(ctx, sink),
         Format::ZeroShotRe => qa::zeroshot_re::read(ctx, sink),
         Format::WikiOfGraph => kb::wikiofgraph::read(ctx, sink),
+        Format::CommonsenseQa => qa::commonsenseqa::read(ctx, sink),
+        Format::NqOpen => qa::nq_open::read(ctx, sink),
     }
 }

@@ -102,7 +102,9 @@ impl Shape {
             | Format::Qald
             | Format::HotpotAdv
             | Format::ZeroShotRe
-            | Format::WikiOfGraph => Shape::JsonQa,
+            | Format::WikiOfGraph
+            | Format::CommonsenseQa
+            | Format::NqOpen => Shape::JsonQa,
             Format::Fb15k | Format::MetaQaKb | Format::MetaQa => Shape::Other,
         }
     }

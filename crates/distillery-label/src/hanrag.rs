@@ -29,9 +29,11 @@
 //!   single-step problems as both input and output (B.4).
 //! - `hanrag_ending` `<Q, (q1, a1), ..., (qi, ai), IS_ENDING>`: for hop i, the thought of hops
 //!   1..i → `true` for the last hop, `false` before.
-//! - `hanrag_router` `<Q, CLS>` (decompositions only, the paper's MuSiQue source): every
+//! - `hanrag_router` `<Q, CLS>` from decompositions (the paper's MuSiQue source): every
 //!   sub-question → `single-step question`; the question → `complex question` (a
-//!   one-step decomposition → `single-step question`).
+//!   one-step decomposition → `single-step question`). From the dataset
+//!   ([`dataset_class`], `method` = `dataset`): a CommonsenseQA question →
+//!   `straightforward question`, a Natural Questions (open) one → `single-step question`.
 //!
 //! Hops after the first step without an answer are not used (their thought cannot be
 //! written). Lineage: `method` = `decomposition` or `evidence`; `params` holds the source,
@@ -304,10 +306,52 @@ pub fn thought(hops: &[Hop]) -> String {
     lines.join("\n")
 }
 
-/// The HANRAG samples of a question (empty when it has no reasoning steps).
+/// The router class a question's dataset gives it, for datasets without reasoning steps:
+/// CommonsenseQA's need no retrieval, Natural Questions' one lookup.
+pub fn dataset_class(dataset: &str) -> Option<&'static str> {
+    match dataset {
+        "commonsenseqa" => Some(STRAIGHTFORWARD),
+        "nq" => Some(SINGLE_STEP),
+        _ => None,
+    }
+}
+
+/// The router sample of a question whose class its dataset gives ([`dataset_class`]).
+fn dataset_router_sample(l: &Labeller, q: &Question, label: &str) -> SftSample {
+    let template = &l.prompts.router;
+    let (system, user) = Prompts::render_hanrag(template, &q.question, "");
+    let (messages, prompt_tokens) = chat_messages(&l.counter, system, user, label.to_string());
+    let params = serde_json::json!({"source": "dataset", "kind": "question"});
+    SftSample {
+        id: sample_id(TASK_ROUTER, &q.id, "dataset", "question:0", &messages),
+        task: TASK_ROUTER.to_string(),
+        messages,
+        weight: 1.0,
+        split: String::new(),
+        dataset: q.dataset.clone(),
+        question_id: q.id.clone(),
+        segment_ids: Vec::new(),
+        method: "dataset".to_string(),
+        params: params.to_string(),
+        template_id: template.id.clone(),
+        template_version: template.version.clone(),
+        pipeline_hash: l.pipeline_hash.clone(),
+        step: None,
+        steps: None,
+        sufficient: None,
+        prompt_tokens,
+        target_tokens: l.counter.count(label),
+    }
+}
+
+/// The HANRAG samples of a question: from its reasoning steps, or the router sample its
+/// dataset's class gives (empty when it has neither).
 pub fn samples(l: &Labeller, q: &Question) -> Vec<SftSample> {
     let Some((hops, source)) = reasoning_steps(q) else {
-        return Vec::new();
+        return dataset_class(&q.dataset)
+            .map(|label| dataset_router_sample(l, q, label))
+            .into_iter()
+            .collect();
     };
     let n = hops.len() as u32;
     // Hops usable for thoughts: up to the first one without an answer.

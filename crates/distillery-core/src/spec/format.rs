@@ -46,10 +46,14 @@ pub enum Format {
     /// WikiOFGraph text-to-triples pairs.
     #[serde(rename = "wikiofgraph")]
     WikiOfGraph,
+    #[serde(rename = "commonsenseqa")]
+    CommonsenseQa,
+    #[serde(rename = "nq-open")]
+    NqOpen,
 }
 
 impl Format {
-    pub const ALL: [Format; 19] = [
+    pub const ALL: [Format; 21] = [
         Format::MediaWiki,
         Format::Freebase,
         Format::Wikidata,
@@ -69,6 +73,8 @@ impl Format {
         Format::HotpotAdv,
         Format::ZeroShotRe,
         Format::WikiOfGraph,
+        Format::CommonsenseQa,
+        Format::NqOpen,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +98,8 @@ impl Format {
             Format::HotpotAdv => "hotpotadv",
             Format::ZeroShotRe => "zeroshot-re",
             Format::WikiOfGraph => "wikiofgraph",
+            Format::CommonsenseQa => "commonsenseqa",
+            Format::NqOpen => "nq-open",
         }
     }
 
@@ -120,6 +128,8 @@ impl Format {
                 | Format::Qald
                 | Format::HotpotAdv
                 | Format::ZeroShotRe
+                | Format::CommonsenseQa
+                | Format::NqOpen
         )
     }
 }

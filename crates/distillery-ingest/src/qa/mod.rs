@@ -1,12 +1,14 @@
 //! QA dataset readers into the one question schema, with their contexts as documents/tables.
 
 pub(crate) mod common;
+pub mod commonsenseqa;
 pub mod cwq;
 pub mod hotpotadv;
 pub mod hotpotqa;
 pub mod hybridqa;
 pub mod metaqa;
 pub mod musique;
+pub mod nq_open;
 pub mod qald;
 pub mod simpleqa;
 pub mod tatqa;
@@ -106,6 +108,15 @@ pub fn detect_format_of(head: &[u8]) -> Option<Format> {
             Format::WebQuestions
         } else if has("topic_entity") && has("question") {
             Format::SimpleQa
+        } else if has("answerKey")
+            || matches!(first.get("question"), Some(Value::Object(q)) if q.contains_key("stem"))
+        {
+            Format::CommonsenseQa
+        } else if has("question")
+            && matches!(first.get("answer"), Some(Value::Array(_)))
+            && first.len() <= 3
+        {
+            Format::NqOpen
         } else {
             return None;
         },

@@ -1470,3 +1470,59 @@ fn the_shared_samples_tell_their_format() {
         assert_eq!(got, None, "{rel}");
     }
 }
+
+/// CommonsenseQA and NQ-open in their released layouts (lines written here): the question,
+/// the answer (CommonsenseQA's keyed choice), the choices kept; a key naming no choice is
+/// quarantined; the formats are told from the first record.
+#[test]
+fn commonsenseqa_and_nq_open_released_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let csqa = concat!(
+        r#"{"answerKey": "A", "id": "075e483d21c29a511267ef62bedc0461", "question": {"question_concept": "punishing", "choices": [{"label": "A", "text": "ignore"}, {"label": "B", "text": "enforce"}], "stem": "The sanctions against the school were a punishing blow, and they seemed to what the efforts the school had made to change?"}}"#,
+        "\n",
+        r#"{"answerKey": "E", "id": "bad", "question": {"choices": [{"label": "A", "text": "x"}], "stem": "Where?"}}"#,
+        "\n",
+        r#"{"id": "test-1", "question": {"choices": [{"label": "A", "text": "x"}], "stem": "Who?"}}"#,
+        "\n",
+    );
+    let p = dir.path().join("train_rand_split.jsonl");
+    std::fs::write(&p, csqa).unwrap();
+    let s = read(Format::CommonsenseQa, &p);
+    let q = s.questions();
+    assert_eq!(q.len(), 2);
+    assert_eq!(q[0].question_id, "075e483d21c29a511267ef62bedc0461");
+    assert!(
+        q[0].question
+            .starts_with("The sanctions against the school")
+    );
+    assert_eq!(q[0].answers, ["ignore"]);
+    let meta: Value = serde_json::from_str(&q[0].meta).unwrap();
+    assert_eq!(meta["choices"][1]["text"], "enforce");
+    assert_eq!(
+        (q[1].question_id.as_str(), q[1].answers.len()),
+        ("test-1", 0)
+    );
+    let bad = s.quarantine();
+    assert_eq!(bad.len(), 1);
+    assert_eq!(bad[0].reason, "bad_value");
+    assert!(s.documents().is_empty());
+
+    let nq = concat!(
+        r#"{"question": "where is the world's largest ice sheet located today", "answer": ["Antarctica"]}"#,
+        "\n",
+        r#"{"question": "who sings does he love me with reba", "answer": ["Linda Davis", "Linda Kaye Davis"]}"#,
+        "\n",
+    );
+    let p2 = dir.path().join("NQ-open.dev.jsonl");
+    std::fs::write(&p2, nq).unwrap();
+    let s = read(Format::NqOpen, &p2);
+    let q = s.questions();
+    assert_eq!(q.len(), 2);
+    assert_eq!((q[1].question_id.as_str(), q[1].answers.len()), ("1", 2));
+    assert!(s.quarantine().is_empty());
+
+    for (path, want) in [(&p, Format::CommonsenseQa), (&p2, Format::NqOpen)] {
+        let head = std::fs::read(path).unwrap();
+        assert_eq!(distillery_ingest::qa::detect_format_of(&head), Some(want));
+    }
+}
