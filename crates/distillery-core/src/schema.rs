@@ -295,7 +295,10 @@ pub fn from_batch<T: DeserializeOwned>(
 /// Converts a homogeneous slice of [`Record`]s (all of kind `t`) into a batch.
 pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch, SchemaError> {
     macro_rules! conv {
-        ($variant:ident) => {{
+        ($variant:ident) => {
+            conv!($variant, to_batch)
+        };
+        ($variant:ident, $build:ident) => {{
             let items: Vec<_> = records
                 .iter()
                 .filter_map(|r| match r {
@@ -309,29 +312,14 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
                     message: "records of another table mixed into the batch".into(),
                 });
             }
-            to_batch(t, &items)
+            $build(t, &items)
         }};
     }
     match t {
         TableKind::Documents => conv!(Document),
         TableKind::Tables => conv!(Table),
-        TableKind::Triples | TableKind::Literals => {
-            let items: Vec<&Triple> = records
-                .iter()
-                .filter_map(|r| match (r, t) {
-                    (Record::Triple(x), TableKind::Triples)
-                    | (Record::Literal(x), TableKind::Literals) => Some(x),
-                    _ => None,
-                })
-                .collect();
-            if items.len() != records.len() {
-                return Err(SchemaError {
-                    table: t.name().to_string(),
-                    message: "records of another table mixed into the batch".into(),
-                });
-            }
-            triples_batch(t, &items)
-        }
+        TableKind::Triples => conv!(Triple, triples_batch),
+        TableKind::Literals => conv!(Literal, triples_batch),
         TableKind::Entities => conv!(Entity),
         TableKind::Questions => conv!(Question),
         TableKind::Segments => conv!(Segment),
