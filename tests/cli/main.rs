@@ -19,6 +19,7 @@ mod stand_in;
 mod subgraph;
 mod text2triple;
 mod triples;
+mod verify;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

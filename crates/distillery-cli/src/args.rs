@@ -212,8 +212,9 @@ pub struct LabelArgs {
     /// Output location (path or s3://, gs://, az:// URL).
     #[arg(long)]
     pub out: String,
-    /// Labelling methods, comma-separated (hseq-paper, answer-aware); the first one's
-    /// trajectories become the SFT samples.
+    /// Labelling methods, comma-separated (answer-aware, hseq-paper; default answer-aware);
+    /// answer-aware's trajectories become the SFT samples when it is listed, else the first
+    /// method's.
     #[arg(long = "method", value_delimiter = ',')]
     pub methods: Vec<String>,
     /// Size group: small, medium or large.

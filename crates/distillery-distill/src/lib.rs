@@ -10,6 +10,8 @@
 //!   `repr` of triples), the teacher's sub-query prompt and parsing;
 //! - [`relevance`]: HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student
 //!   samples of the relevance discriminator;
+//! - [`support`]: the teacher's check of one weak positive (does this evidence state a fact
+//!   the known answer needs?), for the label stage's `verify` option;
 //! - [`metrics`]: exact match and token F1 for the answer filter.
 //!
 //! Dependencies: `distillery-llm` (client, cache), `distillery-triples` (the construction
@@ -21,6 +23,7 @@ pub mod metrics;
 pub mod planner;
 pub mod ras;
 pub mod relevance;
+pub mod support;
 
 use std::path::Path;
 
@@ -48,6 +51,32 @@ pub(crate) fn load_templates(
         });
     }
     Ok(texts)
+}
+
+/// A yes/no verdict of the teacher: `{"<key>": bool}` (fenced or with prose around it), else
+/// the whole answer as one word: `true`/`yes` or one of `yes`, `false`/`no` or one of `no`.
+pub(crate) fn parse_verdict(
+    raw: &str,
+    key: &str,
+    yes: &[&str],
+    no: &[&str],
+) -> Result<bool, String> {
+    if let Ok((v, _)) = distillery_triples::parse::extract_json(raw)
+        && let Some(b) = v.get(key).and_then(serde_json::Value::as_bool)
+    {
+        return Ok(b);
+    }
+    let word = raw
+        .trim()
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    match word.as_str() {
+        "true" | "yes" => Ok(true),
+        "false" | "no" => Ok(false),
+        w if yes.contains(&w) => Ok(true),
+        w if no.contains(&w) => Ok(false),
+        _ => Err(format!("no `{key}` boolean in the answer")),
+    }
 }
 
 /// Errors of distillation.

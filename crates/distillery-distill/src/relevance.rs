@@ -120,20 +120,12 @@ impl RelevancePrompts {
 
 /// Parses a relevance judgement.
 pub fn parse_relevance(raw: &str) -> Result<bool, String> {
-    if let Ok((v, _)) = distillery_triples::parse::extract_json(raw)
-        && let Some(b) = v.get("relevant").and_then(Value::as_bool)
-    {
-        return Ok(b);
-    }
-    let word = raw
-        .trim()
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
-    match word.as_str() {
-        "true" | "yes" | "relevant" => Ok(true),
-        "false" | "no" | "irrelevant" | "not relevant" => Ok(false),
-        _ => Err("no `relevant` boolean in the answer".into()),
-    }
+    crate::parse_verdict(
+        raw,
+        "relevant",
+        &["relevant"],
+        &["irrelevant", "not relevant"],
+    )
 }
 
 /// The cache parser of relevance judgements: stores `{"relevant"}`.

@@ -47,6 +47,8 @@ pub mod trajectory;
 
 pub use options::{LABEL_METHODS, LABEL_PRESETS, LabelOptions};
 
+use std::sync::Arc;
+
 use distillery_core::{Document, LabelRecord, Question, SftSample, Table, Triple};
 
 /// Everything known about one question: the question and the records its context refers to.
@@ -139,6 +141,9 @@ pub struct Labeller {
     pub counter: prompt::TokenCounter,
     pub guidance: guidance::GuidanceSource,
     methods: Vec<Box<dyn positives::Method + Send + Sync>>,
+    /// The method whose trajectories become SFT samples ([`LabelOptions::sft_method`], or its
+    /// verified form after [`Labeller::with_verifier`]).
+    sft_method: Option<String>,
 }
 
 impl Labeller {
@@ -161,6 +166,7 @@ impl Labeller {
                 message: "unknown labelling method".into(),
             })?;
         Ok(Labeller {
+            sft_method: options.sft_method().map(str::to_string),
             options,
             pipeline_hash: pipeline_hash.to_string(),
             prompts,
@@ -168,6 +174,31 @@ impl Labeller {
             guidance,
             methods,
         })
+    }
+
+    /// Adds the SFT method checked by `verifier` as one more method, `<method>+verify`
+    /// ([`positives::verify::Verified`]), whose trajectories then become the SFT samples.
+    pub fn with_verifier(mut self, verifier: Arc<dyn positives::verify::Verifier>) -> Labeller {
+        if let Some(inner) = self
+            .sft_method
+            .as_deref()
+            .and_then(|m| positives::by_name(m, &self.options))
+        {
+            let v = positives::verify::Verified::new(inner, verifier);
+            self.sft_method = Some(positives::Method::name(&v).to_string());
+            self.methods.push(Box::new(v));
+        }
+        self
+    }
+
+    /// The names of the methods labelled, in order.
+    pub fn method_names(&self) -> Vec<&str> {
+        self.methods.iter().map(|m| m.name()).collect()
+    }
+
+    /// The method whose trajectories become SFT samples.
+    pub fn sft_method(&self) -> Option<&str> {
+        self.sft_method.as_deref()
     }
 
     /// Labels one question with every method and renders its samples.

@@ -7,7 +7,7 @@ fn yes() -> bool {
     true
 }
 fn default_methods() -> Vec<String> {
-    vec!["hseq-paper".to_string()]
+    vec![crate::positives::answer_aware::NAME.to_string()]
 }
 fn default_preset() -> String {
     "small".to_string()
@@ -50,10 +50,13 @@ pub const LABEL_PRESETS: &[&str] = &["small", "medium", "large"];
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LabelOptions {
-    /// Weak-positive methods to run (`hseq-paper`, `answer-aware`); all are reported.
+    /// Weak-positive methods to run (`answer-aware`, `hseq-paper`); all are reported.
+    /// `hseq-paper` reproduces the paper's appendix 9.2; `answer-aware` labels better on
+    /// curated and on retrieved contexts alike (docs/benchmarks.md, "Weak positives").
     #[serde(default = "default_methods")]
     pub methods: Vec<String>,
-    /// The method whose trajectories become SFT samples (default: the first of `methods`).
+    /// The method whose trajectories become SFT samples (default: `answer-aware` when it is
+    /// one of `methods`, else the first of them).
     #[serde(default)]
     pub sft_method: Option<String>,
     /// Size group: `small` (k=2, 48 segments, 3072 tokens), `medium` (k=4, 48, 3072),
@@ -122,6 +125,14 @@ pub struct LabelOptions {
     /// evidence items) instead of the bare answer.
     #[serde(default)]
     pub head_supporting_ids: bool,
+    /// Ask the teacher (the pipeline's `[llm]` section) whether each positive of the SFT
+    /// method states a fact the gold answer needs, through the response cache; the confirmed
+    /// ones are labelled as one more method, `<sft method>+verify`, reported beside the
+    /// method, and its trajectories become the SFT samples. Counters `verify.*` and `llm.*`.
+    /// The teacher's templates (`support_teacher_system.txt`, `support_teacher_user.txt`) are
+    /// replaced from `templates`.
+    #[serde(default)]
+    pub verify: bool,
     /// Share of questions (by question id hash; a question's samples go together) in the
     /// validation split.
     #[serde(default = "default_validation")]
@@ -153,6 +164,22 @@ pub struct LabelOptions {
     /// bytes under any budget, so it is not part of the pipeline's hash.
     #[serde(default = "default_context_memory", skip_serializing)]
     pub context_memory_bytes: u64,
+}
+
+impl LabelOptions {
+    /// The method whose trajectories become SFT samples: `sft_method` when it is one of
+    /// `methods`, else `answer-aware` when listed, else the first method.
+    pub fn sft_method(&self) -> Option<&str> {
+        let listed = |n: &str| self.methods.iter().any(|m| m == n);
+        self.sft_method
+            .as_deref()
+            .filter(|n| listed(n))
+            .or_else(|| {
+                let aware = crate::positives::answer_aware::NAME;
+                listed(aware).then_some(aware)
+            })
+            .or_else(|| self.methods.first().map(String::as_str))
+    }
 }
 
 impl Default for LabelOptions {

@@ -13,9 +13,9 @@
 //!    each method gives one [`LabelRecord`] (id = `stable_id([question id, method])`). A
 //!    question without answers or without candidates is not given to the methods: its records
 //!    have no positives, `low_confidence` true and an empty trajectory;
-//! 3. for the SFT method (`sft_method`, default the first method) renders one
-//!    `hseq_iteration` sample per trajectory step: messages `[system, user, assistant]`, the
-//!    user prompt fitted to `max_tokens` by [`crate::prompt::Prompts::render_iteration`], the
+//! 3. for the SFT method ([`crate::LabelOptions::sft_method`]: `answer-aware` unless told
+//!    otherwise) renders one `hseq_iteration` sample per trajectory step: messages
+//!    `[system, user, assistant]`, the user prompt fitted to `max_tokens` by [`crate::prompt::Prompts::render_iteration`], the
 //!    assistant turn the exact target JSON of [`target_json`];
 //! 4. with the `head` option, adds the trajectory's HSEQ-H head sample ([`crate::head`]);
 //! 5. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
@@ -257,9 +257,7 @@ pub fn label_question(
     let stream = candidate_stream(&sh, max_segments(&l.options), &prep.echoes());
     let answerable = q.answers.iter().any(|a| !a.trim().is_empty());
     let sft_method = l
-        .options
-        .sft_method
-        .as_deref()
+        .sft_method()
         .filter(|n| methods.iter().any(|m| m.name() == *n))
         .or_else(|| methods.first().map(|m| m.name()));
     let mut out = LabelOutput::default();

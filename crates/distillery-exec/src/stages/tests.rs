@@ -81,7 +81,8 @@ fn label_options_are_checked() {
     let ok = GOOD.to_string() + "\n[[stages]]\nkind = \"label\"\n";
     let p = parse(&ok, &[]).unwrap();
     let o: &LabelOptions = options(&p.stages[1]).unwrap();
-    assert_eq!(o.methods, vec!["hseq-paper"]);
+    assert_eq!(o.methods, vec!["answer-aware"]);
+    assert_eq!(o.sft_method(), Some("answer-aware"));
     assert_eq!(o.preset, "small");
     assert_eq!(o.context_memory_bytes, 1 << 30);
     // The memory budget does not change what the stage writes, nor the pipeline's hash.

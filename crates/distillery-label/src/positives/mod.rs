@@ -12,6 +12,9 @@
 //!   entities, lead sentences) that picks the evidence chain rather than every container
 //!   holding the answer.
 //!
+//! Either can be wrapped in [`verify::Verified`], which keeps the positives a teacher
+//! confirms (the label stage's `verify` option).
+//!
 //! Neither method reads gold evidence (`Question::evidence`, decompositions): only the
 //! question text, its type, its answers and the context.
 //!
@@ -20,6 +23,7 @@
 
 pub mod answer_aware;
 pub mod paper;
+pub mod verify;
 
 use crate::options::LabelOptions;
 use distillery_core::{LabeledSegment, Question, Segment};
@@ -197,7 +201,7 @@ fn tiles<'t>(text: &str, pieces: impl Iterator<Item = &'t str>) -> bool {
 /// A weak-positive labelling method.
 pub trait Method {
     /// The method's name as written in `LabelOptions::methods`.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &str;
     /// Its parameters (recorded with every sample it produces).
     fn params(&self) -> serde_json::Value;
     /// Labels one question; `sh` is its S_h, `ctx` the records it was built from.

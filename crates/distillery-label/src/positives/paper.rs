@@ -41,7 +41,7 @@ impl HseqPaper {
 }
 
 impl Method for HseqPaper {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         NAME
     }
 

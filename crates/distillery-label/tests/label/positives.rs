@@ -509,11 +509,8 @@ fn answer_aware_follows_the_bridge() {
                 "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer.",
                 "bridge"
             ),
-            (
-                "d2",
-                "Shirley Temple Black was an American actress.",
-                "lead"
-            ),
+            // The source holding the answer gives its answer sentence alone: on retrieved
+            // contexts its lead and other sentences are mostly not evidence.
             (
                 "d2",
                 "As an adult, she was named Chief of Protocol of the United States.",
@@ -999,6 +996,48 @@ fn report_on_shared_samples() {
     let r = shared_report(true).unwrap();
     println!("S_h in stream order rho:\n{}", r.render_table());
     check_target(&r);
+}
+
+/// Weak positives when a retriever chose the context: the shared HotpotQA fullwiki records,
+/// whose contexts miss gold paragraphs and hold distractors that mention the answer. The
+/// target: `answer-aware` sentence F1 at least 65 there (51.9 before its chain was pruned
+/// and its answer sentences thinned), and on the distractor contexts no lower than the 74.5 it
+/// had before.
+#[test]
+fn weak_positives_hold_up_on_retrieved_contexts() {
+    let Some((labels, questions)) = label_sample(
+        Format::HotpotQa,
+        "hotpotqa/hotpot_dev_fullwiki_v1.amor200.jsonl",
+        true,
+    ) else {
+        eprintln!("skipping: the shared HotpotQA fullwiki sample is absent");
+        return;
+    };
+    let fullwiki = report::compute(&labels, &questions);
+    println!("fullwiki contexts:\n{}", fullwiki.render_table());
+    let h = &fullwiki.datasets["hotpotqa"];
+    assert_eq!(h["answer-aware"].questions, 200);
+    let (aware, paper) = (
+        h["answer-aware"].levels["sentence"],
+        h["hseq-paper"].levels["sentence"],
+    );
+    assert!(aware.f1 >= 65.0, "fullwiki sentence F1 {:.1}", aware.f1);
+    assert!(
+        aware.f1 >= paper.f1 + 20.0,
+        "{:.1} vs {:.1}",
+        aware.f1,
+        paper.f1
+    );
+
+    let (labels, questions) = label_sample(
+        Format::HotpotQa,
+        "hotpotqa/hotpot_dev_distractor_v1.head.json",
+        true,
+    )
+    .expect("the fullwiki sample's sibling");
+    let distractor = report::compute(&labels, &questions);
+    let aware = distractor.datasets["hotpotqa"]["answer-aware"].levels["sentence"];
+    assert!(aware.f1 >= 74.5, "distractor sentence F1 {:.1}", aware.f1);
 }
 
 /// `Prepared::norm` of a paragraph is built from its sentences' normalised texts; on every

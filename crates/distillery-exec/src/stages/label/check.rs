@@ -125,6 +125,12 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
         );
         cx.error("kb", message);
     }
+    if o.verify && cx.llm.is_none() {
+        cx.error(
+            "verify",
+            "`verify` asks the teacher to confirm each positive: add an `[llm]` section",
+        );
+    }
     if let Some(m) = &o.sft_method
         && !o.methods.contains(m)
     {

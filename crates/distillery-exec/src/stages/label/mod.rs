@@ -58,6 +58,11 @@
 //!   counts per (dataset, method, question type)**, not per question; each label record is
 //!   scored against its own question.
 //!
+//! With `verify`, the SFT method's positives are also judged by the teacher ([`verify`]) and
+//! labelled as one more method, `<method>+verify`, whose trajectories become the samples;
+//! counters `verify.candidates`, `verify.confirmed`, `verify.rejected`, `verify.invalid` and
+//! `llm.*`.
+//!
 //! Summary counters: `questions`, `questions_missing_context`, `labels.<method>`,
 //! `positives.<method>` (positive segments), `low_confidence.<method>`,
 //! `sufficient.<method>`, `samples.<task>`, `samples.train`, `samples.validation`,
@@ -112,6 +117,7 @@ use route::{Groups, Routes};
 
 mod check;
 pub mod route;
+mod verify;
 
 pub use check::Label;
 
@@ -243,6 +249,18 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         let plans = read_plans(out, upstream, planner).await?;
         labeller.guidance = labeller.guidance.with_plans(plans);
     }
+    let verifier = if opts.verify {
+        let (llm, teacher) = crate::kit::teacher::Teacher::for_task(&cx)?;
+        let v = Arc::new(verify::TeacherVerifier::new(
+            llm,
+            teacher,
+            opts.templates.as_deref(),
+        )?);
+        labeller = labeller.with_verifier(v.clone());
+        Some(v)
+    } else {
+        None
+    };
     let mut outputs = Outputs::new(out.clone(), staging, p.run.batch_size);
     outputs.summary.stage = stage.name.clone();
     // Every documented counter is in the summary, zero or not.
@@ -258,7 +276,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     ] {
         outputs.summary.add(c, 0);
     }
-    for m in &opts.methods {
+    for m in labeller.method_names() {
         for c in ["labels", "positives", "low_confidence", "sufficient"] {
             outputs.summary.add(&format!("{c}.{m}"), 0);
         }
@@ -296,6 +314,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         validation_share: opts.validation_share,
         max_hops: opts.max_hops,
         context_memory: opts.context_memory_bytes,
+        verifier: verifier.clone(),
     };
     let mut done: HashSet<&str> = HashSet::new();
     for name in &stage.inputs {
@@ -308,6 +327,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         label_input(&env, out, staging, parts, name, parallelism, &mut outputs).await?;
     }
     let mut output = outputs.finish().await?;
+    if let Some(v) = &verifier {
+        v.count(&mut output.summary);
+    }
     clock.report(&mut output.summary);
     output.summary.seconds = started.elapsed().as_secs_f64();
     info!(
@@ -335,6 +357,8 @@ struct Env {
     max_hops: u32,
     /// `context_memory_bytes`: the contexts' budget per input.
     context_memory: u64,
+    /// The teacher confirming positives (`verify`).
+    verifier: Option<Arc<verify::TeacherVerifier>>,
 }
 
 /// One input's question contexts.
@@ -634,9 +658,15 @@ impl Lanes {
                     .acquire_owned()
                     .await
                     .map_err(|e| ExecError::Task(e.to_string()))?;
-                tokio::task::spawn_blocking(move || label_chunk(&env, &ctx, chunk))
-                    .await
-                    .map_err(task_err)
+                tokio::task::spawn_blocking(move || {
+                    let r = label_chunk(&env, &ctx, chunk);
+                    match env.verifier.as_ref().and_then(|v| v.take_error()) {
+                        Some(e) => Err(e),
+                        None => Ok(r),
+                    }
+                })
+                .await
+                .map_err(task_err)?
             })));
         while self.inflight.len() >= self.lanes * QUEUED_CHUNKS_PER_LANE {
             let r = self.inflight.next().await.expect("tasks in flight");
