@@ -22,6 +22,8 @@ fn counter(s: &Value, name: &str) -> u64 {
 /// The triples stand-in for extraction calls; integration: keep the first two candidates,
 /// ask one follow-up (the object of the first kept fact), then stop; final answer: the gold
 /// answer for every other question (by the order of the data file), "Unanswerable" else.
+/// Cascade: question 0 is answered from its triples, question 2 from the next level after
+/// them, question 4 only from its passages (the gold answer each time).
 fn cirag_teacher() -> Responder {
     let data: Value =
         serde_json::from_slice(&std::fs::read(repo().join("data/quickstart/hotpot.json")).unwrap())
@@ -47,6 +49,21 @@ fn cirag_teacher() -> Responder {
             .as_str()
             .unwrap()
             .to_string();
+        if let Some((evidence, question)) = user.rsplit_once("\n\nQuery: ") {
+            let (label, _) = evidence.split_once(":\n").unwrap();
+            let (i, answer) = gold[question].clone();
+            let refuse = match label {
+                "Triples" => i != 0,
+                "Sentences" => i == 4,
+                _ => false,
+            };
+            let a = if refuse {
+                "Unanswerable".into()
+            } else {
+                answer
+            };
+            return format!("Thought: Reading the {label}.\nAnswer: {a}");
+        }
         let question = user
             .split("\n\n")
             .next()
@@ -158,7 +175,21 @@ fn cirag_trajectories_become_exact_student_samples() {
     assert_eq!(steps, 12, "two steps a question: one follow-up, then stop");
     assert!(counter(&s, "corpus.passages") > 0);
     let samples = counter(&s, "samples.train") + counter(&s, "samples.validation");
-    assert_eq!(samples + counter(&s, "duplicates_removed"), 6);
+    let generation = counter(&s, "cascade.samples");
+    assert_eq!(samples + counter(&s, "duplicates_removed"), 6 + generation);
+    // The cascade of each kept trajectory: question 0 stops at its triples, question 4 goes
+    // on to its passages.
+    let kept: u64 = ["triples", "sentences", "passages", "default", "invalid"]
+        .iter()
+        .map(|g| counter(&s, &format!("cascade.{g}")))
+        .sum();
+    assert_eq!(kept, 3);
+    assert_eq!(counter(&s, "cascade.triples"), 1);
+    assert_eq!(counter(&s, "cascade.passages.hotpotqa"), 1);
+    assert_eq!(
+        counter(&s, "cascade.invalid") + counter(&s, "cascade.default"),
+        0
+    );
     let calls = counter(&s, "llm.calls");
     assert!(calls > 0);
 
@@ -173,7 +204,33 @@ fn cirag_trajectories_become_exact_student_samples() {
         }
     }
     assert_eq!(lines.len() as u64, samples);
-    for l in &lines {
+    let (integration, generations): (Vec<&Value>, Vec<&Value>) =
+        lines.iter().partition(|l| l["task"] == "cirag_integration");
+    for l in &generations {
+        assert_eq!(l["task"], "cirag_generation");
+        let m = l["messages"].as_array().unwrap();
+        let user = m[1]["content"].as_str().unwrap();
+        let label = user.split(":\n").next().unwrap();
+        let target = m[2]["content"].as_str().unwrap();
+        let refused = l["sufficient"] == false;
+        assert!(
+            target.starts_with(&format!("Thought: Reading the {label}.\nAnswer: ")),
+            "{target}"
+        );
+        assert_eq!(
+            target.ends_with("\nAnswer: Unanswerable"),
+            refused,
+            "{target}"
+        );
+        assert_eq!(
+            l["params"]["granularity"].as_str().unwrap(),
+            label.to_lowercase()
+        );
+        let last = l["step"] == l["steps"];
+        assert_eq!(last, !refused, "only the chosen level answers");
+    }
+    assert_eq!(generations.len() as u64, generation);
+    for l in &integration {
         assert_eq!(l["task"], "cirag_integration");
         assert_eq!(l["method"], "cirag");
         let m = l["messages"].as_array().unwrap();
@@ -208,6 +265,28 @@ fn cirag_trajectories_become_exact_student_samples() {
     }
     let trajectories = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
     assert_eq!(trajectories.lines().count(), 6);
+    let mut levels_asked = 0;
+    for l in trajectories.lines() {
+        let t: Value = serde_json::from_str(l).unwrap();
+        if t["end"] != "kept" {
+            assert!(t["cascade"].is_null());
+            continue;
+        }
+        let levels = t["cascade"]["levels"].as_array().unwrap();
+        levels_asked += levels.len() as u64;
+        let chosen = t["cascade"]["chosen"].as_str().unwrap();
+        assert_eq!(levels.last().unwrap()["granularity"], chosen);
+        assert!(
+            levels[..levels.len() - 1]
+                .iter()
+                .all(|x| x["refused"] == true)
+        );
+        assert_eq!(levels[0]["granularity"], "triples");
+    }
+    assert_eq!(
+        levels_asked, generation,
+        "every level of a kept cascade is a sample"
+    );
     let first: Value = serde_json::from_str(trajectories.lines().next().unwrap()).unwrap();
     assert!(first["steps"][0]["candidates"][0]["document_id"].is_string());
     let info: Value =
@@ -364,6 +443,8 @@ fn cirag_pipeline_against_a_real_vllm() {
         "stages.cirag.options.top_k=2".to_string(),
         "stages.cirag.options.max_steps=2".to_string(),
         "stages.cirag.options.max_tokens=96".to_string(),
+        // Every trajectory that ends with an answer is kept, so its cascade runs too.
+        "stages.cirag.options.min_f1=0.0".to_string(),
     ];
     assert!(run_file(&file, &set).status.success());
     let s = summary(&out);
@@ -373,6 +454,11 @@ fn cirag_pipeline_against_a_real_vllm() {
         .map(|e| counter(&s, &format!("trajectories.{e}")))
         .sum();
     assert_eq!(ends, 2);
+    let cascades: u64 = ["triples", "sentences", "passages", "default", "invalid"]
+        .iter()
+        .map(|g| counter(&s, &format!("cascade.{g}")))
+        .sum();
+    assert_eq!(cascades, counter(&s, "trajectories.kept"));
     assert!(counter(&s, "llm.calls") > 0);
     let lines = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 2);

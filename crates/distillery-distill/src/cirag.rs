@@ -160,7 +160,7 @@ impl Prompts {
 }
 
 /// Replaces placeholders in one pass (a value holding a placeholder stays as it is).
-fn fill(template: &str, values: &[(&str, &str)]) -> String {
+pub(crate) fn fill(template: &str, values: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len() + 256);
     let mut rest = template;
     'outer: while let Some(i) = rest.find('{') {
@@ -321,6 +321,11 @@ pub struct Fact {
     pub document_id: String,
     pub passage: u32,
     pub sentence: Option<u32>,
+    /// The text of `sentence`, for the cascade's sentence level.
+    pub sentence_text: Option<String>,
+    /// The passage the fact was extracted from (`title + "\n" + text`), shared by its facts,
+    /// for the cascade's passage level.
+    pub passage_text: Arc<str>,
 }
 
 /// One step of a trajectory.
@@ -509,6 +514,7 @@ impl Cirag {
             // piece order, as the whole passage's would.
             let mut pos = 0usize;
             for (p, x) in self.fitter.extract(hit).await? {
+                let passage_text: Arc<str> = Arc::from(p.content());
                 let Extraction::Done { triples, .. } = x else {
                     // A passage whose extraction answer did not parse gives no facts (it is
                     // in the triples stage's quarantine when that stage runs).
@@ -524,11 +530,19 @@ impl Cirag {
                     let sentence = distillery_triples::align::support(t, &p.sentences)
                         .map(|s| s.sentence)
                         .filter(|s| *s != u32::MAX);
+                    let sentence_text = sentence.and_then(|i| {
+                        p.sentences
+                            .iter()
+                            .find(|x| x.index == i)
+                            .map(|x| x.text.trim().to_string())
+                    });
                     let fact = Fact {
                         text,
                         document_id: p.document_id.clone(),
                         passage: p.index,
                         sentence,
+                        sentence_text,
+                        passage_text: passage_text.clone(),
                     };
                     found.push((rank, at, fact));
                 }

@@ -4,6 +4,8 @@
 //!   extraction, reranked candidate facts, the teacher's integration decisions with the
 //!   exact section markers, a final answer checked against the gold) and its student
 //!   samples, one per step of a kept trajectory;
+//! - [`cascade`]: CIRAG's adaptive cascade (triples, then supporting sentences, then
+//!   passages, until the teacher does not refuse) and its generation samples;
 //! - [`planner`]: HSEQ planner guidance per question from a teacher, for the label stage's
 //!   guidance cache;
 //! - [`ras`]: RAS HotpotQA-SUBQ planner and answerer samples (labels, graph lines, Python
@@ -18,6 +20,7 @@
 //! phase's triples), `distillery-index` (BM25 with tantivy), `distillery-label` (answer
 //! normalisation), `serde_json`.
 
+pub mod cascade;
 pub mod cirag;
 pub mod metrics;
 pub mod planner;

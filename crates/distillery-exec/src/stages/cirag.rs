@@ -20,6 +20,11 @@
 //!    `<stage>/train.jsonl`, `<stage>/validation.jsonl` (the label stage's JSONL line form)
 //!    and `<stage>/dataset_info.json` (LLaMA-Factory). A teacher answer that does not parse
 //!    ends the trajectory; it goes to `quarantine` (`llm_invalid_answer`).
+//! 4. With `cascade` (default), a kept trajectory also runs CIRAG's adaptive cascade
+//!    ([`distillery_distill::cascade`]): the teacher answers from its core triples, then their
+//!    sentences, then their passages, until it does not refuse. When the chosen level's
+//!    answer reaches `min_f1`, each level asked is one `cirag_generation` sample (refusals
+//!    included) in the same files; the trajectory's line gets the levels and the choice.
 //!
 //! The stage runs as one task per shard of its questions (one when `max_questions` caps
 //! it), each indexing the whole corpus, and a merge task: exact duplicates removed across the
@@ -29,8 +34,11 @@
 //!
 //! Counters: `questions`, `trajectories.kept`, `trajectories.wrong_answer`,
 //! `trajectories.invalid`, `trajectories.no_evidence`, `steps`, `facts.candidates`,
-//! `facts.kept`, `facts.not_candidates`, `samples.train`, `samples.validation`,
-//! `duplicates_removed`, and the `llm.*` counters of the `triples` stage.
+//! `facts.kept`, `facts.not_candidates`, `cascade.<g>` and `cascade.<g>.<dataset>` (the
+//! chosen granularity `triples`, `sentences`, `passages`, or `default` when every level
+//! refused, `invalid`: the paper's Figure 3), `cascade.wrong_answer`, `cascade.samples`,
+//! `samples.train`, `samples.validation`, `duplicates_removed`, and the `llm.*` counters of
+//! the `triples` stage.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -42,6 +50,9 @@ use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::DistillError;
+use distillery_distill::cascade::{
+    Cascade, CascadeEnd, CascadePrompts, CascadeRunner, TASK_GENERATION,
+};
 use distillery_distill::cirag::{
     Cirag as CiragLoop, Config, Corpus, End, Prompts, Retriever, Trajectory, step_messages,
 };
@@ -85,6 +96,9 @@ fn default_cirag_steps() -> u32 {
 fn default_min_f1() -> f64 {
     0.5
 }
+fn yes() -> bool {
+    true
+}
 
 /// `cirag` stage options (CIRAG paper 003, 3.3-3.5: K, N, L; formats.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -106,6 +120,13 @@ pub struct CiragOptions {
     /// filtered out (1.0: exact match only).
     #[serde(default = "default_min_f1")]
     pub min_f1: f64,
+    /// Run CIRAG's adaptive cascade on each kept trajectory (ACMG: its triples, then their
+    /// sentences, then their passages, until the teacher does not answer `Unanswerable`) and
+    /// write its generation samples (task `cirag_generation`), one per level asked, when the
+    /// chosen level's answer reaches `min_f1`. Templates `cascade_system.txt`,
+    /// `cascade_user.txt` are replaced from `templates`.
+    #[serde(default = "yes")]
+    pub cascade: bool,
     /// Distil at most this many questions (in part order).
     #[serde(default)]
     pub max_questions: Option<u64>,
@@ -296,6 +317,14 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         Some(e) => cirag.with_reranker(embedding::open(e).await?),
         None => cirag,
     };
+    let cascade = CascadeRunner::new(
+        teacher.client.clone(),
+        teacher.cache.clone(),
+        CascadePrompts::load(opts.templates.as_deref()).map_err(distill_err)?,
+        opts.max_tokens,
+        llm.seed,
+        llm.model_revision.clone(),
+    );
     let mut summary = StageSummary::with_counters(
         &stage.name,
         &[
@@ -308,6 +337,13 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "facts.candidates",
             "facts.kept",
             "facts.not_candidates",
+            "cascade.triples",
+            "cascade.sentences",
+            "cascade.passages",
+            "cascade.default",
+            "cascade.invalid",
+            "cascade.wrong_answer",
+            "cascade.samples",
             "samples.train",
             "samples.validation",
             "duplicates_removed",
@@ -360,24 +396,45 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 let mut questions: Vec<Question> = from_batch(TableKind::Questions, &batch?)?;
                 questions.truncate(left.min(questions.len() as u64) as usize);
                 left -= questions.len() as u64;
-                let results: Vec<(Question, Result<Trajectory, DistillError>)> =
+                let results: Vec<(Question, Result<Ran, DistillError>)> =
                     futures::stream::iter(questions)
                         .map(|q| {
-                            let (cirag, corpus, budget_fn) = (&cirag, corpus.clone(), &budget_fn);
+                            let (cirag, cascade, corpus, budget_fn) =
+                                (&cirag, &cascade, corpus.clone(), &budget_fn);
                             async move {
-                                let t = cirag.run(&q, corpus.as_ref(), budget_fn).await;
-                                (q, t)
+                                let r = run_question(
+                                    &q,
+                                    cirag,
+                                    cascade,
+                                    opts.cascade,
+                                    corpus.as_ref(),
+                                    budget_fn,
+                                )
+                                .await;
+                                (q, r)
                             }
                         })
                         .buffered(llm.max_concurrency.max(1))
                         .collect()
                         .await;
                 let mut bad: Vec<QuarantineRecord> = Vec::new();
-                for (q, t) in results {
-                    let t = t.map_err(distill_err)?;
+                for (q, r) in results {
+                    let (t, cascaded) = r.map_err(distill_err)?;
                     summary.records_in += 1;
                     summary.add("questions", 1);
-                    w.trajectory(&tag, shard, &q, &t).await?;
+                    w.trajectory(&tag, shard, &q, &t, cascaded.as_ref()).await?;
+                    if let Some(c) = &cascaded {
+                        let lineage = Lineage {
+                            params: &params,
+                            runner: &cascade,
+                            p,
+                        };
+                        for s in
+                            cascade_samples(&q, c, opts.min_f1, &lineage, &mut summary, &mut bad)
+                        {
+                            sft.add(s, pw.tag(), shard).await?;
+                        }
+                    }
                     summary.add("steps", t.steps.len() as u64);
                     for s in &t.steps {
                         summary.add("facts.candidates", s.candidates.len() as u64);
@@ -432,6 +489,119 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut files = sft.finish().await?;
     files.extend(w.trajectories.finish().await?);
     Ok(teacher.finish_shard(summary, written, files, started))
+}
+
+/// A question's trajectory and, when it was kept and the cascade is on, its cascade.
+type Ran = (Trajectory, Option<Cascade>);
+
+async fn run_question(
+    q: &Question,
+    cirag: &CiragLoop,
+    cascade: &CascadeRunner,
+    cascade_on: bool,
+    corpus: &dyn Retriever,
+    budget: &(dyn Fn() -> Option<String> + Sync),
+) -> Result<Ran, DistillError> {
+    let t = cirag.run(q, corpus, budget).await?;
+    let c = if cascade_on && matches!(t.end, End::Kept { .. }) {
+        Some(cascade.run(q, &t.steps, budget).await?)
+    } else {
+        None
+    };
+    Ok((t, c))
+}
+
+/// What the samples of a cascade name as their origin.
+struct Lineage<'a> {
+    params: &'a str,
+    runner: &'a CascadeRunner,
+    p: &'a Pipeline,
+}
+
+/// The generation samples of a cascade (one per level asked) when its chosen level's answer
+/// reaches `min_f1`; its outcome counted, an unparsed answer quarantined.
+fn cascade_samples(
+    q: &Question,
+    c: &Cascade,
+    min_f1: f64,
+    l: &Lineage<'_>,
+    summary: &mut StageSummary,
+    bad: &mut Vec<QuarantineRecord>,
+) -> Vec<SftSample> {
+    // Figure 3 of the paper: the chosen granularity, in all and per dataset.
+    summary.add(&format!("cascade.{}", c.outcome()), 1);
+    summary.add(&format!("cascade.{}.{}", c.outcome(), q.dataset), 1);
+    match &c.end {
+        CascadeEnd::Answered { f1, .. } if *f1 >= min_f1 => {}
+        CascadeEnd::Answered { .. } => {
+            summary.add("cascade.wrong_answer", 1);
+            return Vec::new();
+        }
+        CascadeEnd::Default => return Vec::new(),
+        CascadeEnd::Invalid { raw, reason } => {
+            summary.add("llm.quarantined", 1);
+            summary.quarantined += 1;
+            bad.push(QuarantineRecord {
+                id: stable_id(&[&q.id, "cirag-cascade", &c.levels.len().to_string()]),
+                dataset: "cirag".into(),
+                source: q.id.clone(),
+                record: Some(c.levels.len() as u64),
+                reason: "llm_invalid_answer".into(),
+                detail: format!("cirag-cascade: {reason}"),
+                excerpt: raw.chars().take(512).collect(),
+                ..Default::default()
+            });
+            return Vec::new();
+        }
+    }
+    let (tid, tver) = l.runner.template();
+    let chars = |s: &str| s.chars().count().div_ceil(4) as u32;
+    let n = c.levels.len() as u32;
+    c.levels
+        .iter()
+        .enumerate()
+        .map(|(i, level)| {
+            let target = level.generation.render();
+            let messages = vec![
+                Message {
+                    role: "system".into(),
+                    content: level.system.clone(),
+                },
+                Message {
+                    role: "user".into(),
+                    content: level.user.clone(),
+                },
+                Message {
+                    role: "assistant".into(),
+                    content: target.clone(),
+                },
+            ];
+            summary.add("cascade.samples", 1);
+            let mut params: serde_json::Value =
+                serde_json::from_str(l.params).unwrap_or_else(|_| json!({}));
+            params["granularity"] = json!(level.granularity.name());
+            SftSample {
+                id: stable_id(&[&q.id, TASK_GENERATION, level.granularity.name(), &target]),
+                task: TASK_GENERATION.into(),
+                prompt_tokens: chars(&messages[0].content) + chars(&messages[1].content),
+                target_tokens: chars(&target),
+                messages,
+                weight: 1.0,
+                split: String::new(),
+                dataset: q.dataset.clone(),
+                question_id: q.id.clone(),
+                segment_ids: Vec::new(),
+                method: "cirag".into(),
+                params: params.to_string(),
+                template_id: tid.to_string(),
+                template_version: tver.to_string(),
+                pipeline_hash: l.p.hash.clone(),
+                step: Some(i as u32 + 1),
+                steps: Some(n),
+                sufficient: Some(!level.generation.refused()),
+            }
+        })
+        .collect()
 }
 
 /// The corpus trajectories retrieve from: (retriever, passages, bytes read, the index
@@ -500,6 +670,7 @@ impl Writers {
         shard: u32,
         q: &Question,
         t: &Trajectory,
+        cascade: Option<&Cascade>,
     ) -> Result<(), ExecError> {
         let (end, answer, f1) = match &t.end {
             End::Kept { answer, f1 } => ("kept", Some(answer.as_str()), Some(*f1)),
@@ -523,9 +694,26 @@ impl Writers {
                 })
             })
             .collect();
+        let cascade = cascade.map(|c| {
+            let f1 = match &c.end {
+                CascadeEnd::Answered { f1, .. } => Some(*f1),
+                _ => None,
+            };
+            json!({
+                "levels": c.levels.iter().map(|l| json!({
+                    "granularity": l.granularity.name(),
+                    "thought": l.generation.thought,
+                    "answer": l.generation.answer,
+                    "refused": l.generation.refused(),
+                })).collect::<Vec<_>>(),
+                "chosen": c.outcome(),
+                "f1": f1,
+            })
+        });
         let mut line = json!({
             "question_id": q.id, "dataset": q.dataset, "question": q.question,
             "answers": q.answers, "steps": steps, "end": end, "answer": answer, "f1": f1,
+            "cascade": cascade,
         })
         .to_string();
         line.push('\n');
