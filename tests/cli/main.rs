@@ -14,6 +14,7 @@ mod label;
 mod planner;
 mod ras;
 mod relevance;
+mod revelator;
 #[path = "../support/stand_in.rs"]
 mod stand_in;
 mod subgraph;

@@ -369,6 +369,15 @@ pub enum ReportCommand {
         #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
         format: ReportFormat,
     },
+    /// HANRAG's accuracy on a compound benchmark split (`<stage>/benchmark/<split>.jsonl` of
+    /// a `compound` stage): the share of each answer's entities found in the prediction of
+    /// JSON lines `{"id", "prediction"}`, overall and per number of sub-questions.
+    Compound {
+        benchmark: String,
+        predictions: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+        format: ReportFormat,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

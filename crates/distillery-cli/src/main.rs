@@ -11,7 +11,9 @@
 //! - `inspect URL [--sql QUERY] [--format table|csv|json]` answers SQL over an output (and,
 //!   without `--sql`, shows the SFT dataset view of an output that has one);
 //! - `report labels URL [--format table|json]` compares an output's weak positives with the
-//!   gold evidence of its questions;
+//!   gold evidence of its questions; `report compound BENCHMARK PREDICTIONS` scores
+//!   predictions on a `compound` stage's benchmark with HANRAG's accuracy
+//!   (`distillery-distill`'s metric);
 //! - `hseq verify URL` decodes every source of an output from its segments and compares.
 //!
 //! `anyhow` is used here only; the library crates return typed errors. DataFusion is a
@@ -37,8 +39,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, HseqCommand, LogFormat, ReportCommand};
 use crate::commands::{
-    cancel, coordinator, hseq_verify, index, ingest, inspect, label, plan, report, run, search,
-    status, submit, validate, worker,
+    cancel, coordinator, hseq_verify, index, ingest, inspect, label, plan, report, report_compound,
+    run, search, status, submit, validate, worker,
 };
 
 /// jemalloc rather than the system allocator or mimalloc: the label stage allocates many
@@ -107,6 +109,14 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Report {
             command: ReportCommand::Labels { url, format },
         } => report::run(&url, format).await,
+        Command::Report {
+            command:
+                ReportCommand::Compound {
+                    benchmark,
+                    predictions,
+                    format,
+                },
+        } => report_compound::run(&benchmark, &predictions, format),
         Command::Inspect(a) => inspect::run(&a).await,
         Command::Hseq {
             command: HseqCommand::Verify { url },

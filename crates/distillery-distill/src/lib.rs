@@ -6,6 +6,8 @@
 //!   samples, one per step of a kept trajectory;
 //! - [`cascade`]: CIRAG's adaptive cascade (triples, then supporting sentences, then
 //!   passages, until the teacher does not refuse) and its generation samples;
+//! - [`compound`]: HANRAG's compound-query benchmark (a teacher's simple questions per
+//!   entity document, combined 2 to 4 at a time) and its accuracy metric;
 //! - [`planner`]: HSEQ planner guidance per question from a teacher, for the label stage's
 //!   guidance cache;
 //! - [`ras`]: RAS HotpotQA-SUBQ planner and answerer samples (labels, graph lines, Python
@@ -22,6 +24,7 @@
 
 pub mod cascade;
 pub mod cirag;
+pub mod compound;
 pub mod metrics;
 pub mod planner;
 pub mod ras;

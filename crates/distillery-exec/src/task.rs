@@ -321,7 +321,7 @@ pub async fn run_task(
                 ..Default::default()
             })
         }
-        TaskKind::Stage { stage, .. } => {
+        TaskKind::Stage { stage, shard } => {
             let stage = p
                 .stages
                 .get(*stage)
@@ -336,6 +336,7 @@ pub async fn run_task(
                 upstream,
                 parallelism,
                 side: &task.side,
+                shard: *shard,
             };
             Ok(stage_of(stage)?.run(cx).await?.into_task(dir))
         }

@@ -34,6 +34,10 @@
 //!   one-step decomposition → `single-step question`). From the dataset
 //!   ([`dataset_class`], `method` = `dataset`): a CommonsenseQA question →
 //!   `straightforward question`, a Natural Questions (open) one → `single-step question`.
+//!   A synthesised compound question ([`compound_samples`], the `compound` stage) →
+//!   `compound question`.
+//! - `hanrag_decomposer` `<Q, q1 … qn>` of a compound question: target
+//!   `{"decomposition": [q1, ...]}`.
 //!
 //! Hops after the first step without an answer are not used (their thought cannot be
 //! written). Lineage: `method` = `decomposition` or `evidence`; `params` holds the source,
@@ -49,6 +53,7 @@ use crate::sft::{chat_messages, sample_id};
 pub const TASK_REFINER: &str = "hanrag_refiner";
 pub const TASK_ENDING: &str = "hanrag_ending";
 pub const TASK_ROUTER: &str = "hanrag_router";
+pub const TASK_DECOMPOSER: &str = "hanrag_decomposer";
 
 /// Router labels (HANRAG's four classes).
 pub const STRAIGHTFORWARD: &str = "straightforward question";
@@ -314,6 +319,58 @@ pub fn dataset_class(dataset: &str) -> Option<&'static str> {
         "nq" => Some(SINGLE_STEP),
         _ => None,
     }
+}
+
+/// The decomposer target: `{"decomposition": [q1, ...]}` (the key of the paper's decomposer
+/// prompt, appendix G).
+pub fn decomposition_target(sub_questions: &[String]) -> String {
+    serde_json::json!({ "decomposition": sub_questions }).to_string()
+}
+
+/// The Revelator samples of a synthesised compound question (HANRAG appendix B.1 to B.3):
+/// the router's `compound question`, and the decomposer's `<Q, q1 … qn>` from its
+/// sub-questions (`q.decomposition`, in order). `method` names where it came from.
+pub fn compound_samples(
+    prompts: &Prompts,
+    counter: &crate::prompt::TokenCounter,
+    pipeline_hash: &str,
+    q: &Question,
+    params: &str,
+) -> Vec<SftSample> {
+    let subs: Vec<String> = q.decomposition.iter().map(|d| d.question.clone()).collect();
+    let mk = |task: &str, template: &crate::prompt::Template, target: String| {
+        let (system, user) = Prompts::render_hanrag(template, &q.question, "");
+        let target_tokens = counter.count(&target);
+        let (messages, prompt_tokens) = chat_messages(counter, system, user, target);
+        SftSample {
+            id: sample_id(task, &q.id, "compound", "question:0", &messages),
+            task: task.to_string(),
+            messages,
+            weight: 1.0,
+            split: String::new(),
+            dataset: q.dataset.clone(),
+            question_id: q.id.clone(),
+            segment_ids: q.context_documents.clone(),
+            method: "compound".to_string(),
+            params: params.to_string(),
+            template_id: template.id.clone(),
+            template_version: template.version.clone(),
+            pipeline_hash: pipeline_hash.to_string(),
+            step: None,
+            steps: Some(subs.len() as u32),
+            sufficient: None,
+            prompt_tokens,
+            target_tokens,
+        }
+    };
+    vec![
+        mk(TASK_ROUTER, &prompts.router, COMPOUND.to_string()),
+        mk(
+            TASK_DECOMPOSER,
+            &prompts.decomposer,
+            decomposition_target(&subs),
+        ),
+    ]
 }
 
 /// The router sample of a question whose class its dataset gives ([`dataset_class`]).

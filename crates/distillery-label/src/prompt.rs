@@ -16,6 +16,8 @@
 //! | `hanrag_refiner_user.txt` | **`{question}`**, **`{thought}`** |
 //! | `hanrag_ending_system.txt` | — |
 //! | `hanrag_ending_user.txt` | **`{question}`**, **`{thought}`** |
+//! | `hanrag_decomposer_system.txt` | — |
+//! | `hanrag_decomposer_user.txt` | **`{question}`** |
 //! | `head_system.txt` | — |
 //! | `head_user.txt` | **`{question}`**, `{guidance}`, **`{evidence}`** |
 //!
@@ -43,7 +45,8 @@
 //! `distillery:<task>` / [`BUILTIN_VERSION`] for the built-ins, `custom:<task>` and the first
 //! 12 hex digits of SHA-1 over the system and user text (and the iteration instruction, except
 //! for a directory written before version 2) when any of the task's files was replaced. Tasks
-//! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`, `hseq_head`.
+//! are `hseq_iteration`, `hanrag_router`, `hanrag_refiner`, `hanrag_ending`, `hseq_head`,
+//! `hanrag_decomposer`.
 //!
 //! **Token counting.** [`TokenCounter`] counts with a Hugging Face `tokenizer.json`
 //! (the `tokenizer` option, loaded with the `tokenizers` crate, no special tokens added), or,
@@ -102,6 +105,8 @@ pub struct Prompts {
     pub ending: Template,
     /// The HSEQ-H head agent's answer prompt ([`crate::head`]).
     pub head: Template,
+    /// HANRAG's decomposer `<Q, q1 … qn>` ([`crate::hanrag::compound_samples`]).
+    pub decomposer: Template,
 }
 
 struct Spec {
@@ -114,7 +119,7 @@ struct Spec {
     required: &'static [&'static str],
 }
 
-const SPECS: [Spec; 5] = [
+const SPECS: [Spec; 6] = [
     Spec {
         task: "hseq_iteration",
         stem: "iteration",
@@ -155,6 +160,14 @@ const SPECS: [Spec; 5] = [
         user: include_str!("../templates/head_user.txt"),
         required: &["question", "evidence"],
     },
+    Spec {
+        task: "hanrag_decomposer",
+        stem: "hanrag_decomposer",
+        system: include_str!("../templates/hanrag_decomposer_system.txt"),
+        instruction: None,
+        user: include_str!("../templates/hanrag_decomposer_user.txt"),
+        required: &["question"],
+    },
 ];
 
 impl Prompts {
@@ -179,13 +192,14 @@ impl Prompts {
             out.push(load_one(spec, dir)?);
         }
         let mut it = out.into_iter();
-        let mut next = || it.next().expect("five templates");
+        let mut next = || it.next().expect("six templates");
         Ok(Prompts {
             iteration: next(),
             router: next(),
             refiner: next(),
             ending: next(),
             head: next(),
+            decomposer: next(),
         })
     }
 

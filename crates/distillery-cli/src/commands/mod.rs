@@ -10,6 +10,7 @@ pub mod inspect;
 pub mod label;
 pub mod plan;
 pub mod report;
+pub mod report_compound;
 pub mod run;
 pub mod search;
 pub mod status;

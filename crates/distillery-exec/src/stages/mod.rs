@@ -10,6 +10,7 @@
 //! lives in [`crate::kit`].
 
 pub mod cirag;
+pub mod compound;
 pub mod export;
 pub mod hseq;
 pub mod index;
@@ -49,6 +50,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &subgraph::SubgraphStage,
     &text2triple::Text2Triple,
     &export::Export,
+    &compound::CompoundStage,
 ];
 
 /// What a stage's task gets to run with.
@@ -67,6 +69,9 @@ pub struct RunCx<'a> {
     pub parallelism: usize,
     /// The files it reads besides the inputs, as planning resolved them ([`Stage::resolve`]).
     pub side: &'a [SideFile],
+    /// The task's shard (`None` for a stage run as one whole task); the stage's task count is
+    /// [`crate::task::partitioning`]'s.
+    pub shard: Option<u32>,
 }
 
 /// What a stage's merge task gets: the committed outputs of the stage's shard tasks.

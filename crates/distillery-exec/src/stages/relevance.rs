@@ -16,7 +16,10 @@
 //! Questions with gold evidence (MuSiQue `is_supporting`, HotpotQA supporting facts, 2Wiki
 //! evidences) measure the teacher: `gold.true_positive`, `gold.false_positive`,
 //! `gold.false_negative`, `gold.true_negative` count its labels against the documents the
-//! gold evidence names. Other counters: `questions`, `pairs`, `labels.relevant`,
+//! gold evidence names. With `sub_queries`, each sub-question of a decomposed question
+//! (MuSiQue) is also judged against the paragraphs its decomposition cites
+//! (`sub_queries.pairs`, `sub_queries.gold.*`: a step's own paragraphs are the relevant
+//! ones). Other counters: `questions`, `pairs`, `labels.relevant`,
 //! `labels.irrelevant`, `labels.invalid`, `documents_missing`, `samples.*`,
 //! `duplicates_removed`, `llm.*`.
 
@@ -70,6 +73,13 @@ pub struct RelevanceOptions {
     /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Also judge the sub-questions of questions with a decomposition (MuSiQue), each
+    /// worded on its own (`#k` replaced by answer k), against every paragraph a step of the
+    /// decomposition cites as support: the same `hanrag_relevance` samples with the
+    /// sub-question as the query. Counters `sub_queries.pairs` and `sub_queries.gold.*`
+    /// (gold: the step's own supporting paragraphs are relevant, the other steps' are not).
+    #[serde(default)]
+    pub sub_queries: bool,
 }
 
 impl Default for RelevanceOptions {
@@ -77,6 +87,53 @@ impl Default for RelevanceOptions {
         serde_json::from_value(serde_json::Value::Object(Default::default()))
             .expect("all relevance options have defaults")
     }
+}
+
+/// A sub-question of a decomposed question paired with a paragraph a step cites as support.
+struct SubPair<'d> {
+    /// Index of the question in its batch.
+    question: usize,
+    /// The sub-question, worded on its own.
+    text: String,
+    document: &'d Document,
+    /// Whether this step cites the paragraph (else another step does).
+    supports: bool,
+}
+
+/// The sub-question pairs of question `i` (see [`RelevanceOptions::sub_queries`]).
+fn sub_pairs<'d>(
+    i: usize,
+    q: &Question,
+    docs: &'d std::collections::HashMap<String, Document>,
+) -> Vec<SubPair<'d>> {
+    let Some((hops, _)) = distillery_label::hanrag::reasoning_steps(q) else {
+        return Vec::new();
+    };
+    let cited: Vec<usize> = q
+        .decomposition
+        .iter()
+        .flat_map(|s| s.support.iter().filter_map(|&k| usize::try_from(k).ok()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    for (step, hop) in q.decomposition.iter().zip(&hops) {
+        for &k in &cited {
+            let Some(d) = q.context_documents.get(k).and_then(|id| docs.get(id)) else {
+                continue;
+            };
+            out.push(SubPair {
+                question: i,
+                text: hop.question.clone(),
+                document: d,
+                supports: step
+                    .support
+                    .iter()
+                    .any(|&s| usize::try_from(s).ok() == Some(k)),
+            });
+        }
+    }
+    out
 }
 
 /// The `relevance` stage.
@@ -147,6 +204,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         &[
             "questions",
             "pairs",
+            "sub_queries.pairs",
             "labels.relevant",
             "labels.irrelevant",
             "labels.invalid",
@@ -186,6 +244,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                     questions.truncate(left.min(questions.len() as u64) as usize);
                     left -= questions.len() as u64;
                     let mut pairs: Vec<(usize, &Document)> = Vec::new();
+                    let mut subs: Vec<SubPair<'_>> = Vec::new();
                     for (i, q) in questions.iter().enumerate() {
                         summary.records_in += 1;
                         summary.add("questions", 1);
@@ -197,14 +256,34 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 None => summary.add("documents_missing", 1),
                             }
                         }
+                        if opts.sub_queries {
+                            subs.extend(sub_pairs(i, q, &docs));
+                        }
+                    }
+                    // Sub-question pairs are judged as questions of their own.
+                    let sub_questions: Vec<Question> = subs
+                        .iter()
+                        .map(|s| Question {
+                            question: s.text.clone(),
+                            ..questions[s.question].clone()
+                        })
+                        .collect();
+                    let n_whole = pairs.len();
+                    let mut gold_of: Vec<Option<bool>> = vec![None; n_whole];
+                    let mut asked: Vec<&Question> =
+                        pairs.iter().map(|(i, _)| &questions[*i]).collect();
+                    for (s, q) in subs.iter().zip(&sub_questions) {
+                        pairs.push((s.question, s.document));
+                        gold_of.push(Some(s.supports));
+                        asked.push(q);
                     }
                     let results: Vec<Result<Outcome, ExecError>> =
                         futures::stream::iter(0..pairs.len())
                             .map(|k| {
-                                let (i, d) = pairs[k];
+                                let (_, d) = pairs[k];
                                 let (teacher, prompts, version) =
                                     (&teacher, &prompts, &teacher_version);
-                                let q = &questions[i];
+                                let q = asked[k];
                                 async move {
                                     let req = prompts.request(q, d, opts.max_tokens, llm.seed);
                                     teacher
@@ -221,9 +300,17 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             .collect()
                             .await;
                     let mut bad = Vec::new();
-                    for ((i, d), r) in pairs.iter().zip(results) {
-                        let q = &questions[*i];
-                        summary.add("pairs", 1);
+                    for (k, ((_, d), r)) in pairs.iter().zip(results).enumerate() {
+                        let q = asked[k];
+                        let sub_query = k >= n_whole;
+                        summary.add(
+                            if sub_query {
+                                "sub_queries.pairs"
+                            } else {
+                                "pairs"
+                            },
+                            1,
+                        );
                         let relevant = match r? {
                             Outcome::Parsed { value, .. } => {
                                 value["relevant"].as_bool().unwrap_or(false)
@@ -252,20 +339,26 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             },
                             1,
                         );
-                        if !q.evidence.is_empty() {
-                            let gold = q
-                                .evidence
-                                .iter()
-                                .any(|e| e.record_id.as_deref() == Some(d.id.as_str()));
-                            summary.add(
-                                match (relevant, gold) {
-                                    (true, true) => "gold.true_positive",
-                                    (true, false) => "gold.false_positive",
-                                    (false, true) => "gold.false_negative",
-                                    (false, false) => "gold.true_negative",
-                                },
-                                1,
-                            );
+                        let gold = gold_of[k].or_else(|| {
+                            (!q.evidence.is_empty()).then(|| {
+                                q.evidence
+                                    .iter()
+                                    .any(|e| e.record_id.as_deref() == Some(d.id.as_str()))
+                            })
+                        });
+                        if let Some(gold) = gold {
+                            let cell = match (relevant, gold) {
+                                (true, true) => "true_positive",
+                                (true, false) => "false_positive",
+                                (false, true) => "false_negative",
+                                (false, false) => "true_negative",
+                            };
+                            let prefix = if sub_query {
+                                "sub_queries.gold"
+                            } else {
+                                "gold"
+                            };
+                            summary.add(&format!("{prefix}.{cell}"), 1);
                         }
                         let messages: Vec<Message> = prompts
                             .student(q, d, relevant)
@@ -279,6 +372,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 &q.id,
                                 TASK_RELEVANCE,
                                 &d.id,
+                                &q.question,
                                 &messages[n - 1].content,
                             ]),
                             task: TASK_RELEVANCE.into(),

@@ -1,0 +1,652 @@
+//! The `compound` stage: HANRAG's compound-query benchmark (paper 001, appendix B.1) from the
+//! documents of its inputs, and the Revelator samples it trains (router class `compound
+//! question`, decomposer `<Q, q1 … qn>`; B.2, B.3).
+//!
+//! 1. **Entities.** Every document title of the inputs is a candidate, in the order of a hash
+//!    of the title (the paper's random pick, the same on every run). A candidate's documents
+//!    are its own page (when the inputs hold one) and the pages that link to it (MediaWiki
+//!    `links`), or, for documents without links (QA context paragraphs), the documents whose
+//!    text names its title; at most `docs_per_entity`, own page first, the others in hash
+//!    order. A candidate with fewer than 2 documents is skipped; `max_entities` are taken.
+//! 2. **Simple questions.** Per (entity, document) the teacher writes one question about the
+//!    entity with its answer ([`distillery_distill::compound`]); the document is shown as its
+//!    first `doc_chars` characters (a linking page: from the paragraph holding the link). An
+//!    answer not found in the document is dropped and counted.
+//! 3. **Compound questions.** An entity's kept questions are cut into groups of 2 to 4 (sizes
+//!    from a hash of the entity, no group of 1 left over); the teacher combines each group
+//!    into one question (or answers `no`: dropped, counted). The compound answer is the
+//!    sub-answers joined by `; `, each kept apart in `answers`.
+//! 4. **Outputs.** `<stage>/benchmark/{train,dev,test}.jsonl`, split by a hash of the entity
+//!    (`dev_share`, `test_share`: the paper's 50,000 / 8,000 / 2,000 by default), one line per
+//!    compound question: `{id, entity, question, answer, answers, sub_questions: [{question,
+//!    answer, document_id, title}], documents, split}`. The train split's questions become
+//!    Revelator samples ([`distillery_label::hanrag::compound_samples`], the label stage's
+//!    templates, `templates` replacing them) in the `sft` table and `<stage>/train.jsonl`,
+//!    `validation.jsonl`, `dataset_info.json`. `distillery report compound` scores predictions
+//!    against a split with the paper's accuracy.
+//!
+//! The stage runs as one task (the pick is over the whole corpus) plus its merge task; teacher
+//! calls go `llm.max_concurrency` at a time through the response cache, so a rerun makes no
+//! call. **Memory: every document of the inputs** (titles, links and text). Counters:
+//! `entities`, `documents`, `qa.asked`, `qa.kept`, `qa.answer_not_in_document`,
+//! `qa.invalid`, `compounds.asked`, `compounds.kept`, `compounds.refused`,
+//! `compounds.invalid`, `benchmark.train`, `benchmark.dev`, `benchmark.test`, `samples.*`,
+//! `llm.*`.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use distillery_core::id::{shard_of, stable_id};
+use distillery_core::schema::to_batch;
+use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::summary::StageSummary;
+use distillery_core::{
+    DecompositionStep, Document, QuarantineRecord, Question, TableKind, char_slice,
+};
+use distillery_distill::compound::{
+    COMBINE_SCHEMA, COMBINE_TEMPLATE, CombineParser, CompoundPrompts, QA_SCHEMA, QA_TEMPLATE,
+    QaParser, answer_in,
+};
+use distillery_label::normalize::{contains_phrase, normalize_answer};
+use distillery_llm::Outcome;
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::error::ExecError;
+use crate::kit::doc_triples::{each_row, source_parts};
+use crate::kit::fragments::{Fragments, concat};
+use crate::kit::sft_out::{SftOut, merge_stage};
+use crate::kit::teacher::Teacher;
+use crate::parts::PartWriters;
+use crate::plan::stage_tag;
+use crate::run::StageOutput;
+use crate::stages::{Declared, MergeCx, RunCx, Stage};
+use crate::task::Partitioning;
+
+fn default_entities() -> u64 {
+    100
+}
+fn default_docs() -> u32 {
+    10
+}
+fn default_doc_chars() -> u32 {
+    1500
+}
+fn default_tokens() -> u32 {
+    128
+}
+fn default_dev() -> f64 {
+    0.133
+}
+fn default_test() -> f64 {
+    0.033
+}
+fn default_validation() -> f64 {
+    0.05
+}
+
+/// `compound` stage options (HANRAG appendix B.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompoundOptions {
+    /// Entities to build questions for (the paper: 10,000).
+    #[serde(default = "default_entities")]
+    pub max_entities: u64,
+    /// Documents per entity at most: its page and pages linking to it (the paper: 10).
+    #[serde(default = "default_docs")]
+    pub docs_per_entity: u32,
+    /// Characters of a document shown to the teacher.
+    #[serde(default = "default_doc_chars")]
+    pub doc_chars: u32,
+    /// `max_tokens` of each teacher answer.
+    #[serde(default = "default_tokens")]
+    pub max_tokens: u32,
+    /// Share of entities (by hash) whose compound questions form the dev split.
+    #[serde(default = "default_dev")]
+    pub dev_share: f64,
+    /// Share of entities (by hash) whose compound questions form the test split.
+    #[serde(default = "default_test")]
+    pub test_share: f64,
+    /// Share of the train split's questions (by hash) whose Revelator samples go to the
+    /// validation file.
+    #[serde(default = "default_validation")]
+    pub validation_share: f64,
+    /// Directory of templates replacing the built-in ones: the benchmark's
+    /// (`compound_qa_*.txt`, `compound_combine_*.txt`) and the label stage's router and
+    /// decomposer (`hanrag_router_*.txt`, `hanrag_decomposer_*.txt`).
+    #[serde(default)]
+    pub templates: Option<String>,
+}
+
+/// The `compound` stage.
+pub struct CompoundStage;
+
+const SPLITS: [&str; 3] = ["train", "dev", "test"];
+
+fn benchmark_file(stage: &str, split: &str) -> String {
+    format!("{stage}/benchmark/{split}.jsonl")
+}
+
+impl Stage for CompoundStage {
+    fn kind(&self) -> &'static str {
+        "compound"
+    }
+
+    fn uses_llm(&self) -> bool {
+        true
+    }
+
+    fn options_schema(&self) -> schemars::Schema {
+        schemars::schema_for!(CompoundOptions)
+    }
+
+    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
+        let o: CompoundOptions = cx.options()?;
+        if o.max_entities == 0 || o.docs_per_entity < 2 || o.doc_chars == 0 || o.max_tokens == 0 {
+            cx.error(
+                "",
+                "`max_entities`, `doc_chars` and `max_tokens` must be at least 1, \
+                 `docs_per_entity` at least 2 (a compound question combines 2 to 4)",
+            );
+        }
+        let shares = [o.dev_share, o.test_share, o.validation_share];
+        if shares.iter().any(|s| !(0.0..1.0).contains(s)) || o.dev_share + o.test_share >= 1.0 {
+            cx.error(
+                "",
+                "`dev_share`, `test_share` and `validation_share` must be in [0, 1), \
+                 `dev_share + test_share` below 1",
+            );
+        }
+        Some(StageOptions::new(o))
+    }
+
+    fn outputs(&self, stage: &StageSpec) -> Declared {
+        let extra: Vec<String> = SPLITS
+            .iter()
+            .map(|s| format!("benchmark/{s}.jsonl"))
+            .collect();
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        crate::kit::sft_out::sft_declared(&stage.name, &extra)
+    }
+
+    fn partitioning(&self) -> Partitioning {
+        Partitioning::Shards
+    }
+
+    fn merges(&self) -> bool {
+        true
+    }
+
+    fn max_tasks(&self, _stage: &StageSpec) -> Option<u32> {
+        Some(1)
+    }
+
+    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(run_stage(cx))
+    }
+
+    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+        Box::pin(async move {
+            let mut files = Vec::new();
+            for split in SPLITS {
+                let name = benchmark_file(&cx.stage.name, split);
+                files.push(concat(cx.out, cx.dir, cx.shards, &name).await?);
+            }
+            merge_stage(&cx, &cx.stage.name, files).await
+        })
+    }
+}
+
+/// The text of a document the teacher sees: from the paragraph holding `at` (a char offset;
+/// the start without one), at most `chars` characters, ending at the last sentence that ends
+/// inside them (the document's sentence spans; a hard cut when the first one is longer).
+fn excerpt(d: &Document, at: Option<u32>, chars: u32) -> String {
+    let start = at
+        .and_then(|a| d.paragraphs.iter().find(|p| p.start <= a && a < p.end))
+        .map_or(0, |p| p.start);
+    let len = d.text.chars().count() as u32;
+    let limit = start.saturating_add(chars).min(len);
+    let end = d
+        .sentences
+        .iter()
+        .filter(|s| s.start >= start && s.end <= limit)
+        .map(|s| s.end)
+        .max()
+        .unwrap_or(limit);
+    char_slice(&d.text, start, end)
+        .unwrap_or(&d.text)
+        .trim()
+        .to_string()
+}
+
+/// An entity and its documents (indexes into the corpus) with the char offset of the link
+/// to it in each (none for its own page or a text mention).
+struct Entity {
+    title: String,
+    docs: Vec<(usize, Option<u32>)>,
+}
+
+/// Step 1: the entities of the corpus, in hash order.
+fn pick_entities(docs: &[Document], o: &CompoundOptions) -> Vec<Entity> {
+    let mut by_title: HashMap<&str, usize> = HashMap::new();
+    for (i, d) in docs.iter().enumerate() {
+        by_title.entry(d.title.as_str()).or_insert(i);
+    }
+    let mut linked: HashMap<&str, Vec<(usize, u32)>> = HashMap::new();
+    let mut any_links = false;
+    for (i, d) in docs.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for l in &d.links {
+            any_links = true;
+            if l.target != d.title && seen.insert(l.target.as_str()) {
+                linked
+                    .entry(l.target.as_str())
+                    .or_default()
+                    .push((i, l.start));
+            }
+        }
+    }
+    let mut titles: Vec<&str> = by_title.keys().copied().collect();
+    titles.sort_by_key(|t| (stable_id(&["entity", t]), *t));
+    let norms: Vec<String> = if any_links {
+        Vec::new()
+    } else {
+        docs.iter().map(|d| normalize_answer(&d.text)).collect()
+    };
+    let order = |i: &usize| stable_id(&["doc", &docs[*i].id]);
+    let mut out = Vec::new();
+    for t in titles {
+        if out.len() as u64 >= o.max_entities {
+            break;
+        }
+        let own = by_title[t];
+        let mut others: Vec<(usize, Option<u32>)> = if any_links {
+            linked
+                .get(t)
+                .map(|v| v.iter().map(|&(i, at)| (i, Some(at))).collect())
+                .unwrap_or_default()
+        } else {
+            let name = normalize_answer(t);
+            (0..docs.len())
+                .filter(|&i| i != own && docs[i].title != t && contains_phrase(&norms[i], &name))
+                .map(|i| (i, None))
+                .collect()
+        };
+        others.sort_by_key(|(i, _)| order(i));
+        let mut entity_docs = vec![(own, None)];
+        entity_docs.extend(others);
+        entity_docs.truncate(o.docs_per_entity as usize);
+        if entity_docs.len() >= 2 {
+            out.push(Entity {
+                title: t.to_string(),
+                docs: entity_docs,
+            });
+        }
+    }
+    out
+}
+
+/// Step 3's group sizes for `n` questions of `entity`: 2 to 4 each, from a hash, never a
+/// group of 1 left.
+fn group_sizes(entity: &str, n: usize) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut left = n;
+    let mut k = 0;
+    while left >= 2 {
+        let mut size =
+            (2 + shard_of(&format!("group\u{1f}{entity}\u{1f}{k}"), 3) as usize).min(left);
+        if left - size == 1 {
+            size = if size < 4 { size + 1 } else { size - 1 };
+        }
+        sizes.push(size);
+        left -= size;
+        k += 1;
+    }
+    sizes
+}
+
+/// The benchmark split of an entity.
+fn split_of(entity: &str, o: &CompoundOptions) -> &'static str {
+    const SCALE: u32 = 1_000_000;
+    let u = f64::from(shard_of(&format!("compound\u{1f}{entity}"), SCALE)) / f64::from(SCALE);
+    if u < o.test_share {
+        "test"
+    } else if u < o.test_share + o.dev_share {
+        "dev"
+    } else {
+        "train"
+    }
+}
+
+/// A kept simple question.
+struct Simple {
+    question: String,
+    answer: String,
+    doc: usize,
+}
+
+async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+    let (p, stage, out, staging) = (cx.pipeline, cx.stage, cx.out, cx.dir);
+    let o: &CompoundOptions = super::options(stage)?;
+    let started = Instant::now();
+    let (llm, teacher) = Teacher::for_task(&cx)?;
+    let prompts = CompoundPrompts::load(o.templates.as_deref())
+        .map_err(|e| ExecError::Task(e.to_string()))?;
+    let (qa_version, combine_version) = prompts.versions();
+    let label_prompts = distillery_label::prompt::Prompts::load(o.templates.as_deref())
+        .map_err(|e| ExecError::Task(e.to_string()))?;
+    let counter = distillery_label::prompt::TokenCounter::new(None, 4.0)
+        .map_err(|e| ExecError::Task(e.to_string()))?;
+    let mut summary = StageSummary::with_counters(
+        &stage.name,
+        &[
+            "entities",
+            "documents",
+            "qa.asked",
+            "qa.kept",
+            "qa.answer_not_in_document",
+            "qa.invalid",
+            "compounds.asked",
+            "compounds.kept",
+            "compounds.refused",
+            "compounds.invalid",
+            "benchmark.train",
+            "benchmark.dev",
+            "benchmark.test",
+            "llm.quarantined",
+        ],
+    );
+
+    // Step 1: the corpus and its entities.
+    let mut docs: Vec<Document> = Vec::new();
+    let parts = source_parts(cx.parts, TableKind::Documents, &stage.inputs, None);
+    let tag = parts
+        .first()
+        .and_then(|w| w.id())
+        .map_or_else(|| stage.name.clone(), |id| id.tag);
+    for part in parts {
+        summary.bytes_in += part.bytes;
+        each_row(out, TableKind::Documents, part, |d: Document| {
+            if d.redirect.is_none() && !d.text.trim().is_empty() {
+                docs.push(d);
+            }
+        })
+        .await?;
+    }
+    summary.records_in = docs.len() as u64;
+    let entities = pick_entities(&docs, o);
+    summary.add("entities", entities.len() as u64);
+
+    // Step 2: a simple question per (entity, document).
+    let asks: Vec<(usize, usize, Option<u32>)> = entities
+        .iter()
+        .enumerate()
+        .flat_map(|(e, ent)| ent.docs.iter().map(move |&(d, at)| (e, d, at)))
+        .collect();
+    summary.add("documents", asks.len() as u64);
+    let results: Vec<Result<Outcome, ExecError>> = futures::stream::iter(0..asks.len())
+        .map(|k| {
+            let (e, d, at) = asks[k];
+            let req = prompts.qa_request(
+                &entities[e].title,
+                &docs[d].title,
+                &excerpt(&docs[d], at, o.doc_chars),
+                o.max_tokens,
+                llm.seed,
+            );
+            let (teacher, version) = (&teacher, &qa_version);
+            async move {
+                teacher
+                    .ask(
+                        (QA_TEMPLATE, version),
+                        (&llm.model_revision, QA_SCHEMA),
+                        &QaParser,
+                        &req,
+                    )
+                    .await
+            }
+        })
+        .buffered(llm.max_concurrency.max(1))
+        .collect()
+        .await;
+    let mut bad: Vec<QuarantineRecord> = Vec::new();
+    let mut quarantine =
+        |summary: &mut StageSummary, key: &str, template: &str, raw: &str, reason: &str| {
+            summary.add("llm.quarantined", 1);
+            summary.quarantined += 1;
+            bad.push(QuarantineRecord {
+                id: stable_id(&[key, template]),
+                dataset: "compound".into(),
+                source: key.to_string(),
+                reason: "llm_invalid_answer".into(),
+                detail: format!("{template}: {reason}"),
+                excerpt: raw.chars().take(512).collect(),
+                ..Default::default()
+            });
+        };
+    let mut simple: Vec<Vec<Simple>> = (0..entities.len()).map(|_| Vec::new()).collect();
+    for (&(e, d, _), r) in asks.iter().zip(results) {
+        summary.add("qa.asked", 1);
+        match r? {
+            Outcome::Parsed { value, .. } => {
+                let (q, a) = (
+                    value["question"].as_str().unwrap_or_default(),
+                    value["answer"].as_str().unwrap_or_default(),
+                );
+                if answer_in(a, &docs[d].text) {
+                    summary.add("qa.kept", 1);
+                    simple[e].push(Simple {
+                        question: q.to_string(),
+                        answer: a.to_string(),
+                        doc: d,
+                    });
+                } else {
+                    summary.add("qa.answer_not_in_document", 1);
+                }
+            }
+            Outcome::Invalid { raw, reason, .. } => {
+                summary.add("qa.invalid", 1);
+                let key = format!("{} / {}", entities[e].title, docs[d].id);
+                quarantine(&mut summary, &key, QA_TEMPLATE, &raw, &reason);
+            }
+        }
+    }
+
+    // Step 3: groups of 2 to 4 combined.
+    let groups: Vec<(usize, Vec<usize>)> = simple
+        .iter()
+        .enumerate()
+        .flat_map(|(e, qs)| {
+            let mut at = 0;
+            group_sizes(&entities[e].title, qs.len())
+                .into_iter()
+                .map(|n| {
+                    let g = (e, (at..at + n).collect());
+                    at += n;
+                    g
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let combined: Vec<Result<Outcome, ExecError>> = futures::stream::iter(0..groups.len())
+        .map(|k| {
+            let (e, idx) = &groups[k];
+            let qs: Vec<&str> = idx
+                .iter()
+                .map(|&i| simple[*e][i].question.as_str())
+                .collect();
+            let req = prompts.combine_request(&qs, o.max_tokens, llm.seed);
+            let (teacher, version) = (&teacher, &combine_version);
+            async move {
+                teacher
+                    .ask(
+                        (COMBINE_TEMPLATE, version),
+                        (&llm.model_revision, COMBINE_SCHEMA),
+                        &CombineParser,
+                        &req,
+                    )
+                    .await
+            }
+        })
+        .buffered(llm.max_concurrency.max(1))
+        .collect()
+        .await;
+
+    // Step 4: the benchmark and the samples.
+    let mut files: HashMap<&str, Fragments> = SPLITS
+        .iter()
+        .map(|s| {
+            (
+                *s,
+                Fragments::new(out, staging, &benchmark_file(&stage.name, s)),
+            )
+        })
+        .collect();
+    let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share);
+    let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
+    let params = json!({ "teacher": llm.model }).to_string();
+    for ((e, idx), r) in groups.iter().zip(combined) {
+        summary.add("compounds.asked", 1);
+        let ent = &entities[*e];
+        let subs: Vec<&Simple> = idx.iter().map(|&i| &simple[*e][i]).collect();
+        let question = match r? {
+            Outcome::Parsed { value, .. } => match value["compound"].as_str() {
+                Some(c) => c.to_string(),
+                None => {
+                    summary.add("compounds.refused", 1);
+                    continue;
+                }
+            },
+            Outcome::Invalid { raw, reason, .. } => {
+                summary.add("compounds.invalid", 1);
+                let key = format!("{} / group {}", ent.title, idx[0]);
+                quarantine(&mut summary, &key, COMBINE_TEMPLATE, &raw, &reason);
+                continue;
+            }
+        };
+        summary.add("compounds.kept", 1);
+        let answers: Vec<String> = subs.iter().map(|s| s.answer.clone()).collect();
+        let mut documents: Vec<String> = Vec::new();
+        for s in &subs {
+            if !documents.contains(&docs[s.doc].id) {
+                documents.push(docs[s.doc].id.clone());
+            }
+        }
+        let id = stable_id(&["compound", &ent.title, &question]);
+        let split = split_of(&ent.title, o);
+        summary.add(&format!("benchmark.{split}"), 1);
+        let line = json!({
+            "id": id,
+            "entity": ent.title,
+            "question": question,
+            "answer": answers.join("; "),
+            "answers": answers,
+            "sub_questions": subs.iter().map(|s| json!({
+                "question": s.question, "answer": s.answer,
+                "document_id": docs[s.doc].id, "title": docs[s.doc].title,
+            })).collect::<Vec<_>>(),
+            "documents": documents,
+            "split": split,
+        });
+        let f = files.get_mut(split).expect("three splits");
+        f.write(&tag, 0, &format!("{line}\n")).await?;
+        if split != "train" {
+            continue;
+        }
+        let q = Question {
+            id: id.clone(),
+            dataset: "compound".into(),
+            question: question.clone(),
+            answers: answers.clone(),
+            question_type: Some("compound".into()),
+            decomposition: subs
+                .iter()
+                .map(|s| DecompositionStep {
+                    question: s.question.clone(),
+                    answer: Some(s.answer.clone()),
+                    support: Vec::new(),
+                })
+                .collect(),
+            context_documents: documents,
+            ..Default::default()
+        };
+        for s in distillery_label::hanrag::compound_samples(
+            &label_prompts,
+            &counter,
+            &p.hash,
+            &q,
+            &params,
+        ) {
+            sft.add(s, pw.tag(), 0).await?;
+        }
+    }
+    sft.flush(&mut pw).await?;
+    if !bad.is_empty() {
+        pw.write(
+            TableKind::Quarantine,
+            0,
+            &to_batch(TableKind::Quarantine, &bad)?,
+        )
+        .await?;
+    }
+    let written = pw.finish().await?;
+    let mut staged = sft.finish().await?;
+    for s in SPLITS {
+        let f = files.remove(s).expect("three splits");
+        staged.extend(f.finish().await?);
+    }
+    Ok(teacher.finish_shard(summary, written, staged, started))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_2_to_4_with_none_left_over() {
+        for n in 0..40 {
+            let sizes = group_sizes("Liu Xiang", n);
+            assert!(sizes.iter().all(|s| (2..=4).contains(s)), "{n}: {sizes:?}");
+            let total: usize = sizes.iter().sum();
+            assert!(total == n || (n == 1 && total == 0), "{n}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn excerpts_start_at_the_linking_paragraph_and_end_at_a_sentence() {
+        let span = |start: u32, end: u32, paragraph: i32| distillery_core::Sentence {
+            start,
+            end,
+            paragraph,
+        };
+        let para = |start: u32, end: u32| distillery_core::Paragraph {
+            start,
+            end,
+            section: 0,
+        };
+        let d = Document {
+            text: "First paragraph. About cats.\nSecond one names Liu Xiang. It ends here.".into(),
+            paragraphs: vec![para(0, 28), para(29, 70)],
+            sentences: vec![
+                span(0, 16, 0),
+                span(17, 28, 0),
+                span(29, 56, 1),
+                span(57, 70, 1),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            excerpt(&d, Some(46), 100),
+            "Second one names Liu Xiang. It ends here."
+        );
+        assert_eq!(excerpt(&d, None, 30), "First paragraph. About cats.");
+        assert_eq!(excerpt(&d, None, 20), "First paragraph.");
+        assert_eq!(
+            excerpt(&d, None, 10),
+            "First para",
+            "no sentence fits: a hard cut"
+        );
+    }
+}
