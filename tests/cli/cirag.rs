@@ -228,10 +228,12 @@ fn cirag_trajectories_become_exact_student_samples() {
         );
         let last = l["step"] == l["steps"];
         assert_eq!(last, !refused, "only the chosen level answers");
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", Some(1));
     }
     assert_eq!(generations.len() as u64, generation);
     for l in &integration {
         assert_eq!(l["task"], "cirag_integration");
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", Some(1));
         assert_eq!(l["method"], "cirag");
         let m = l["messages"].as_array().unwrap();
         assert_eq!(m.len(), 3);

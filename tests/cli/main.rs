@@ -90,6 +90,23 @@ fn count(out_dir: &Path, sql: &str) -> i64 {
         .unwrap()
 }
 
+/// A teacher sample's lineage: it names the teacher `model` (no revision set in the tests)
+/// and response-cache entries that exist under `cache` (`<fan>/<digest>.json`), `n` of them
+/// when given.
+fn lineage_check(sample: &serde_json::Value, cache: &Path, model: &str, n: Option<usize>) {
+    assert_eq!(sample["teacher"], model, "{sample}");
+    let entries = sample["cache_entries"].as_array().unwrap();
+    assert!(!entries.is_empty(), "{sample}");
+    if let Some(n) = n {
+        assert_eq!(entries.len(), n, "{sample}");
+    }
+    for e in entries {
+        let e = e.as_str().unwrap();
+        let file = cache.join(&e[..2]).join(format!("{e}.json"));
+        assert!(file.is_file(), "no cache entry {}", file.display());
+    }
+}
+
 fn manifest(out_dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(out_dir.join("_manifest.json")).unwrap()).unwrap()
 }

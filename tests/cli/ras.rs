@@ -135,6 +135,8 @@ fn ras_subq_samples_from_a_stand_in_teacher() {
         7
     );
     for l in &ls {
+        // The base answer, the filter's judgements and the sub-queries asked for it.
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", None);
         let m = l["messages"].as_array().unwrap();
         assert_eq!(m.len(), 2);
         let input = m[0]["content"].as_str().unwrap();

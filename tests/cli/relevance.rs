@@ -112,6 +112,7 @@ fn relevance_labels_become_discriminator_samples() {
         let question = user.lines().next().unwrap();
         let title = user.split("```\n").nth(1).unwrap().lines().next().unwrap();
         assert_eq!(target == "true", question.contains(title));
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", Some(1));
     }
     let before = std::fs::read(out.join("relevance/train.jsonl")).unwrap();
     assert!(run_file(&file, &[]).status.success());

@@ -64,6 +64,9 @@ fn revelator_teacher() -> Responder {
     })
 }
 
+/// The teacher `pipelines/revelator.toml` names.
+const MODEL: &str = "Qwen/Qwen2.5-7B-Instruct";
+
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -189,6 +192,8 @@ fn revelator_pipeline_writes_all_five_skills() {
             .map(|s| s["question"].as_str().unwrap())
             .collect();
         assert_eq!(target(d), json!({ "decomposition": subs }).to_string());
+        // The sub-questions' entries and the combination's.
+        crate::lineage_check(d, &tmp.path().join("cache"), MODEL, Some(subs.len() + 1));
         let user = d["messages"].as_array().unwrap()[1]["content"]
             .as_str()
             .unwrap();
@@ -256,6 +261,12 @@ fn revelator_pipeline_writes_all_five_skills() {
         })
         .collect();
     assert!(questions.len() > 20, "whole questions and sub-questions");
+    for s in &rel {
+        crate::lineage_check(s, &tmp.path().join("cache"), MODEL, Some(1));
+    }
+    for s in &label {
+        assert!(s["teacher"].is_null(), "teacher-free: {s}");
+    }
 
     // A rerun asks nothing and writes the same files.
     let files = [

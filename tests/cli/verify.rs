@@ -160,6 +160,22 @@ fn verify_keeps_the_positives_the_teacher_confirms() {
         methods.iter().all(|m| m == "answer-aware+verify"),
         "{methods:?}"
     );
+    // Each names the judgements of its question's candidates; the rest are teacher-free.
+    for l in train
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    {
+        if l["task"] != "hseq_iteration" {
+            assert!(
+                l["teacher"].is_null() && l["cache_entries"] == json!([]),
+                "{l}"
+            );
+            continue;
+        }
+        let q = l["question_id"].as_str().unwrap().to_string();
+        let n = pos[&(q, "answer-aware".to_string())].len();
+        crate::lineage_check(&l, &tmp.path().join("cache"), "stand-in", Some(n));
+    }
     let report: Value =
         serde_json::from_slice(&std::fs::read(out.join("label_report.json")).unwrap()).unwrap();
     let hotpot = &report["hotpotqa"];

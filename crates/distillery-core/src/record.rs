@@ -431,6 +431,15 @@ pub struct SftSample {
     /// Token counts (with the configured tokenizer, else the character estimate).
     pub prompt_tokens: u32,
     pub target_tokens: u32,
+    /// The teacher the sample's content came from: the `[llm]` `model@model_revision`
+    /// (`model` alone without a revision); `None` for a teacher-free sample.
+    #[serde(default)]
+    pub teacher: Option<String>,
+    /// Digests of the response-cache entries the sample was built from, in the order asked
+    /// (each kept as `<fan>/<digest>.json` under the cache root, `fan` its first two
+    /// characters).
+    #[serde(default)]
+    pub cache_entries: Vec<String>,
 }
 
 /// A record that could not be read, kept with enough context to find and fix it.

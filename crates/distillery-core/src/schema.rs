@@ -232,6 +232,25 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
     let mut segment_ids =
         ListBuilder::with_capacity(StringBuilder::with_capacity(ids, id_bytes), items.len())
             .with_field(item_field("segment_ids")?);
+    let entries = items.iter().map(|s| s.cache_entries.len()).sum();
+    let entry_bytes = items
+        .iter()
+        .flat_map(|s| &s.cache_entries)
+        .map(String::len)
+        .sum();
+    let mut cache_entries = ListBuilder::with_capacity(
+        StringBuilder::with_capacity(entries, entry_bytes),
+        items.len(),
+    )
+    .with_field(item_field("cache_entries")?);
+    let mut teacher = StringBuilder::with_capacity(
+        items.len(),
+        items
+            .iter()
+            .filter_map(|s| s.teacher.as_ref())
+            .map(String::len)
+            .sum(),
+    );
     let mut weight = Float64Builder::with_capacity(items.len());
     let mut sufficient = BooleanBuilder::with_capacity(items.len());
     for s in items {
@@ -250,6 +269,11 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
             segment_ids.values().append_value(id);
         }
         segment_ids.append(true);
+        for e in &s.cache_entries {
+            cache_entries.values().append_value(e);
+        }
+        cache_entries.append(true);
+        teacher.append_option(s.teacher.as_deref());
         weight.append_value(s.weight);
         sufficient.append_option(s.sufficient);
     }
@@ -275,6 +299,8 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
             "sufficient" => Arc::new(sufficient.finish()),
             "prompt_tokens" => u32s(&|s| Some(s.prompt_tokens)),
             "target_tokens" => u32s(&|s| Some(s.target_tokens)),
+            "teacher" => Arc::new(teacher.finish()),
+            "cache_entries" => Arc::new(cache_entries.finish()),
             other => return Err(err(format!("no column builder for `{other}`"))),
         });
     }
@@ -467,6 +493,8 @@ mod tests {
             sufficient: [None, Some(true), Some(false)][n % 3],
             prompt_tokens: n as u32 * 7,
             target_tokens: 5,
+            teacher: (n % 3 == 1).then(|| format!("model@r{n}")),
+            cache_entries: (0..n % 4).map(|k| format!("{k:040x}")).collect(),
         };
         for rows in [0, 1, 2, 7, 40] {
             let items: Vec<SftSample> = (0..rows).map(sample).collect();

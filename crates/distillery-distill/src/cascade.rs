@@ -186,6 +186,8 @@ pub struct Level {
     pub system: String,
     pub user: String,
     pub generation: Generation,
+    /// The response-cache entry of the level's answer (its digest).
+    pub entry: String,
 }
 
 /// How a cascade ended.
@@ -337,6 +339,7 @@ impl CascadeRunner {
                 }
                 other => other?,
             };
+            let entry = out.entry().to_string();
             let generation = match out {
                 Outcome::Parsed { raw, .. } => parse_generation(&raw).map_err(|r| (raw, r)),
                 Outcome::Invalid { raw, reason, .. } => Err((raw, reason)),
@@ -355,6 +358,7 @@ impl CascadeRunner {
                 system,
                 user,
                 generation,
+                entry,
             });
             if !refused {
                 let end = CascadeEnd::Answered { granularity: g, f1 };
@@ -424,6 +428,7 @@ mod tests {
             },
             kept: kept.iter().map(|s| s.to_string()).collect(),
             dropped: 0,
+            entry: String::new(),
         };
         let steps = [
             step(

@@ -340,6 +340,8 @@ pub struct Step {
     pub kept: Vec<String>,
     /// Facts the teacher named that were not candidates.
     pub dropped: u32,
+    /// The response-cache entry of the step's decision (its digest).
+    pub entry: String,
 }
 
 /// How a trajectory ended.
@@ -643,6 +645,7 @@ impl Cirag {
                 }
                 other => other?,
             };
+            let entry = out.entry().to_string();
             let parsed = match out {
                 Outcome::Parsed { raw, .. } => parse_decision(&raw).map_err(|r| (raw, r)),
                 Outcome::Invalid { raw, reason, .. } => Err((raw, reason)),
@@ -680,6 +683,7 @@ impl Cirag {
                 },
                 kept,
                 dropped,
+                entry,
             });
             match next {
                 Some(n) => query = n,

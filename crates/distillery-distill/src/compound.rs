@@ -179,8 +179,12 @@ pub fn parse_combination(raw: &str) -> Result<Option<String>, String> {
     if first.is_empty() {
         return Err("empty combination".into());
     }
-    let word = first.trim_end_matches('.').to_lowercase();
-    if word == "no" {
+    // `no`, `No.`, `No, these cannot be combined.`: the first word alone.
+    let word = first
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or("");
+    if word.eq_ignore_ascii_case("no") {
         return Ok(None);
     }
     Ok(Some(first.to_string()))
@@ -256,6 +260,14 @@ mod tests {
             Some("When was X born, and where?".to_string())
         );
         assert_eq!(parse_combination("No.").unwrap(), None);
+        assert_eq!(
+            parse_combination("No, these questions cannot be combined.").unwrap(),
+            None
+        );
+        assert_eq!(
+            parse_combination("Nobel Prize: when was it won, and by whom?").unwrap(),
+            Some("Nobel Prize: when was it won, and by whom?".to_string())
+        );
         assert!(parse_combination("  ").is_err());
     }
 

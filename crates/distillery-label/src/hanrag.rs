@@ -361,6 +361,8 @@ pub fn compound_samples(
             sufficient: None,
             prompt_tokens,
             target_tokens,
+            teacher: None,
+            cache_entries: Vec::new(),
         }
     };
     vec![
@@ -398,6 +400,8 @@ fn dataset_router_sample(l: &Labeller, q: &Question, label: &str) -> SftSample {
         sufficient: None,
         prompt_tokens,
         target_tokens: l.counter.count(label),
+        teacher: None,
+        cache_entries: Vec::new(),
     }
 }
 
@@ -450,6 +454,8 @@ pub fn samples(l: &Labeller, q: &Question) -> Vec<SftSample> {
             sufficient,
             prompt_tokens,
             target_tokens: l.counter.count(target),
+            teacher: None,
+            cache_entries: Vec::new(),
         }
     };
     let p = &l.prompts;

@@ -118,6 +118,8 @@ pub fn head_sample(
         steps: Some(traj.steps.len() as u32),
         sufficient: Some(true),
         prompt_tokens,
+        teacher: None,
+        cache_entries: Vec::new(),
     })
 }
 

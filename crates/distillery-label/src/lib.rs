@@ -184,7 +184,8 @@ impl Labeller {
             .as_deref()
             .and_then(|m| positives::by_name(m, &self.options))
         {
-            let v = positives::verify::Verified::new(inner, verifier);
+            let min = self.options.min_positives as usize;
+            let v = positives::verify::Verified::new(inner, verifier, min);
             self.sft_method = Some(positives::Method::name(&v).to_string());
             self.methods.push(Box::new(v));
         }

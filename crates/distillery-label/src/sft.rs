@@ -145,6 +145,7 @@ pub fn reachable_positives(
         items,
         candidates: positives.candidates,
         low_confidence: positives.low_confidence,
+        teacher: None,
     };
     (reachable, stand_ins)
 }
@@ -270,6 +271,7 @@ pub fn label_question(
                 items: Vec::new(),
                 candidates: stream.len() as u32,
                 low_confidence: true,
+                teacher: None,
             }
         };
         let (reachable, stand_ins) = reachable_positives(&sh, &stream, &positives);
@@ -296,11 +298,19 @@ pub fn label_question(
         });
         out.phases.label += lap.lap();
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
+            let from = out.samples.len();
             out.samples
                 .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
             if l.options.head {
                 out.samples
                     .extend(crate::head::head_sample(l, m.name(), ctx, &sh, &traj));
+            }
+            // Positives a teacher confirmed: the samples name its answers.
+            if let Some(t) = &positives.teacher {
+                for s in &mut out.samples[from..] {
+                    s.teacher = Some(t.teacher.clone());
+                    s.cache_entries = t.entries.clone();
+                }
             }
             out.phases.samples += lap.lap();
         }
@@ -446,6 +456,8 @@ impl StepSamples<'_> {
             sufficient: Some(step.sufficient),
             prompt_tokens: rendered.prompt_tokens,
             target_tokens,
+            teacher: None,
+            cache_entries: Vec::new(),
         }
     }
 }
@@ -494,6 +506,7 @@ mod tests {
             items,
             candidates: 4,
             low_confidence: false,
+            teacher: None,
         };
         let params = TrajectoryParams {
             k: 2,

@@ -275,6 +275,7 @@ mod tests {
                 .collect(),
             candidates: 0,
             low_confidence: false,
+            teacher: None,
         }
     }
 

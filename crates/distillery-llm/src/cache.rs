@@ -267,13 +267,27 @@ pub enum Outcome {
         cached: bool,
         /// Parsed again from a cached raw answer of another parser version.
         reparsed: bool,
+        /// The digest naming the cache entry that holds the answer (`<fan>/<digest>.json`
+        /// under the cache root): a sample's lineage.
+        entry: String,
     },
     /// The parser rejected the answer: quarantine `raw` with `reason`.
     Invalid {
         raw: String,
         reason: String,
         cached: bool,
+        /// The cache entry's digest (empty when nothing was kept).
+        entry: String,
     },
+}
+
+impl Outcome {
+    /// The digest of the cache entry the outcome came from (empty when none).
+    pub fn entry(&self) -> &str {
+        match self {
+            Outcome::Parsed { entry, .. } | Outcome::Invalid { entry, .. } => entry,
+        }
+    }
 }
 
 fn now_secs() -> u64 {
@@ -399,6 +413,7 @@ fn split(r: Result<Value, String>) -> (Option<Value>, Option<String>) {
 }
 
 fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) -> Outcome {
+    let digest = entry.key.digest();
     match entry.parsed {
         Some(value) => Outcome::Parsed {
             value,
@@ -406,6 +421,7 @@ fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) 
             usage: entry.usage,
             cached,
             reparsed,
+            entry: digest,
         },
         None => {
             stats.invalid.fetch_add(1, Ordering::Relaxed);
@@ -413,6 +429,7 @@ fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) 
                 raw: entry.raw,
                 reason: entry.invalid_reason.unwrap_or_default(),
                 cached,
+                entry: digest,
             }
         }
     }

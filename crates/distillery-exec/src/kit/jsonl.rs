@@ -152,6 +152,20 @@ impl JsonlLines {
         o.push_str(&s.prompt_tokens.to_string());
         push_key(&mut o, "target_tokens");
         o.push_str(&s.target_tokens.to_string());
+        push_key(&mut o, "teacher");
+        match &s.teacher {
+            Some(t) => json_str(&mut o, t),
+            None => o.push_str("null"),
+        }
+        push_key(&mut o, "cache_entries");
+        o.push('[');
+        for (i, e) in s.cache_entries.iter().enumerate() {
+            if i > 0 {
+                o.push(',');
+            }
+            json_str(&mut o, e);
+        }
+        o.push(']');
         o.push_str("}\n");
         o
     }

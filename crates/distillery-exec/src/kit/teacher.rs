@@ -19,6 +19,16 @@ use crate::store::open_location;
 use crate::task::{SPENT_COST, SPENT_TOKENS};
 use tracing::info;
 
+/// How a sample names the teacher it came from ([`distillery_core::SftSample::teacher`]):
+/// `model@model_revision`, or the model alone when no revision is set.
+pub fn teacher_name(llm: &LlmSpec) -> String {
+    if llm.model_revision.is_empty() {
+        llm.model.clone()
+    } else {
+        format!("{}@{}", llm.model, llm.model_revision)
+    }
+}
+
 /// The client, cache and budget of a pipeline's `[llm]` section.
 pub struct Teacher {
     pub client: Arc<Client>,
@@ -152,6 +162,7 @@ impl Teacher {
                 raw: String::new(),
                 reason: format!("request rejected: {e}"),
                 cached: false,
+                entry: String::new(),
             }),
             other => other.map_err(ExecError::from),
         }

@@ -68,7 +68,7 @@ use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::retrieval::{IndexRetriever, built_by, root_of};
 use crate::kit::sft_out::{SftOut, merge_stage};
-use crate::kit::teacher::Teacher;
+use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
@@ -377,6 +377,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         params["rerank"] = json!(e.model);
     }
     let params = params.to_string();
+    let teacher_label = teacher_name(llm);
     let mut written: Vec<WrittenPart> = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
     let mut by_tag: BTreeMap<String, Vec<(u32, &WrittenPart)>> = BTreeMap::new();
@@ -428,6 +429,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             params: &params,
                             runner: &cascade,
                             p,
+                            teacher: &teacher_label,
                         };
                         for s in
                             cascade_samples(&q, c, opts.min_f1, &lineage, &mut summary, &mut bad)
@@ -445,7 +447,16 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                         End::Kept { .. } => {
                             summary.add("trajectories.kept", 1);
                             for (i, step) in t.steps.iter().enumerate() {
-                                let s = sample(&q, &t, i, step, &prompts, &cirag, &params, p);
+                                let s = sample(
+                                    &q,
+                                    &t,
+                                    i,
+                                    step,
+                                    &prompts,
+                                    &cirag,
+                                    &params,
+                                    (p, &teacher_label),
+                                );
                                 sft.add(s, pw.tag(), shard).await?;
                             }
                         }
@@ -516,6 +527,8 @@ struct Lineage<'a> {
     params: &'a str,
     runner: &'a CascadeRunner,
     p: &'a Pipeline,
+    /// [`teacher_name`].
+    teacher: &'a str,
 }
 
 /// The generation samples of a cascade (one per level asked) when its chosen level's answer
@@ -599,6 +612,8 @@ fn cascade_samples(
                 step: Some(i as u32 + 1),
                 steps: Some(n),
                 sufficient: Some(!level.generation.refused()),
+                teacher: Some(l.teacher.to_string()),
+                cache_entries: vec![level.entry.clone()],
             }
         })
         .collect()
@@ -731,7 +746,7 @@ fn sample(
     prompts: &Prompts,
     cirag: &CiragLoop,
     params: &str,
-    p: &Pipeline,
+    (p, teacher): (&Pipeline, &str),
 ) -> SftSample {
     let messages: Vec<Message> = step_messages(prompts, step)
         .into_iter()
@@ -766,5 +781,7 @@ fn sample(
         sufficient: Some(step.decision.next.is_none()),
         prompt_tokens,
         target_tokens,
+        teacher: Some(teacher.to_string()),
+        cache_entries: vec![step.entry.clone()],
     }
 }

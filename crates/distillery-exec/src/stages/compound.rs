@@ -5,13 +5,14 @@
 //! 1. **Entities.** Every document title of the inputs is a candidate, in the order of a hash
 //!    of the title (the paper's random pick, the same on every run). A candidate's documents
 //!    are its own page (when the inputs hold one) and the pages that link to it (MediaWiki
-//!    `links`), or, for documents without links (QA context paragraphs), the documents whose
-//!    text names its title; at most `docs_per_entity`, own page first, the others in hash
-//!    order. A candidate with fewer than 2 documents is skipped; `max_entities` are taken.
+//!    `links`) and the documents without links (QA context paragraphs) whose text names its
+//!    title; at most `docs_per_entity`, own page first, the others in hash order, a text
+//!    staged twice (by two inputs) once. A candidate with fewer than 2 documents is skipped;
+//!    `max_entities` are taken.
 //! 2. **Simple questions.** Per (entity, document) the teacher writes one question about the
 //!    entity with its answer ([`distillery_distill::compound`]); the document is shown as its
 //!    first `doc_chars` characters (a linking page: from the paragraph holding the link). An
-//!    answer not found in the document is dropped and counted.
+//!    answer not found in that excerpt is dropped and counted.
 //! 3. **Compound questions.** An entity's kept questions are cut into groups of 2 to 4 (sizes
 //!    from a hash of the entity, no group of 1 left over); the teacher combines each group
 //!    into one question (or answers `no`: dropped, counted). The compound answer is the
@@ -58,7 +59,7 @@ use crate::error::ExecError;
 use crate::kit::doc_triples::{each_row, source_parts};
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::sft_out::{SftOut, merge_stage};
-use crate::kit::teacher::Teacher;
+use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::PartWriters;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
@@ -234,12 +235,12 @@ fn pick_entities(docs: &[Document], o: &CompoundOptions) -> Vec<Entity> {
     for (i, d) in docs.iter().enumerate() {
         by_title.entry(d.title.as_str()).or_insert(i);
     }
+    // Documents with links point at the pages they link to; the others (QA context
+    // paragraphs) at the titles their text names.
     let mut linked: HashMap<&str, Vec<(usize, u32)>> = HashMap::new();
-    let mut any_links = false;
     for (i, d) in docs.iter().enumerate() {
         let mut seen = HashSet::new();
         for l in &d.links {
-            any_links = true;
             if l.target != d.title && seen.insert(l.target.as_str()) {
                 linked
                     .entry(l.target.as_str())
@@ -248,13 +249,14 @@ fn pick_entities(docs: &[Document], o: &CompoundOptions) -> Vec<Entity> {
             }
         }
     }
+    let unlinked: Vec<(usize, String)> = docs
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.links.is_empty())
+        .map(|(i, d)| (i, normalize_answer(&d.text)))
+        .collect();
     let mut titles: Vec<&str> = by_title.keys().copied().collect();
     titles.sort_by_key(|t| (stable_id(&["entity", t]), *t));
-    let norms: Vec<String> = if any_links {
-        Vec::new()
-    } else {
-        docs.iter().map(|d| normalize_answer(&d.text)).collect()
-    };
     let order = |i: &usize| stable_id(&["doc", &docs[*i].id]);
     let mut out = Vec::new();
     for t in titles {
@@ -262,22 +264,31 @@ fn pick_entities(docs: &[Document], o: &CompoundOptions) -> Vec<Entity> {
             break;
         }
         let own = by_title[t];
-        let mut others: Vec<(usize, Option<u32>)> = if any_links {
-            linked
-                .get(t)
-                .map(|v| v.iter().map(|&(i, at)| (i, Some(at))).collect())
-                .unwrap_or_default()
-        } else {
-            let name = normalize_answer(t);
-            (0..docs.len())
-                .filter(|&i| i != own && docs[i].title != t && contains_phrase(&norms[i], &name))
-                .map(|i| (i, None))
-                .collect()
-        };
+        let name = normalize_answer(t);
+        let mut others: Vec<(usize, Option<u32>)> = linked
+            .get(t)
+            .map(|v| v.iter().map(|&(i, at)| (i, Some(at))).collect())
+            .unwrap_or_default();
+        others.extend(
+            unlinked
+                .iter()
+                .filter(|(i, norm)| {
+                    *i != own && docs[*i].title != t && contains_phrase(norm, &name)
+                })
+                .map(|(i, _)| (*i, None)),
+        );
         others.sort_by_key(|(i, _)| order(i));
+        // The same paragraph staged by two inputs (two ids, one text) counts once.
+        let mut texts: HashSet<&str> = HashSet::from([docs[own].text.as_str()]);
         let mut entity_docs = vec![(own, None)];
-        entity_docs.extend(others);
-        entity_docs.truncate(o.docs_per_entity as usize);
+        for (i, at) in others {
+            if entity_docs.len() >= o.docs_per_entity as usize {
+                break;
+            }
+            if texts.insert(docs[i].text.as_str()) {
+                entity_docs.push((i, at));
+            }
+        }
         if entity_docs.len() >= 2 {
             out.push(Entity {
                 title: t.to_string(),
@@ -325,6 +336,8 @@ struct Simple {
     question: String,
     answer: String,
     doc: usize,
+    /// The response-cache entry of the question.
+    entry: String,
 }
 
 async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
@@ -386,13 +399,17 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .flat_map(|(e, ent)| ent.docs.iter().map(move |&(d, at)| (e, d, at)))
         .collect();
     summary.add("documents", asks.len() as u64);
+    let shown: Vec<String> = asks
+        .iter()
+        .map(|&(_, d, at)| excerpt(&docs[d], at, o.doc_chars))
+        .collect();
     let results: Vec<Result<Outcome, ExecError>> = futures::stream::iter(0..asks.len())
         .map(|k| {
-            let (e, d, at) = asks[k];
+            let (e, d, _) = asks[k];
             let req = prompts.qa_request(
                 &entities[e].title,
                 &docs[d].title,
-                &excerpt(&docs[d], at, o.doc_chars),
+                &shown[k],
                 o.max_tokens,
                 llm.seed,
             );
@@ -427,20 +444,24 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             });
         };
     let mut simple: Vec<Vec<Simple>> = (0..entities.len()).map(|_| Vec::new()).collect();
-    for (&(e, d, _), r) in asks.iter().zip(results) {
+    for (k, (&(e, d, _), r)) in asks.iter().zip(results).enumerate() {
         summary.add("qa.asked", 1);
-        match r? {
+        let r = r?;
+        let entry = r.entry().to_string();
+        match r {
             Outcome::Parsed { value, .. } => {
                 let (q, a) = (
                     value["question"].as_str().unwrap_or_default(),
                     value["answer"].as_str().unwrap_or_default(),
                 );
-                if answer_in(a, &docs[d].text) {
+                // In what the teacher saw, not merely somewhere in the page.
+                if answer_in(a, &shown[k]) {
                     summary.add("qa.kept", 1);
                     simple[e].push(Simple {
                         question: q.to_string(),
                         answer: a.to_string(),
                         doc: d,
+                        entry,
                     });
                 } else {
                     summary.add("qa.answer_not_in_document", 1);
@@ -507,11 +528,14 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share);
     let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
     let params = json!({ "teacher": llm.model }).to_string();
+    let teacher_label = teacher_name(llm);
     for ((e, idx), r) in groups.iter().zip(combined) {
         summary.add("compounds.asked", 1);
         let ent = &entities[*e];
         let subs: Vec<&Simple> = idx.iter().map(|&i| &simple[*e][i]).collect();
-        let question = match r? {
+        let r = r?;
+        let combine_entry = r.entry().to_string();
+        let question = match r {
             Outcome::Parsed { value, .. } => match value["compound"].as_str() {
                 Some(c) => c.to_string(),
                 None => {
@@ -572,13 +596,18 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             context_documents: documents,
             ..Default::default()
         };
-        for s in distillery_label::hanrag::compound_samples(
+        // Lineage: the sub-questions' entries, then the combination's.
+        let mut entries: Vec<String> = subs.iter().map(|s| s.entry.clone()).collect();
+        entries.push(combine_entry);
+        for mut s in distillery_label::hanrag::compound_samples(
             &label_prompts,
             &counter,
             &p.hash,
             &q,
             &params,
         ) {
+            s.teacher = Some(teacher_label.clone());
+            s.cache_entries = entries.clone();
             sft.add(s, pw.tag(), 0).await?;
         }
     }

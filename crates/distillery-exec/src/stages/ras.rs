@@ -59,7 +59,7 @@ use futures::StreamExt;
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
-use crate::kit::teacher::Teacher;
+use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
@@ -176,11 +176,16 @@ impl Stage for Ras {
 }
 
 /// What a question gave.
+/// What one question built; `entries` are the response-cache entries its samples came from
+/// (the base answer, the filter's judgements, the sub-queries), in the order asked.
 enum Built {
-    NoRetrieval,
+    NoRetrieval {
+        entries: Vec<String>,
+    },
     Chain {
         pairs: Vec<(String, String)>,
         docs: Vec<String>,
+        entries: Vec<String>,
     },
     Dropped(&'static str),
 }
@@ -222,12 +227,13 @@ impl Ctx<'_> {
                 &self.prompts.base_request(&q.question, max, self.base_seed),
             )
             .await?;
+        let mut entries = vec![base.entry().to_string()];
         if let Outcome::Parsed { value, .. } = base {
             let answer = value["answer"].as_str().unwrap_or_default().to_string();
             let v = tokio::task::block_in_place(|| self.embedder.embed(&[&answer, gold]))
                 .map_err(|e| ExecError::Task(e.to_string()))?;
             if f64::from(cosine(&v[0], &v[1])) >= self.opts.similarity {
-                return Ok(Built::NoRetrieval);
+                return Ok(Built::NoRetrieval { entries });
             }
         }
         // 2. supporting documents, filtered by the teacher.
@@ -253,6 +259,7 @@ impl Ctx<'_> {
                     &self.relevance.request(q, d, max, self.base_seed),
                 )
                 .await?;
+            entries.push(r.entry().to_string());
             match r {
                 Outcome::Parsed { value, .. } if value["relevant"] == false => {
                     bump("documents.filtered")
@@ -291,6 +298,7 @@ impl Ctx<'_> {
                         &req,
                     )
                     .await?;
+                entries.push(r.entry().to_string());
                 if let Outcome::Parsed { value, .. } = r {
                     subq = value["subquery"].as_str().map(str::to_string);
                     bump(if strict {
@@ -337,6 +345,7 @@ impl Ctx<'_> {
         Ok(Built::Chain {
             pairs,
             docs: kept.iter().map(|d| d.id.clone()).collect(),
+            entries,
         })
     }
 }
@@ -403,6 +412,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         relevance.teacher_version(),
     );
     let sample_version = prompts.sample_version();
+    let teacher_label = teacher_name(llm);
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
 
@@ -457,18 +467,24 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             summary.add(k, n);
                         }
                         let gold = q.answers.first().cloned().unwrap_or_default();
-                        let (made, seg_ids) = match built {
+                        let (made, seg_ids, entries) = match built {
                             Built::Dropped(why) => {
                                 summary.add(why, 1);
                                 continue;
                             }
-                            Built::NoRetrieval => {
+                            Built::NoRetrieval { entries } => {
                                 summary.add("no_retrieval", 1);
-                                (samples(&prompts, &q.question, &gold, None), Vec::new())
+                                let made = samples(&prompts, &q.question, &gold, None);
+                                (made, Vec::new(), entries)
                             }
-                            Built::Chain { pairs, docs } => {
+                            Built::Chain {
+                                pairs,
+                                docs,
+                                entries,
+                            } => {
                                 summary.add("chains", 1);
-                                (samples(&prompts, &q.question, &gold, Some(&pairs)), docs)
+                                let made = samples(&prompts, &q.question, &gold, Some(&pairs));
+                                (made, docs, entries)
                             }
                         };
                         let steps = made.len() as u32;
@@ -502,6 +518,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 pipeline_hash: p.hash.clone(),
                                 step: Some(step),
                                 steps: Some(steps),
+                                teacher: Some(teacher_label.clone()),
+                                cache_entries: entries.clone(),
                             };
                             sft.add(s, pw.tag(), part.shard).await?;
                         }

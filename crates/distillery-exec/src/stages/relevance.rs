@@ -40,7 +40,7 @@ use futures::StreamExt;
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
-use crate::kit::teacher::Teacher;
+use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
@@ -311,7 +311,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             },
                             1,
                         );
-                        let relevant = match r? {
+                        let r = r?;
+                        let entry = r.entry().to_string();
+                        let relevant = match r {
                             Outcome::Parsed { value, .. } => {
                                 value["relevant"].as_bool().unwrap_or(false)
                             }
@@ -320,7 +322,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 summary.add("llm.quarantined", 1);
                                 summary.quarantined += 1;
                                 bad.push(QuarantineRecord {
-                                    id: stable_id(&[&q.id, &d.id, RELEVANCE_TEMPLATE]),
+                                    id: stable_id(&[&q.id, &d.id, &q.question, RELEVANCE_TEMPLATE]),
                                     dataset: "relevance".into(),
                                     source: format!("{} / {}", q.id, d.id),
                                     reason: "llm_invalid_answer".into(),
@@ -395,6 +397,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             step: None,
                             steps: None,
                             sufficient: None,
+                            teacher: Some(teacher_name(llm)),
+                            cache_entries: vec![entry],
                         };
                         sft.add(s, pw.tag(), part.shard).await?;
                     }

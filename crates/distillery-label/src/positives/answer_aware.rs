@@ -27,15 +27,21 @@
 //!    1 for every chosen source with a unit that mentions its title (a *bridge*: the second
 //!    hop of a chain) and 0.5 for every chosen source whose title it mentions. The chain ends
 //!    at the answer: when some source holds the answer and none chosen so far does, the last
-//!    slot goes to the best source that holds it. A comparison question naming two titles
-//!    gets both by the title bonus.
-//! 5. **Positives**, per chosen source in chain order, units in text order: units holding the
-//!    answer (`exact` 1.0 when the unit is the answer, else `substring` 0.9, `operand` 0.85
-//!    when it holds a derivation operand but not the answer), units mentioning
-//!    another chosen source's title (`bridge`, 0.8), the lead sentence (`lead`, 0.6: it names
-//!    and defines the entity the other sentences refer to); a source with none of these
-//!    (tables, subgraphs) gets its best BM25 unit (`bm25`, lexical, 0.5 × its share of the
-//!    best BM25).
+//!    slot goes to the best source that holds it. Then the chain is pruned (not in contexts
+//!    with a table): after the first source, a source stays when it holds the answer, or when
+//!    some chosen source does and it is linked by a title mention (either way) to one kept
+//!    before it: a retriever's context misses gold documents, and the greedy chain fills
+//!    their slots with distractors. A `comparison` question that names sources' titles (or
+//!    heads) takes those sources instead, best first.
+//! 5. **Positives**, per chosen source in chain order, units in text order. A source holding
+//!    the answer gives its answer units: of its sentences only the one with the best BM25
+//!    (`exact` 1.0 when the unit is the answer, else `substring` 0.9), and every other
+//!    answer unit (rows, triplets) and operand unit (`operand` 0.85). A source without it
+//!    gives the units mentioning another chosen source's title (`bridge`, 0.8), its lead
+//!    sentence (`lead`, 0.6: it names and defines the entity the other sentences refer to)
+//!    and its best BM25 unit when that reaches half the question's best (`bm25`, lexical,
+//!    0.5 × its share); with none of these (tables, subgraphs), its best BM25 unit alone.
+//!    Measured on HotpotQA: docs/benchmarks.md, "Weak positives on retrieved contexts".
 //!
 //! `low_confidence` is set when fewer than `min_positives` positives hold the answer or an
 //! operand (always for yes/no questions). `candidates` is the number of units.
@@ -498,7 +504,11 @@ impl Method for AnswerAware {
             "hops": "Nhop/N-hop type or level -> N, bridge_comparison -> 4, else 2",
             "source_score": "unit bm25 + title bm25 + title in question (1, head 0.5) + answer (1)",
             "chain": {"bridge_in": 1.0, "bridge_out": 0.5},
-            "reasons": {"exact": 1.0, "substring": 0.9, "bridge": 0.8, "lead": 0.6, "bm25": 0.5},
+            "prune": "after the first source: holds the answer, or linked when the chain reaches it; not with tables",
+            "comparison": "the sources whose titles the question names",
+            "answer_sentences": "the best bm25 one per source",
+            "bm25_pick_share": BM25_PICK_SHARE,
+            "reasons": {"exact": 1.0, "substring": 0.9, "operand": 0.85, "bridge": 0.8, "lead": 0.6, "bm25": 0.5},
         })
     }
 
@@ -731,6 +741,7 @@ impl Method for AnswerAware {
             items,
             candidates: units.len() as u32,
             low_confidence: false,
+            teacher: None,
         };
         Positives {
             low_confidence: positives.answer_matched() < self.min_positives,

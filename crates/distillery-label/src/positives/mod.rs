@@ -54,6 +54,17 @@ pub struct Positives {
     pub candidates: u32,
     /// Fewer than `min_positives` positives came from answer matching.
     pub low_confidence: bool,
+    /// The teacher behind the positives, when one judged them ([`verify::Verified`]).
+    pub teacher: Option<TeacherLineage>,
+}
+
+/// Which teacher answers a set of positives rests on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TeacherLineage {
+    /// `model@revision` of the teacher.
+    pub teacher: String,
+    /// The response-cache entries (digests) of its answers, in the order asked.
+    pub entries: Vec<String>,
 }
 
 impl Positives {

@@ -130,6 +130,7 @@ impl Method for HseqPaper {
             items,
             candidates: cands.len() as u32,
             low_confidence,
+            teacher: None,
         }
     }
 }

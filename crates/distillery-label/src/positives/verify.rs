@@ -24,11 +24,22 @@ pub struct Candidate<'a> {
     pub segment: &'a Segment,
 }
 
+/// The judgement of one candidate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verdict {
+    /// `Some(true)`: it states a fact the answer needs; `Some(false)`: it does not; `None`:
+    /// no usable verdict (the candidate stays).
+    pub supports: Option<bool>,
+    /// The response-cache entry holding the judgement (empty when none was kept).
+    pub entry: String,
+}
+
 /// Judges candidates against a question and its gold answer.
 pub trait Verifier: Send + Sync {
-    /// One verdict per candidate, in order: `Some(true)` it states a fact the answer needs,
-    /// `Some(false)` it does not, `None` no usable verdict (the candidate stays).
-    fn verdicts(&self, q: &Question, candidates: &[Candidate<'_>]) -> Vec<Option<bool>>;
+    /// One verdict per candidate, in order.
+    fn verdicts(&self, q: &Question, candidates: &[Candidate<'_>]) -> Vec<Verdict>;
+    /// The judge's name for lineage (`model@revision`).
+    fn teacher(&self) -> String;
 }
 
 /// A method whose positives pass a [`Verifier`].
@@ -36,14 +47,22 @@ pub struct Verified {
     inner: Box<dyn Method + Send + Sync>,
     name: String,
     verifier: Arc<dyn Verifier>,
+    /// `min_positives` of the options: fewer confirmed answer-matched positives is low
+    /// confidence.
+    min_positives: usize,
 }
 
 impl Verified {
-    pub fn new(inner: Box<dyn Method + Send + Sync>, verifier: Arc<dyn Verifier>) -> Verified {
+    pub fn new(
+        inner: Box<dyn Method + Send + Sync>,
+        verifier: Arc<dyn Verifier>,
+        min_positives: usize,
+    ) -> Verified {
         Verified {
             name: format!("{}{SUFFIX}", inner.name()),
             inner,
             verifier,
+            min_positives,
         }
     }
 }
@@ -98,17 +117,35 @@ impl Method for Verified {
             })
             .collect();
         let verdicts = self.verifier.verdicts(q, &candidates);
+        let entries: Vec<String> = verdicts
+            .iter()
+            .filter(|v| !v.entry.is_empty())
+            .map(|v| v.entry.clone())
+            .collect();
         let items: Vec<_> = p
             .items
             .into_iter()
-            .zip(verdicts.into_iter().chain(std::iter::repeat(None)))
+            .zip(
+                verdicts
+                    .into_iter()
+                    .map(|v| v.supports)
+                    .chain(std::iter::repeat(None)),
+            )
             .filter(|(_, v)| *v != Some(false))
             .map(|(x, _)| x)
             .collect();
-        Positives {
-            low_confidence: p.low_confidence || items.is_empty(),
+        let kept = Positives {
             items,
             candidates: p.candidates,
+            low_confidence: false,
+            teacher: Some(super::TeacherLineage {
+                teacher: self.verifier.teacher(),
+                entries,
+            }),
+        };
+        Positives {
+            low_confidence: p.low_confidence || kept.answer_matched() < self.min_positives.max(1),
+            ..kept
         }
     }
 }

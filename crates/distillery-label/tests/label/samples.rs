@@ -59,6 +59,7 @@ impl Method for Contains {
             items,
             candidates: cands.len() as u32,
             low_confidence: self.lexical,
+            teacher: None,
         }
     }
 }
@@ -433,6 +434,7 @@ fn positives(items: &[(usize, bool)]) -> Positives {
             .collect(),
         candidates: 0,
         low_confidence: false,
+        teacher: None,
     }
 }
 

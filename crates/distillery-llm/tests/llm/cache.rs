@@ -139,10 +139,19 @@ async fn invalid_answers_are_not_results_and_a_parser_upgrade_reparses_without_c
         raw,
         reason,
         cached: false,
+        entry,
     } = o
     else {
         panic!("{o:?}")
     };
+    // The outcome names the entry that keeps it.
+    let file = dir
+        .path()
+        .join("llm-cache")
+        .join(&entry[..2])
+        .join(format!("{entry}.json"));
+    let kept: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(kept["raw"].as_str(), Some(raw.as_str()));
     assert!(raw.starts_with("Sure!"));
     assert!(reason.contains("not JSON"), "{reason}");
     // Asked again with the same parser: still invalid, from the cache, no call.

@@ -1711,7 +1711,9 @@ mod tests {
                 "steps",
                 "sufficient",
                 "prompt_tokens",
-                "target_tokens"
+                "target_tokens",
+                "teacher",
+                "cache_entries"
             ]
         );
         assert_eq!(v["params"]["k"], 2);
@@ -1729,6 +1731,7 @@ mod tests {
             "template_version": s.template_version, "pipeline_hash": s.pipeline_hash,
             "step": s.step, "steps": s.steps, "sufficient": s.sufficient,
             "prompt_tokens": s.prompt_tokens, "target_tokens": s.target_tokens,
+            "teacher": s.teacher, "cache_entries": s.cache_entries,
         }))
         .unwrap();
         v.push('\n');
@@ -1763,6 +1766,8 @@ mod tests {
             s.step = (n % 3 > 0).then_some(n as u32);
             s.steps = (n % 4 > 0).then_some(3);
             s.sufficient = [None, Some(true), Some(false)][n % 3];
+            s.teacher = (n % 2 == 1).then(|| format!("m\"{text}@r"));
+            s.cache_entries = (0..n % 3).map(|k| format!("{k}{text}")).collect();
             s.params = match n % 4 {
                 0 => "{\"k\": 2, \"a\": [1.5, \"x\\\"y\"], \"b\": {\"c\": null}}".into(),
                 1 => "not json \u{1}".into(),

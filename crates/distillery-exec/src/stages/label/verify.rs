@@ -17,7 +17,7 @@ use distillery_core::summary::StageSummary;
 use distillery_distill::support::{
     SUPPORT_SCHEMA, SUPPORT_TEMPLATE, SupportParser, SupportPrompts,
 };
-use distillery_label::positives::verify::{Candidate, Verifier};
+use distillery_label::positives::verify::{Candidate, Verdict, Verifier};
 use distillery_llm::Outcome;
 use futures::StreamExt;
 
@@ -71,7 +71,11 @@ impl TeacherVerifier {
 
     /// The error of a failed call, once.
     pub fn take_error(&self) -> Option<ExecError> {
-        self.error.lock().ok()?.take()
+        // A poisoned lock still holds the error.
+        self.error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// The option's counters and the teacher's `llm.*` into a summary.
@@ -88,9 +92,13 @@ impl TeacherVerifier {
 }
 
 impl Verifier for TeacherVerifier {
-    fn verdicts(&self, q: &Question, candidates: &[Candidate<'_>]) -> Vec<Option<bool>> {
+    fn teacher(&self) -> String {
+        crate::kit::teacher::teacher_name(&self.llm)
+    }
+
+    fn verdicts(&self, q: &Question, candidates: &[Candidate<'_>]) -> Vec<Verdict> {
         if self.failed.load(Ordering::Relaxed) {
-            return vec![None; candidates.len()];
+            return vec![Verdict::default(); candidates.len()];
         }
         let llm = &self.llm;
         let asks = futures::stream::iter(candidates)
@@ -114,7 +122,8 @@ impl Verifier for TeacherVerifier {
             .into_iter()
             .map(|r| {
                 self.add(0);
-                match r {
+                let entry = r.as_ref().map_or(String::new(), |o| o.entry().to_string());
+                let supports = match r {
                     Ok(Outcome::Parsed { value, .. }) => {
                         let v = value["supports"].as_bool();
                         self.add(match v {
@@ -136,7 +145,8 @@ impl Verifier for TeacherVerifier {
                         }
                         None
                     }
-                }
+                };
+                Verdict { supports, entry }
             })
             .collect()
     }
