@@ -98,6 +98,8 @@ fn planner_guidance_reaches_the_iteration_samples() {
     assert!(!iteration.is_empty());
     for l in &iteration {
         assert_eq!(l["params"]["guidance"], "planner", "{l}");
+        // The plan's teacher answer (no verification: that one entry).
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", Some(1));
         let user = l["messages"][1]["content"].as_str().unwrap();
         assert!(
             user.contains("Look first at the paragraphs that name the subject of"),

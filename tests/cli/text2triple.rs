@@ -179,6 +179,8 @@ cache = "{cache}"
         let doc = s["question_id"].as_str().unwrap();
         assert_eq!(s["messages"][1]["content"], export[doc].as_str(), "{doc}");
         assert_eq!(s["params"]["triples"], "triples");
+        // The OpenIE answer the passage's triples came from (one passage, one answer).
+        crate::lineage_check(s, &tmp.path().join("cache"), "stand-in", Some(1));
     }
     let s = summary(&out);
     let c = &stage(&s, "text2triple")["counters"];

@@ -201,6 +201,12 @@ pub struct Triple {
     /// 1-based line of the input for line-oriented sources; `None` when the file was read as
     /// byte ranges (`run.split_bytes`), which cannot know how many lines come before them.
     pub line: Option<u64>,
+    /// For triples a teacher extracted: its `model@revision`, and the digest of the
+    /// response-cache entry of the answer that stated the triple.
+    #[serde(default)]
+    pub teacher: Option<String>,
+    #[serde(default)]
+    pub cache_entry: Option<String>,
 }
 
 /// A named entity of a knowledge base (labels of Wikidata items, names of Freebase mids).

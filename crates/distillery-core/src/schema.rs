@@ -141,6 +141,8 @@ pub fn triples_batch(table: TableKind, items: &[&Triple]) -> Result<RecordBatch,
             "object_name" => opt(&|t| t.object_name.as_deref()),
             "time" => opt(&|t| t.time.as_deref()),
             "document_id" => opt(&|t| t.document_id.as_deref()),
+            "teacher" => opt(&|t| t.teacher.as_deref()),
+            "cache_entry" => opt(&|t| t.cache_entry.as_deref()),
             "sentence" => u32s(&|t| t.sentence),
             "start" => u32s(&|t| t.start),
             "end" => u32s(&|t| t.end),
@@ -452,6 +454,8 @@ mod tests {
             start: n.is_multiple_of(6).then_some(1),
             end: n.is_multiple_of(6).then_some(9),
             line: (n % 2 == 1).then_some(n as u64 * 11),
+            teacher: (n % 4 == 3).then(|| "m@r".into()),
+            cache_entry: (n % 4 == 3).then(|| format!("{n:040x}")),
         };
         for rows in [0, 1, 2, 7, 40] {
             let items: Vec<Triple> = (0..rows).map(triple).collect();

@@ -160,6 +160,16 @@ pub fn template_guidance(kind: QuestionKind) -> String {
     format!("{PLAN_PREFIX} {}", kind.sentence())
 }
 
+/// A plan of this job's planner stage, with the teacher answer it came from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    pub text: String,
+    /// `model@revision` of the planner's teacher (empty when the line does not say).
+    pub teacher: String,
+    /// The response-cache entry (digest) of its answer (empty when the line does not say).
+    pub entry: String,
+}
+
 /// Where guidance comes from: the planner cache, else the heuristic templates.
 #[derive(Debug, Clone, Default)]
 pub struct GuidanceSource {
@@ -167,7 +177,7 @@ pub struct GuidanceSource {
     root: Option<PathBuf>,
     /// Plans of this job's planner stage by question id (read from its `plans.jsonl`), looked
     /// up before the cache.
-    plans: Option<Arc<HashMap<String, String>>>,
+    plans: Option<Arc<HashMap<String, Plan>>>,
 }
 
 impl GuidanceSource {
@@ -204,9 +214,17 @@ impl GuidanceSource {
     }
 
     /// Also answers from a planner stage's plans (question id → plan), before the cache.
-    pub fn with_plans(mut self, plans: HashMap<String, String>) -> GuidanceSource {
+    pub fn with_plans(mut self, plans: HashMap<String, Plan>) -> GuidanceSource {
         self.plans = Some(Arc::new(plans));
         self
+    }
+
+    /// The planner stage's plan of a question, when it has a non-empty one.
+    pub fn plan(&self, q: &Question) -> Option<&Plan> {
+        self.plans
+            .as_ref()
+            .and_then(|p| p.get(&q.id))
+            .filter(|p| !p.text.trim().is_empty())
     }
 
     /// The cache file of a question (whether or not it exists); `None` without a cache.
@@ -217,10 +235,8 @@ impl GuidanceSource {
     /// The guidance of a question and where it came from: `"planner"` (the plans of this
     /// job's planner stage), `"cache"` or `"template"`.
     pub fn guidance_for(&self, q: &Question) -> (String, &'static str) {
-        if let Some(plan) = self.plans.as_ref().and_then(|p| p.get(&q.id))
-            && !plan.trim().is_empty()
-        {
-            return (plan.trim().to_string(), "planner");
+        if let Some(plan) = self.plan(q) {
+            return (plan.text.trim().to_string(), "planner");
         }
         if let Some(path) = self.cache_path(q)
             && let Ok(text) = std::fs::read_to_string(&path)

@@ -305,11 +305,17 @@ pub fn label_question(
                 out.samples
                     .extend(crate::head::head_sample(l, m.name(), ctx, &sh, &traj));
             }
-            // Positives a teacher confirmed: the samples name its answers.
-            if let Some(t) = &positives.teacher {
-                for s in &mut out.samples[from..] {
+            // A planner stage's plan and positives a teacher confirmed: the samples name
+            // those answers.
+            let plan = l.guidance.plan(q).filter(|p| !p.teacher.is_empty());
+            for s in &mut out.samples[from..] {
+                if let Some(p) = plan {
+                    s.teacher = Some(p.teacher.clone());
+                    s.cache_entries.push(p.entry.clone());
+                }
+                if let Some(t) = &positives.teacher {
                     s.teacher = Some(t.teacher.clone());
-                    s.cache_entries = t.entries.clone();
+                    s.cache_entries.extend(t.entries.iter().cloned());
                 }
             }
             out.phases.samples += lap.lap();

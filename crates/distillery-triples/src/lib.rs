@@ -284,6 +284,9 @@ pub enum Extraction {
         cached: u32,
         /// Answers that were truncated and repaired.
         repaired: u32,
+        /// The response-cache entry (digest) of the OpenIE answer the triples were parsed
+        /// from (its request holds the NER answer).
+        entry: String,
     },
     /// The model's answer did not parse, or the server refused the request as it is
     /// (`rejected`; `raw` is then the server's message): nothing is extracted from the
@@ -437,6 +440,7 @@ impl Extractor {
             Ok(o) => o,
             Err(e) => return refused(OPENIE_TEMPLATE, e),
         };
+        let entry = ie.entry().to_string();
         match ie {
             Outcome::Parsed {
                 value, cached: c, ..
@@ -449,6 +453,7 @@ impl Extractor {
                     triples: triples_of(&value),
                     cached,
                     repaired,
+                    entry,
                 })
             }
             Outcome::Invalid { raw, reason, .. } => Ok(Extraction::Invalid {

@@ -211,7 +211,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 summary.records_in += 1;
                 summary.add("questions", 1);
                 let key = guidance.cache_key(&q, Some(&llm.model));
-                match r? {
+                let r = r?;
+                let entry = r.entry().to_string();
+                match r {
                     Outcome::Parsed { value, .. } => {
                         let plan = value["plan"].as_str().unwrap_or_default().to_string();
                         match guidance.cache_path(&q) {
@@ -224,6 +226,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                         let mut line = json!({
                             "question_id": q.id, "dataset": q.dataset,
                             "cache_key": key, "plan": plan,
+                            "teacher": crate::kit::teacher::teacher_name(llm),
+                            "cache_entry": entry,
                         })
                         .to_string();
                         line.push('\n');

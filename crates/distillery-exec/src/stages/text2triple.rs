@@ -175,6 +175,9 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 continue;
             };
             let mut paragraphs: Vec<Vec<[String; 3]>> = vec![Vec::new(); d.paragraphs.len().max(1)];
+            // Per paragraph, the teacher and cache entries of its triples (a `triples` stage's).
+            let mut lineage: Vec<(Option<String>, Vec<String>)> =
+                vec![(None, Vec::new()); paragraphs.len()];
             for t in cited {
                 // A triple the teacher gave without a supporting sentence still belongs to
                 // a one-paragraph document.
@@ -182,6 +185,15 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 match t.start.map_or(single, |s| paragraph_at(&d, s)) {
                     Some(p) => {
                         summary.add("triples", 1);
+                        let (teacher, entries) = &mut lineage[p];
+                        if teacher.is_none() {
+                            teacher.clone_from(&t.teacher);
+                        }
+                        if let Some(e) = &t.cache_entry
+                            && !entries.contains(e)
+                        {
+                            entries.push(e.clone());
+                        }
                         paragraphs[p].push(words(t));
                     }
                     None => unplaced += 1,
@@ -221,6 +233,8 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                     template_id: "ras-text2triple".into(),
                     template_version: version.clone(),
                     pipeline_hash: cx.pipeline.hash.clone(),
+                    teacher: lineage[n].0.clone(),
+                    cache_entries: lineage[n].1.clone(),
                     ..Default::default()
                 };
                 summary.add("paragraphs", 1);

@@ -496,7 +496,7 @@ async fn read_plans(
     out: &Location,
     upstream: &[ShardOutput],
     planner: &str,
-) -> Result<HashMap<String, String>, ExecError> {
+) -> Result<HashMap<String, distillery_label::guidance::Plan>, ExecError> {
     use tokio::io::AsyncBufReadExt;
     let file = format!("{planner}/plans.jsonl");
     let Some(dir) = crate::kit::contexts::published(upstream, &file) else {
@@ -511,7 +511,13 @@ async fn read_plans(
     while let Some(line) = lines.next_line().await.map_err(|e| bad(e.to_string()))? {
         let v: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
         if let (Some(id), Some(plan)) = (v["question_id"].as_str(), v["plan"].as_str()) {
-            plans.insert(id.to_string(), plan.to_string());
+            let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            let plan = distillery_label::guidance::Plan {
+                text: plan.to_string(),
+                teacher: field("teacher"),
+                entry: field("cache_entry"),
+            };
+            plans.insert(id.to_string(), plan);
         }
     }
     Ok(plans)

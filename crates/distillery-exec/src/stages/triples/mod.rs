@@ -212,6 +212,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     docs.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
 
     let mut st = State {
+        teacher: crate::kit::teacher::teacher_name(llm),
         opts: opts.clone(),
         unit: Unit::from_name(&opts.unit).unwrap_or(Unit::Paragraph),
         extractor,
@@ -357,6 +358,8 @@ struct State {
     /// The documents part being read: its tag and shard name the fragments.
     part: (String, u32),
     cache_display: String,
+    /// [`crate::kit::teacher::teacher_name`], on every row extracted.
+    teacher: String,
 }
 
 impl State {
@@ -452,11 +455,16 @@ impl State {
                 entities,
                 triples: ts,
                 repaired,
+                entry,
                 ..
             } => {
                 self.summary.add("entities", entities.len() as u64);
                 self.summary.add("llm.repaired", u64::from(repaired));
-                let rows = self.records(ps, &ts);
+                let mut rows = self.records(ps, &ts);
+                for r in &mut rows {
+                    r.teacher = Some(self.teacher.clone());
+                    r.cache_entry = Some(entry.clone());
+                }
                 self.summary.add("triples", rows.len() as u64);
                 self.summary.records_out += rows.len() as u64;
                 self.export(ps, &entities, &ts).await?;
