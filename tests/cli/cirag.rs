@@ -265,6 +265,9 @@ fn cirag_trajectories_become_exact_student_samples() {
         }
         assert!(!target.contains("[[## completed ##]]"));
     }
+    // Integration and generation samples load, mask and train as they are.
+    crate::label::sft_check(&out.join("cirag/train.jsonl"));
+    crate::label::sft_training_check(&out.join("cirag/train.jsonl"));
     let trajectories = std::fs::read_to_string(out.join("cirag/trajectories.jsonl")).unwrap();
     assert_eq!(trajectories.lines().count(), 6);
     let mut levels_asked = 0;

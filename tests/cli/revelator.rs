@@ -244,6 +244,7 @@ fn revelator_pipeline_writes_all_five_skills() {
 
     // The Revelator's file loads and masks as the label stage's does.
     crate::label::sft_check(&out.join("compound/train.jsonl"));
+    crate::label::sft_training_check(&out.join("compound/train.jsonl"));
 
     // Relevance: sub-questions judged against the supporting paragraphs too.
     let rc = counters(&out, "relevance");

@@ -181,6 +181,9 @@ fn verify_keeps_the_positives_the_teacher_confirms() {
     let hotpot = &report["hotpotqa"];
     assert!(hotpot["answer-aware"].is_object() && hotpot["answer-aware+verify"].is_object());
 
+    crate::label::sft_check(&out.join("sft/train.jsonl"));
+    crate::label::sft_training_check(&out.join("sft/train.jsonl"));
+
     // A rerun asks nothing and writes the same samples.
     assert!(run_file(&file, &[]).status.success());
     let c = stage(&summary(&out), "label")["counters"].clone();

@@ -405,6 +405,83 @@ mod tests {
         assert_eq!(user, "Sentences:\nA.\nB.\n\nQuery: Where is {evidence}?");
     }
 
+    /// The cascade against a real OpenAI-compatible server (`DISTILLERY_VLLM_URL`, the CI's
+    /// vLLM on CPU with a random tiny model: structure only): every level asked is answered
+    /// or ends the cascade as invalid, and a rerun is answered from the cache, the same.
+    #[test]
+    fn cascade_against_a_real_vllm() {
+        let Ok(url) = std::env::var("DISTILLERY_VLLM_URL") else {
+            eprintln!("skipping: DISTILLERY_VLLM_URL is not set (scripts/vllm-cpu/serve.sh)");
+            return;
+        };
+        let model = std::env::var("DISTILLERY_VLLM_MODEL").unwrap_or_else(|_| "tiny".into());
+        let dir = tempfile::tempdir().unwrap();
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+        let cache = Arc::new(ResponseCache::new(Arc::new(store), "cache"));
+        let client = Arc::new(Client::new(distillery_llm::LlmConfig::new(&url, &model)).unwrap());
+        let runner = CascadeRunner::new(
+            client,
+            cache.clone(),
+            CascadePrompts::load(None).unwrap(),
+            48,
+            Some(7),
+            String::new(),
+        );
+        let passage: Arc<str> = Arc::from("Lake Zell\nLake Zell is a lake in Salzburg, Austria.");
+        let steps = [Step {
+            query: "Which country is Lake Zell in?".into(),
+            candidates: vec![Fact {
+                text: "<Lake Zell; is in; Salzburg>".into(),
+                document_id: "d".into(),
+                passage: 0,
+                sentence: Some(0),
+                sentence_text: Some("Lake Zell is a lake in Salzburg, Austria.".into()),
+                passage_text: passage,
+            }],
+            user: String::new(),
+            decision: crate::cirag::Decision {
+                thought: String::new(),
+                facts: vec![],
+                next: None,
+            },
+            kept: vec!["<Lake Zell; is in; Salzburg>".into()],
+            dropped: 0,
+            entry: String::new(),
+        }];
+        let q = Question {
+            question: "Which country is Lake Zell in?".into(),
+            answers: vec!["Austria".into()],
+            ..Default::default()
+        };
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let first = rt.block_on(runner.run(&q, &steps, &|| None)).unwrap();
+        let asked = cache
+            .stats()
+            .misses
+            .load(std::sync::atomic::Ordering::Relaxed);
+        eprintln!(
+            "cascade against {url}: {} level(s) answered, {}, {asked} call(s)",
+            first.levels.len(),
+            first.outcome()
+        );
+        assert!(asked >= 1);
+        match &first.end {
+            CascadeEnd::Invalid { .. } => assert_eq!(first.levels.len() as u64 + 1, asked),
+            _ => assert_eq!(first.levels.len() as u64, asked),
+        }
+        assert!(first.levels.iter().all(|l| !l.entry.is_empty()));
+        let again = rt.block_on(runner.run(&q, &steps, &|| None)).unwrap();
+        assert_eq!(again, first);
+        assert_eq!(
+            cache
+                .stats()
+                .misses
+                .load(std::sync::atomic::Ordering::Relaxed),
+            asked,
+            "a rerun asks nothing"
+        );
+    }
+
     #[test]
     fn evidence_follows_the_kept_facts_and_their_provenance() {
         let passage: Arc<str> = Arc::from("Lake Zell\nLake Zell is in Salzburg. It is deep.");
