@@ -86,7 +86,17 @@ fn planner_guidance_reaches_the_iteration_samples() {
     assert_eq!(c["plans.written"], 6);
     assert_eq!(c["llm.calls"], 6);
     let files: Vec<_> = walk(&tmp.path().join("guidance/stand-in/hotpotqa"));
-    assert_eq!(files.len(), 6);
+    let ext = |e: &str| {
+        files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|x| x == e))
+            .count()
+    };
+    assert_eq!(
+        (ext("txt"), ext("json")),
+        (6, 6),
+        "a plan and its lineage each"
+    );
     let plans = std::fs::read_to_string(out.join("planner/plans.jsonl")).unwrap();
     assert_eq!(plans.lines().count(), 6);
 
@@ -161,6 +171,10 @@ fn planner_guidance_reaches_the_iteration_samples() {
             .filter(|l| l["task"] == "hseq_iteration")
             .all(|l| l["params"]["guidance"] == "cache")
     );
+    // The cached plans' sidecars give the samples the same lineage.
+    for l in cached.iter().filter(|l| l["task"] == "hseq_iteration") {
+        crate::lineage_check(l, &tmp.path().join("cache"), "stand-in", Some(1));
+    }
     assert_eq!(prompts(cached), prompts(sft_lines(&out)));
 }
 
@@ -168,7 +182,7 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "txt"))
+                .filter(|p| p.extension().is_some_and(|e| e == "txt" || e == "json"))
                 .collect()
         })
         .unwrap_or_default()

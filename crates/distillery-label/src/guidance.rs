@@ -12,8 +12,11 @@
 //! as UTF-8 text (surrounding whitespace is trimmed; an empty file counts as a miss). Without
 //! `planner_model` the files are looked up in `<guidance_cache>/<dataset>/` directly. A cache
 //! directory that does not exist yet is allowed (every lookup misses); a cache path that is
-//! a file, or a URL, is a configuration error. The planner (the LLM issue) writes the same
-//! layout through [`GuidanceSource::cache_path`].
+//! a file, or a URL, is a configuration error. The planner stage writes the same layout
+//! through [`GuidanceSource::cache_path`], each plan with a sidecar `<sha1>.json`
+//! (`{"teacher", "cache_entry"}`: the teacher and response-cache entry it came from,
+//! [`GuidanceSource::cached_plan`]) that samples guided by it name in their lineage; a plan
+//! file without one (written by hand or another tool) guides without lineage.
 //!
 //! **Heuristic templates.** Every template starts with the paper's opening sentence
 //! ([`PLAN_PREFIX`]) and adds one sentence for the question type ([`QuestionKind`]): what to
@@ -225,6 +228,22 @@ impl GuidanceSource {
             .as_ref()
             .and_then(|p| p.get(&q.id))
             .filter(|p| !p.text.trim().is_empty())
+    }
+
+    /// The cached plan of a question with the lineage of its sidecar (`<sha1>.json` beside
+    /// `<sha1>.txt`, see the module docs); `None` when the cache has no plan or no sidecar.
+    pub fn cached_plan(&self, q: &Question) -> Option<Plan> {
+        let path = self.cache_path(q)?;
+        let text = std::fs::read_to_string(&path).ok()?;
+        let side = std::fs::read(path.with_extension("json")).ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&side).ok()?;
+        let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+        let plan = Plan {
+            text,
+            teacher: field("teacher"),
+            entry: field("cache_entry"),
+        };
+        (!plan.text.trim().is_empty() && !plan.teacher.is_empty()).then_some(plan)
     }
 
     /// The cache file of a question (whether or not it exists); `None` without a cache.

@@ -307,9 +307,13 @@ pub fn label_question(
             }
             // A planner stage's plan and positives a teacher confirmed: the samples name
             // those answers.
-            let plan = l.guidance.plan(q).filter(|p| !p.teacher.is_empty());
+            // The plan that guided them (the planner stage's, else the cache's).
+            let plan = match l.guidance.plan(q) {
+                Some(p) => (!p.teacher.is_empty()).then(|| p.clone()),
+                None => l.guidance.cached_plan(q),
+            };
             for s in &mut out.samples[from..] {
-                if let Some(p) = plan {
+                if let Some(p) = &plan {
                     s.teacher = Some(p.teacher.clone());
                     s.cache_entries.push(p.entry.clone());
                 }

@@ -216,11 +216,21 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 match r {
                     Outcome::Parsed { value, .. } => {
                         let plan = value["plan"].as_str().unwrap_or_default().to_string();
+                        let lineage = json!({
+                            "teacher": crate::kit::teacher::teacher_name(llm),
+                            "cache_entry": entry,
+                        })
+                        .to_string();
                         match guidance.cache_path(&q) {
                             Some(path) if !write_new(&path, &plan)? => {
                                 summary.add("plans.existing", 1)
                             }
-                            _ => summary.add("plans.written", 1),
+                            Some(path) => {
+                                // The plan's lineage beside it, for the samples it guides.
+                                write_new(&path.with_extension("json"), &lineage)?;
+                                summary.add("plans.written", 1)
+                            }
+                            None => summary.add("plans.written", 1),
                         }
                         summary.records_out += 1;
                         let mut line = json!({
