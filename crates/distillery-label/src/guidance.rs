@@ -15,7 +15,7 @@
 //! a file, or a URL, is a configuration error. The planner stage writes the same layout
 //! through [`GuidanceSource::cache_path`], each plan with a sidecar `<sha1>.json`
 //! (`{"teacher", "cache_entry"}`: the teacher and response-cache entry it came from,
-//! [`GuidanceSource::cached_plan`]) that samples guided by it name in their lineage; a plan
+//! [`GuidanceSource::lineage`]) that samples guided by it name in their lineage; a plan
 //! file without one (written by hand or another tool) guides without lineage.
 //!
 //! **Heuristic templates.** Every template starts with the paper's opening sentence
@@ -230,20 +230,26 @@ impl GuidanceSource {
             .filter(|p| !p.text.trim().is_empty())
     }
 
-    /// The cached plan of a question with the lineage of its sidecar (`<sha1>.json` beside
-    /// `<sha1>.txt`, see the module docs); `None` when the cache has no plan or no sidecar.
-    pub fn cached_plan(&self, q: &Question) -> Option<Plan> {
-        let path = self.cache_path(q)?;
-        let text = std::fs::read_to_string(&path).ok()?;
-        let side = std::fs::read(path.with_extension("json")).ok()?;
-        let v: serde_json::Value = serde_json::from_slice(&side).ok()?;
-        let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
-        let plan = Plan {
-            text,
-            teacher: field("teacher"),
-            entry: field("cache_entry"),
+    /// The teacher plan behind the guidance [`GuidanceSource::guidance_for`] gave from
+    /// `source`, when it has lineage: the planner stage's line, or the cache file's sidecar
+    /// (`<sha1>.json` beside `<sha1>.txt`, see the module docs; its text left empty); `None`
+    /// for templates and for plans without it.
+    pub fn lineage(&self, q: &Question, source: &str) -> Option<Plan> {
+        let plan = match source {
+            "planner" => self.plan(q).cloned(),
+            "cache" => {
+                let side = std::fs::read(self.cache_path(q)?.with_extension("json")).ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&side).ok()?;
+                let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+                Some(Plan {
+                    text: String::new(),
+                    teacher: field("teacher"),
+                    entry: field("cache_entry"),
+                })
+            }
+            _ => None,
         };
-        (!plan.text.trim().is_empty() && !plan.teacher.is_empty()).then_some(plan)
+        plan.filter(|p| !p.teacher.is_empty())
     }
 
     /// The cache file of a question (whether or not it exists); `None` without a cache.

@@ -299,19 +299,14 @@ pub fn label_question(
         out.phases.label += lap.lap();
         if Some(m.name()) == sft_method && !traj.steps.is_empty() {
             let from = out.samples.len();
-            out.samples
-                .extend(iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset));
+            let (samples, plan) = iteration_samples(l, m.as_ref(), ctx, &sh, &traj, &preset);
+            out.samples.extend(samples);
             if l.options.head {
                 out.samples
                     .extend(crate::head::head_sample(l, m.name(), ctx, &sh, &traj));
             }
-            // A planner stage's plan and positives a teacher confirmed: the samples name
+            // The plan that guided them and positives a teacher confirmed: the samples name
             // those answers.
-            // The plan that guided them (the planner stage's, else the cache's).
-            let plan = match l.guidance.plan(q) {
-                Some(p) => (!p.teacher.is_empty()).then(|| p.clone()),
-                None => l.guidance.cached_plan(q),
-            };
             for s in &mut out.samples[from..] {
                 if let Some(p) = &plan {
                     s.teacher = Some(p.teacher.clone());
@@ -332,7 +327,8 @@ pub fn label_question(
     out
 }
 
-/// The iteration samples of a trajectory, one per step.
+/// The iteration samples of a trajectory, one per step, and the teacher plan that guided
+/// them when it has lineage ([`crate::guidance::GuidanceSource::lineage`]).
 fn iteration_samples(
     l: &Labeller,
     method: &(dyn Method + Send + Sync),
@@ -340,9 +336,10 @@ fn iteration_samples(
     sh: &[Segment],
     traj: &Trajectory,
     preset: &Preset,
-) -> Vec<SftSample> {
+) -> (Vec<SftSample>, Option<crate::guidance::Plan>) {
     let q = ctx.question;
     let (guidance, guidance_source) = l.guidance.guidance_for(q);
+    let plan = l.guidance.lineage(q, guidance_source);
     let guidance_key = l.guidance.cache_key(q, l.options.planner_model.as_deref());
     let o = &l.options;
     // The same for every step but `over_budget`: built once per question, both ways.
@@ -377,11 +374,13 @@ fn iteration_samples(
         lines: LineCache::new(),
         steps: traj.steps.len() as u32,
     };
-    traj.steps
+    let samples = traj
+        .steps
         .iter()
         .enumerate()
         .map(|(n, step)| s.sample(step, n as u32 + 1))
-        .collect()
+        .collect();
+    (samples, plan)
 }
 
 /// What the steps of one question's trajectory share.
