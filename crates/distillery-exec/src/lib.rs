@@ -31,7 +31,9 @@
 //! (progress bars on a terminal), `glob` (input patterns), `url` (output URLs), `tracing`
 //! (structured logs), `thiserror` (error types), `twox-hash` (XXH64, the label stage's
 //! duplicate-sample hashes: fast, and already built for parquet), `foldhash` (the `subgraph`
-//! stage's node and frontier maps, looked up once per KG edge per hop), `schemars` (the stages'
+//! stage's node and frontier maps, looked up once per KG edge per hop), `aho-corasick` (the
+//! `compound` stage finds which paragraphs name which titles in one scan of the texts per batch
+//! of titles, instead of one scan per title), `schemars` (the stages'
 //! options schemas: [`reference`] generates `docs/pipelines.md` from them), `toml` (a stage's option
 //! check reading another `[[stages]]` entry as written),
 //! `distillery-llm` + `distillery-triples` (the teacher client, response cache and triple

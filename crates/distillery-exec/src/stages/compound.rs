@@ -48,7 +48,7 @@ use distillery_distill::compound::{
     COMBINE_SCHEMA, COMBINE_TEMPLATE, CombineParser, CompoundPrompts, QA_SCHEMA, QA_TEMPLATE,
     QaParser, answer_in,
 };
-use distillery_label::normalize::{contains_phrase, normalize_answer};
+use distillery_label::normalize::normalize_answer;
 use distillery_llm::Outcome;
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -259,41 +259,74 @@ fn pick_entities(docs: &[Document], o: &CompoundOptions) -> Vec<Entity> {
     titles.sort_by_key(|t| (stable_id(&["entity", t]), *t));
     let order = |i: &usize| stable_id(&["doc", &docs[*i].id]);
     let mut out = Vec::new();
-    for t in titles {
-        if out.len() as u64 >= o.max_entities {
-            break;
-        }
-        let own = by_title[t];
-        let name = normalize_answer(t);
-        let mut others: Vec<(usize, Option<u32>)> = linked
-            .get(t)
-            .map(|v| v.iter().map(|&(i, at)| (i, Some(at))).collect())
-            .unwrap_or_default();
-        others.extend(
-            unlinked
-                .iter()
-                .filter(|(i, norm)| {
-                    *i != own && docs[*i].title != t && contains_phrase(norm, &name)
-                })
-                .map(|(i, _)| (*i, None)),
-        );
-        others.sort_by_key(|(i, _)| order(i));
-        // The same paragraph staged by two inputs (two ids, one text) counts once.
-        let mut texts: HashSet<&str> = HashSet::from([docs[own].text.as_str()]);
-        let mut entity_docs = vec![(own, None)];
-        for (i, at) in others {
-            if entity_docs.len() >= o.docs_per_entity as usize {
-                break;
+    // Candidates in batches: each batch's mentions come from one scan of the texts.
+    let batch = (4 * o.max_entities).clamp(256, 65_536) as usize;
+    for chunk in titles.chunks(batch) {
+        let named = mentions(chunk, &unlinked);
+        for (t, named) in chunk.iter().zip(named) {
+            if out.len() as u64 >= o.max_entities {
+                return out;
             }
-            if texts.insert(docs[i].text.as_str()) {
-                entity_docs.push((i, at));
+            let own = by_title[t];
+            let mut others: Vec<(usize, Option<u32>)> = linked
+                .get(t)
+                .map(|v| v.iter().map(|&(i, at)| (i, Some(at))).collect())
+                .unwrap_or_default();
+            others.extend(
+                named
+                    .into_iter()
+                    .filter(|&i| i != own && docs[i].title != *t)
+                    .map(|i| (i, None)),
+            );
+            others.sort_by_key(|(i, _)| order(i));
+            // The same paragraph staged by two inputs (two ids, one text) counts once.
+            let mut texts: HashSet<&str> = HashSet::from([docs[own].text.as_str()]);
+            let mut entity_docs = vec![(own, None)];
+            for (i, at) in others {
+                if entity_docs.len() >= o.docs_per_entity as usize {
+                    break;
+                }
+                if texts.insert(docs[i].text.as_str()) {
+                    entity_docs.push((i, at));
+                }
+            }
+            if entity_docs.len() >= 2 {
+                out.push(Entity {
+                    title: t.to_string(),
+                    docs: entity_docs,
+                });
             }
         }
-        if entity_docs.len() >= 2 {
-            out.push(Entity {
-                title: t.to_string(),
-                docs: entity_docs,
-            });
+    }
+    out
+}
+
+/// Per title of `titles`: the documents of `texts` (index, normalised text) whose text names
+/// it (its normalised form as whole words), each once, in `texts` order. One scan of every
+/// text for all the titles.
+fn mentions(titles: &[&str], texts: &[(usize, String)]) -> Vec<Vec<usize>> {
+    let names: Vec<String> = titles.iter().map(|t| normalize_answer(t)).collect();
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); titles.len()];
+    // Empty names match nothing; the automaton gets the others, with their title index.
+    let (pattern, of): (Vec<&str>, Vec<usize>) = names
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| !n.is_empty())
+        .map(|(k, n)| (n.as_str(), k))
+        .unzip();
+    if pattern.is_empty() {
+        return out;
+    }
+    let ac = aho_corasick::AhoCorasick::new(&pattern).expect("titles build an automaton");
+    for (doc, text) in texts {
+        let bytes = text.as_bytes();
+        for m in ac.find_overlapping_iter(text.as_str()) {
+            let whole = (m.start() == 0 || bytes[m.start() - 1] == b' ')
+                && (m.end() == bytes.len() || bytes[m.end()] == b' ');
+            let k = of[m.pattern().as_usize()];
+            if whole && out[k].last() != Some(doc) {
+                out[k].push(*doc);
+            }
         }
     }
     out
@@ -632,6 +665,34 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mentions_are_whole_word_and_match_a_scan_per_title() {
+        let texts: Vec<(usize, String)> = [
+            "liu xiang won in athens",
+            "xiang liu is someone else",
+            "the liu xiangs",
+            "athens and liu xiang and athens",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (i * 10, t.to_string()))
+        .collect();
+        // "The" normalises to nothing (articles go): it names no text.
+        let titles = ["Liu Xiang", "Athens", "Xiangs", "The"];
+        let got = mentions(&titles, &texts);
+        assert_eq!(got, vec![vec![0, 30], vec![0, 30], vec![20], vec![]]);
+        // The same as checking each title against each text.
+        for (k, t) in titles.iter().enumerate() {
+            let name = normalize_answer(t);
+            let want: Vec<usize> = texts
+                .iter()
+                .filter(|(_, x)| distillery_label::normalize::contains_phrase(x, &name))
+                .map(|(i, _)| *i)
+                .collect();
+            assert_eq!(got[k], want, "{t}");
+        }
+    }
 
     #[test]
     fn groups_are_2_to_4_with_none_left_over() {
