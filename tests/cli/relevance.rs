@@ -157,3 +157,44 @@ fn relevance_against_a_real_vllm() {
         before
     );
 }
+
+/// `decontaminate` in a teacher stage, as in the label stage: no sample of an evaluation
+/// question, the drops counted.
+#[test]
+fn relevance_samples_of_evaluation_questions_are_dropped() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(
+        vec![],
+        Arc::new(|_: &Value| json!({ "relevant": true }).to_string()),
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    let data = repo().join("data/quickstart/hotpot.json");
+    let records: Vec<Value> = serde_json::from_slice(&std::fs::read(&data).unwrap()).unwrap();
+    let eval = tmp.path().join("eval.json");
+    std::fs::write(&eval, serde_json::to_vec(&records[..1]).unwrap()).unwrap();
+    let file = pipeline(tmp.path(), &server.url, &data, "hotpotqa");
+    let text = std::fs::read_to_string(&file).unwrap().replace(
+        "options = { validation_share = 0.2 }",
+        &format!(
+            "options = {{ validation_share = 0.2, decontaminate = [\"{}\"] }}",
+            eval.display()
+        ),
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = tmp.path().join("out");
+    assert!(run_file(&file, &[]).status.success());
+    let c = stage(&summary(&out), "relevance")["counters"].clone();
+    let evaluated = records[0]["question"].as_str().unwrap();
+    let dropped = c["decontaminated"].as_u64().unwrap();
+    assert!(dropped > 0, "{c}");
+    assert_eq!(c["decontaminate.questions"], 1);
+    let ls = lines(&out);
+    assert_eq!(
+        ls.len() as u64 + dropped + c["duplicates_removed"].as_u64().unwrap(),
+        c["pairs"].as_u64().unwrap()
+    );
+    for l in &ls {
+        let user = l["messages"][1]["content"].as_str().unwrap();
+        assert!(!user.contains(evaluated), "{user}");
+    }
+}

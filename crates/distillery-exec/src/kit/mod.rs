@@ -3,10 +3,12 @@
 //! SFT writer of the teacher stages ([`sft_out`]), the merge of sharded SFT outputs
 //! ([`sft_merge`]), per-part text files joined in part order ([`fragments`]), embedding models
 //! ([`embedding`]), retrieval from a built index ([`retrieval`]), the `same_as` aliases
-//! that merge knowledge graphs ([`same_as`]) and a shard's documents with the triples that
-//! cite them ([`doc_triples`]).
+//! that merge knowledge graphs ([`same_as`]), a shard's documents with the triples that
+//! cite them ([`doc_triples`]) and the evaluation questions no sample may contain
+//! ([`decontam`]).
 
 pub mod contexts;
+pub mod decontam;
 pub mod doc_triples;
 pub mod embedding;
 pub mod fragments;

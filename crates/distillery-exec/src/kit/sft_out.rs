@@ -17,6 +17,7 @@ use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 
 use crate::error::ExecError;
+use crate::kit::decontam::Decontaminator;
 use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
 use crate::kit::sft_merge::{LedgerWriter, Merged, SHARED_BYTES_IN, merge_sft};
 use crate::parts::{PartWriters, part_name};
@@ -32,6 +33,10 @@ pub(crate) struct SftOut {
     validation_share: f64,
     buffered: BTreeMap<u32, Vec<SftSample>>,
     shared: BTreeMap<String, u64>,
+    /// The stage's evaluation questions ([`SftOut::decontaminated_by`]).
+    decon: Option<Decontaminator>,
+    /// Samples dropped for touching one.
+    decontaminated: u64,
 }
 
 impl SftOut {
@@ -44,19 +49,36 @@ impl SftOut {
             validation_share,
             buffered: BTreeMap::new(),
             shared: BTreeMap::new(),
+            decon: None,
+            decontaminated: 0,
         }
     }
 
-    /// Splits and writes a sample of a question read from the part of shard `shard`; its
+    /// Drops the samples that touch an evaluation question of `d` (the stage's
+    /// `decontaminate` files, [`crate::kit::decontam`]), counting them in `decontaminated`;
+    /// `decontaminate.questions` counts the questions loaded, once for the stage.
+    pub(crate) fn decontaminated_by(mut self, d: Decontaminator) -> SftOut {
+        self.ledger.once("decontaminate.questions", d.len() as u64);
+        self.decon = (!d.is_empty()).then_some(d);
+        self
+    }
+
+    /// Splits and writes a sample of `question` (its text; empty for a sample of no question)
+    /// read from the part of shard `shard`, unless it touches an evaluation question; its
     /// `sft` row goes to that shard of the part writers of tag `tag` (derived from the
     /// question part's; [`SftOut::flush`] gets them). Duplicates are removed by the merge
     /// task, which also counts the samples.
     pub(crate) async fn add(
         &mut self,
         mut s: SftSample,
+        question: &str,
         tag: &str,
         shard: u32,
     ) -> Result<(), ExecError> {
+        if self.decon.as_ref().is_some_and(|d| d.touches(question, &s)) {
+            self.decontaminated += 1;
+            return Ok(());
+        }
         s.split = sample_split(&s, self.validation_share).to_string();
         let line = self.lines.line(&s);
         if s.split == "validation" {
@@ -92,8 +114,13 @@ impl SftOut {
         Ok(())
     }
 
-    /// Closes the JSONL files and the ledger: the files staged for the merge task.
-    pub(crate) async fn finish(self) -> Result<Vec<ManifestFile>, ExecError> {
+    /// Closes the JSONL files and the ledger: the files staged for the merge task. Counts
+    /// `decontaminated` into the task's summary.
+    pub(crate) async fn finish(
+        self,
+        summary: &mut StageSummary,
+    ) -> Result<Vec<ManifestFile>, ExecError> {
+        summary.add("decontaminated", self.decontaminated);
         let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
         files.extend(self.ledger.finish().await?);
         Ok(files)

@@ -70,6 +70,7 @@ use crate::kit::retrieval::{IndexRetriever, built_by, root_of};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
+use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -143,6 +144,14 @@ pub struct CiragOptions {
     /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
     /// A built index to retrieve from instead of indexing `corpus` in memory: the name of an
     /// `index` stage listed before this one (the version it built in this job), or an index
     /// root (path or URL; the version `CURRENT` names when the task starts, unless
@@ -233,7 +242,13 @@ impl Stage for Cirag {
                 cx.error("rerank", problem);
             }
         }
+        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
         Some(StageOptions::new(o))
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = super::options::<CiragOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn outputs(&self, stage: &StageSpec) -> Declared {
@@ -360,7 +375,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut w = Writers {
         trajectories: Fragments::new(out, staging, &format!("{dir}/{TRAJECTORIES}")),
     };
-    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share);
+    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share).decontaminated_by(
+        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+            .await?,
+    );
     // Every task indexes (or opens) the whole corpus: counted once, by the merge.
     sft.shared("corpus.passages", corpus_size);
     sft.shared_bytes_in(corpus_bytes);
@@ -434,7 +452,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                         for s in
                             cascade_samples(&q, c, opts.min_f1, &lineage, &mut summary, &mut bad)
                         {
-                            sft.add(s, pw.tag(), shard).await?;
+                            sft.add(s, &q.question, pw.tag(), shard).await?;
                         }
                     }
                     summary.add("steps", t.steps.len() as u64);
@@ -457,7 +475,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                     &params,
                                     (p, &teacher_label),
                                 );
-                                sft.add(s, pw.tag(), shard).await?;
+                                sft.add(s, &q.question, pw.tag(), shard).await?;
                             }
                         }
                         End::WrongAnswer { .. } => summary.add("trajectories.wrong_answer", 1),
@@ -497,7 +515,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         written.extend(pw.finish().await?);
     }
 
-    let mut files = sft.finish().await?;
+    let mut files = sft.finish(&mut summary).await?;
     files.extend(w.trajectories.finish().await?);
     Ok(teacher.finish_shard(summary, written, files, started))
 }

@@ -61,6 +61,7 @@ use crate::kit::fragments::{Fragments, concat};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::PartWriters;
+use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -114,6 +115,14 @@ pub struct CompoundOptions {
     /// validation file.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
     /// Directory of templates replacing the built-in ones: the benchmark's
     /// (`compound_qa_*.txt`, `compound_combine_*.txt`) and the label stage's router and
     /// decomposer (`hanrag_router_*.txt`, `hanrag_decomposer_*.txt`).
@@ -160,7 +169,13 @@ impl Stage for CompoundStage {
                  `dev_share + test_share` below 1",
             );
         }
+        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
         Some(StageOptions::new(o))
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = super::options::<CompoundOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn outputs(&self, stage: &StageSpec) -> Declared {
@@ -558,7 +573,9 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             )
         })
         .collect();
-    let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share);
+    let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share).decontaminated_by(
+        crate::kit::decontam::load(&o.decontaminate, &o.decontaminate_formats, cx.side).await?,
+    );
     let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
     let params = json!({ "teacher": llm.model }).to_string();
     let teacher_label = teacher_name(llm);
@@ -641,7 +658,7 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         ) {
             s.teacher = Some(teacher_label.clone());
             s.cache_entries = entries.clone();
-            sft.add(s, pw.tag(), 0).await?;
+            sft.add(s, &question, pw.tag(), 0).await?;
         }
     }
     sft.flush(&mut pw).await?;
@@ -654,7 +671,7 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .await?;
     }
     let written = pw.finish().await?;
-    let mut staged = sft.finish().await?;
+    let mut staged = sft.finish(&mut summary).await?;
     for s in SPLITS {
         let f = files.remove(s).expect("three splits");
         staged.extend(f.finish().await?);

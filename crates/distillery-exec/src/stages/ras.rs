@@ -61,6 +61,7 @@ use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
+use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -116,6 +117,14 @@ pub struct RasOptions {
     /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
 }
 
 /// The `ras` stage.
@@ -146,7 +155,13 @@ impl Stage for Ras {
                 "`similarity` must be in [0, 1], `max_tokens` at least 1, `validation_share` in [0, 1)",
             );
         }
+        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
         Some(StageOptions::new(o))
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = super::options::<RasOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn outputs(&self, stage: &StageSpec) -> Declared {
@@ -400,7 +415,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         "duplicates_removed",
     ];
     let mut summary = StageSummary::with_counters(&stage.name, &COUNTERS);
-    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share);
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share).decontaminated_by(
+        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+            .await?,
+    );
     let params = serde_json::json!({
         "teacher": llm.model, "base_model": base_model, "similarity": opts.similarity,
         "embedding_model": opts.embedding_model,
@@ -521,7 +539,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 teacher: Some(teacher_label.clone()),
                                 cache_entries: entries.clone(),
                             };
-                            sft.add(s, pw.tag(), part.shard).await?;
+                            sft.add(s, &q.question, pw.tag(), part.shard).await?;
                         }
                     }
                     sft.flush(&mut pw).await?;
@@ -530,7 +548,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             written.extend(pw.finish().await?);
         }
     }
-    let files = sft.finish().await?;
+    let files = sft.finish(&mut summary).await?;
     // The base model's client shares the teacher's counters.
     Ok(teacher.finish_shard(summary, written, files, started))
 }

@@ -42,6 +42,7 @@ use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
+use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -73,6 +74,14 @@ pub struct RelevanceOptions {
     /// validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
     /// Also judge the sub-questions of questions with a decomposition (MuSiQue), each
     /// worded on its own (`#k` replaced by answer k), against every paragraph a step of the
     /// decomposition cites as support: the same `hanrag_relevance` samples with the
@@ -160,7 +169,13 @@ impl Stage for Relevance {
                 "`max_tokens` must be at least 1 and `validation_share` in [0, 1)",
             );
         }
+        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
         Some(StageOptions::new(o))
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = super::options::<RelevanceOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn outputs(&self, stage: &StageSpec) -> Declared {
@@ -219,7 +234,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "llm.quarantined",
         ],
     );
-    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share);
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share).decontaminated_by(
+        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+            .await?,
+    );
     let params = serde_json::json!({ "teacher": llm.model }).to_string();
     let mut written = Vec::new();
     let mut left = opts.max_questions.unwrap_or(u64::MAX);
@@ -400,7 +418,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             teacher: Some(teacher_name(llm)),
                             cache_entries: vec![entry],
                         };
-                        sft.add(s, pw.tag(), part.shard).await?;
+                        sft.add(s, &q.question, pw.tag(), part.shard).await?;
                     }
                     sft.flush(&mut pw).await?;
                     if !bad.is_empty() {
@@ -416,6 +434,6 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             written.extend(pw.finish().await?);
         }
     }
-    let files = sft.finish().await?;
+    let files = sft.finish(&mut summary).await?;
     Ok(teacher.finish_shard(summary, written, files, started))
 }

@@ -41,6 +41,7 @@ use crate::error::ExecError;
 use crate::kit::doc_triples::{DocTriples, FirstSeen, each_row, source_parts, words};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::parts::PartWriters;
+use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
@@ -70,6 +71,14 @@ pub struct Text2TripleOptions {
     /// Share of documents (by document id hash) in the validation split.
     #[serde(default = "default_validation")]
     pub validation_share: f64,
+    /// Evaluation files (QA datasets in any supported format: the matching entry of
+    /// `decontaminate_formats`, else told from the file's first record) whose questions must
+    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
+    #[serde(default)]
+    pub decontaminate: Vec<String>,
+    /// Formats of the `decontaminate` files, one per file (default: told from each file).
+    #[serde(default)]
+    pub decontaminate_formats: Vec<String>,
 }
 
 /// The `text2triple` stage.
@@ -96,7 +105,13 @@ impl Stage for Text2Triple {
                 Err(e) => cx.error("template", format!("{t}: {e}")),
             }
         }
+        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
         Some(StageOptions::new(o))
+    }
+
+    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        let o = super::options::<Text2TripleOptions>(stage).map_err(|e| vec![e.to_string()])?;
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn outputs(&self, stage: &StageSpec) -> Declared {
@@ -155,7 +170,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     summary.bytes_in += triples.bytes;
     let mut unplaced = triples.without_document;
     let params = serde_json::json!({ "triples": from.unwrap_or("input") }).to_string();
-    let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share);
+    let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share)
+        .decontaminated_by(
+            crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+                .await?,
+        );
     let mut written = Vec::new();
     let mut seen = FirstSeen::default();
     for part in source_parts(cx.parts, TableKind::Documents, inputs, None) {
@@ -239,7 +258,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 };
                 summary.add("paragraphs", 1);
                 summary.records_out += 1;
-                sft.add(s, pw.tag(), id.shard).await?;
+                sft.add(s, "", pw.tag(), id.shard).await?;
             }
         }
         sft.flush(&mut pw).await?;
@@ -248,7 +267,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     // Triples of documents this shard does not hold cannot be placed.
     unplaced += triples.left();
     summary.add("triples.unplaced", unplaced);
-    let files = sft.finish().await?;
+    let files = sft.finish(&mut summary).await?;
     summary.bytes_out =
         written.iter().map(|w| w.bytes).sum::<u64>() + files.iter().map(|f| f.bytes).sum::<u64>();
     summary.seconds = started.elapsed().as_secs_f64();

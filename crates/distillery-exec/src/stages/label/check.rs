@@ -11,7 +11,6 @@ use crate::error::ExecError;
 use crate::plan::SideFile;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage, options};
-use crate::store::resolve_paths;
 use crate::task::Partitioning;
 
 /// The `label` stage.
@@ -53,24 +52,7 @@ impl Stage for Label {
     /// pattern's entry in `decontaminate_formats`).
     fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
         let o = options::<LabelOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        let (mut files, mut errors) = (Vec::new(), Vec::new());
-        let name = format!("{}.decontaminate", stage.name);
-        for (index, pattern) in o.decontaminate.iter().enumerate() {
-            match resolve_paths(&name, std::slice::from_ref(pattern)) {
-                Ok(found) => files.extend(found.into_iter().map(|location| SideFile {
-                    option: "decontaminate".to_string(),
-                    index,
-                    location,
-                })),
-                Err(ExecError::Inputs(m)) => errors.push(m),
-                Err(e) => errors.push(e.to_string()),
-            }
-        }
-        if errors.is_empty() {
-            Ok(files)
-        } else {
-            Err(errors)
-        }
+        crate::kit::decontam::resolve(stage, &o.decontaminate)
     }
 
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
@@ -163,18 +145,7 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
             "`context_memory_bytes` must be at least 1",
         );
     }
-    if !o.decontaminate_formats.is_empty() && o.decontaminate_formats.len() != o.decontaminate.len()
-    {
-        cx.error(
-            "decontaminate_formats",
-            "give one format per `decontaminate` file, or none (each told from its file)",
-        );
-    }
-    for f in &o.decontaminate_formats {
-        if Format::from_name(f).is_none_or(|f| !f.is_qa()) {
-            cx.error("decontaminate_formats", format!("`{f}` is not a QA format"));
-        }
-    }
+    crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
     if let Some(name) = &o.plans {
         let earlier = cx.earlier_kind(name) == Some("planner");
         if !earlier {
