@@ -269,6 +269,39 @@ fn revelator_pipeline_writes_all_five_skills() {
         assert!(s["teacher"].is_null(), "teacher-free: {s}");
     }
 
+    // One task instead of two: the same benchmark bytes and the same samples.
+    let one = tmp.path().join("one-task");
+    let mut single = set.clone();
+    single[0] = format!("output={}", one.display());
+    single.push("stages.compound.tasks=1".to_string());
+    assert!(run_file(&file, &single).status.success());
+    let sorted = |p: &Path| {
+        let mut l: Vec<String> = std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        l.sort();
+        l
+    };
+    for split in ["train", "dev", "test"] {
+        let f = format!("compound/benchmark/{split}.jsonl");
+        assert_eq!(
+            std::fs::read(one.join(&f)).unwrap(),
+            std::fs::read(out.join(&f)).unwrap(),
+            "{f}"
+        );
+    }
+    assert_eq!(
+        sorted(&one.join("compound/train.jsonl")),
+        sorted(&out.join("compound/train.jsonl"))
+    );
+    let tasks = stage(&summary(&out), "compound")["tasks"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(tasks, 3, "two shard tasks and the merge");
+
     // A rerun asks nothing and writes the same files.
     let files = [
         "compound/benchmark/train.jsonl",

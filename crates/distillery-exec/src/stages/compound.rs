@@ -26,13 +26,17 @@
 //!    `validation.jsonl`, `dataset_info.json`. `distillery report compound` scores predictions
 //!    against a split with the paper's accuracy.
 //!
-//! The stage runs as one task (the pick is over the whole corpus) plus its merge task; teacher
-//! calls go `llm.max_concurrency` at a time through the response cache, so a rerun makes no
-//! call. **Memory: every document of the inputs** (titles, links and text). Counters:
-//! `entities`, `documents`, `qa.asked`, `qa.kept`, `qa.answer_not_in_document`,
-//! `qa.invalid`, `compounds.asked`, `compounds.kept`, `compounds.refused`,
-//! `compounds.invalid`, `benchmark.train`, `benchmark.dev`, `benchmark.test`, `samples.*`,
-//! `llm.*`.
+//! The stage runs as one task per shard (`run.shards`, or `tasks`) plus its merge task: every
+//! task reads every document and makes the same pick, then handles the entities of its
+//! output parts (64 parts by a hash of the entity, part modulo the task count), so the teacher
+//! calls spread over the tasks and the merged benchmark holds the same bytes for any task
+//! count. Teacher calls go `llm.max_concurrency` at a time per task through the response
+//! cache, so a rerun makes no call. **Memory: every document of the inputs, per task**
+//! (titles, links and text). Counters: `corpus.documents` (counted once for all tasks),
+//! `entities` (the stage's records), `documents`, `qa.asked`, `qa.kept`,
+//! `qa.answer_not_in_document`, `qa.invalid`, `compounds.asked`, `compounds.kept`,
+//! `compounds.refused`, `compounds.invalid`, `benchmark.train`, `benchmark.dev`,
+//! `benchmark.test`, `decontaminated`, `samples.*`, `llm.*`.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -42,7 +46,7 @@ use distillery_core::schema::to_batch;
 use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{
-    DecompositionStep, Document, QuarantineRecord, Question, TableKind, char_slice,
+    DecompositionStep, Document, QuarantineRecord, Question, SftSample, TableKind, char_slice,
 };
 use distillery_distill::compound::{
     COMBINE_SCHEMA, COMBINE_TEMPLATE, CombineParser, CompoundPrompts, QA_SCHEMA, QA_TEMPLATE,
@@ -187,16 +191,14 @@ impl Stage for CompoundStage {
         crate::kit::sft_out::sft_declared(&stage.name, &extra)
     }
 
+    /// Every task reads every documents part (only questions are split) and takes the
+    /// entities of its parts ([`part_of`]).
     fn partitioning(&self) -> Partitioning {
-        Partitioning::Shards
+        Partitioning::Questions
     }
 
     fn merges(&self) -> bool {
         true
-    }
-
-    fn max_tasks(&self, _stage: &StageSpec) -> Option<u32> {
-        Some(1)
     }
 
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
@@ -366,6 +368,14 @@ fn group_sizes(entity: &str, n: usize) -> Vec<usize> {
     sizes
 }
 
+/// The output parts an entity's lines and samples go to; a part belongs to one task (part
+/// modulo the task count), so the merged benchmark is the same bytes for any task count.
+const PARTS: u32 = 64;
+
+fn part_of(entity: &str) -> u32 {
+    shard_of(&format!("compound-part\u{1f}{entity}"), PARTS)
+}
+
 /// The benchmark split of an entity.
 fn split_of(entity: &str, o: &CompoundOptions) -> &'static str {
     const SCALE: u32 = 1_000_000;
@@ -427,8 +437,9 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .first()
         .and_then(|w| w.id())
         .map_or_else(|| stage.name.clone(), |id| id.tag);
+    let mut corpus_bytes = 0;
     for part in parts {
-        summary.bytes_in += part.bytes;
+        corpus_bytes += part.bytes;
         each_row(out, TableKind::Documents, part, |d: Document| {
             if d.redirect.is_none() && !d.text.trim().is_empty() {
                 docs.push(d);
@@ -436,9 +447,14 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         })
         .await?;
     }
-    summary.records_in = docs.len() as u64;
-    let entities = pick_entities(&docs, o);
+    // The pick is over the whole corpus, every task alike; each keeps its parts' entities.
+    let (_, tasks) = crate::task::partitioning(p, stage);
+    let entities: Vec<Entity> = pick_entities(&docs, o)
+        .into_iter()
+        .filter(|e| cx.shard.is_none_or(|s| part_of(&e.title) % tasks == s))
+        .collect();
     summary.add("entities", entities.len() as u64);
+    summary.records_in = entities.len() as u64;
 
     // Step 2: a simple question per (entity, document).
     let asks: Vec<(usize, usize, Option<u32>)> = entities
@@ -476,12 +492,17 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .buffered(llm.max_concurrency.max(1))
         .collect()
         .await;
-    let mut bad: Vec<QuarantineRecord> = Vec::new();
-    let mut quarantine =
-        |summary: &mut StageSummary, key: &str, template: &str, raw: &str, reason: &str| {
-            summary.add("llm.quarantined", 1);
-            summary.quarantined += 1;
-            bad.push(QuarantineRecord {
+    let mut bad: Vec<(u32, QuarantineRecord)> = Vec::new();
+    let mut quarantine = |summary: &mut StageSummary,
+                          (part, key): (u32, &str),
+                          template: &str,
+                          raw: &str,
+                          reason: &str| {
+        summary.add("llm.quarantined", 1);
+        summary.quarantined += 1;
+        bad.push((
+            part,
+            QuarantineRecord {
                 id: stable_id(&[key, template]),
                 dataset: "compound".into(),
                 source: key.to_string(),
@@ -489,8 +510,9 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 detail: format!("{template}: {reason}"),
                 excerpt: raw.chars().take(512).collect(),
                 ..Default::default()
-            });
-        };
+            },
+        ));
+    };
     let mut simple: Vec<Vec<Simple>> = (0..entities.len()).map(|_| Vec::new()).collect();
     for (k, (&(e, d, _), r)) in asks.iter().zip(results).enumerate() {
         summary.add("qa.asked", 1);
@@ -518,7 +540,8 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             Outcome::Invalid { raw, reason, .. } => {
                 summary.add("qa.invalid", 1);
                 let key = format!("{} / {}", entities[e].title, docs[d].id);
-                quarantine(&mut summary, &key, QA_TEMPLATE, &raw, &reason);
+                let part = part_of(&entities[e].title);
+                quarantine(&mut summary, (part, &key), QA_TEMPLATE, &raw, &reason);
             }
         }
     }
@@ -576,9 +599,16 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share).decontaminated_by(
         crate::kit::decontam::load(&o.decontaminate, &o.decontaminate_formats, cx.side).await?,
     );
+    // Every task reads the whole corpus: its documents and bytes are counted once, by the
+    // merge.
+    sft.shared("corpus.documents", docs.len() as u64);
+    sft.shared_bytes_in(corpus_bytes);
     let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
     let params = json!({ "teacher": llm.model }).to_string();
     let teacher_label = teacher_name(llm);
+    // Per kept compound question: its part, split, benchmark line, question and samples;
+    // written by part (each part's lines together, entity order inside it).
+    let mut made: Vec<(u32, &'static str, String, String, Vec<SftSample>)> = Vec::new();
     for ((e, idx), r) in groups.iter().zip(combined) {
         summary.add("compounds.asked", 1);
         let ent = &entities[*e];
@@ -596,7 +626,8 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             Outcome::Invalid { raw, reason, .. } => {
                 summary.add("compounds.invalid", 1);
                 let key = format!("{} / group {}", ent.title, idx[0]);
-                quarantine(&mut summary, &key, COMBINE_TEMPLATE, &raw, &reason);
+                let part = part_of(&ent.title);
+                quarantine(&mut summary, (part, &key), COMBINE_TEMPLATE, &raw, &reason);
                 continue;
             }
         };
@@ -624,9 +655,9 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "documents": documents,
             "split": split,
         });
-        let f = files.get_mut(split).expect("three splits");
-        f.write(&tag, 0, &format!("{line}\n")).await?;
+        let part = part_of(&ent.title);
         if split != "train" {
+            made.push((part, split, format!("{line}\n"), question, Vec::new()));
             continue;
         }
         let q = Question {
@@ -649,24 +680,35 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         // Lineage: the sub-questions' entries, then the combination's.
         let mut entries: Vec<String> = subs.iter().map(|s| s.entry.clone()).collect();
         entries.push(combine_entry);
-        for mut s in distillery_label::hanrag::compound_samples(
+        let mut samples = distillery_label::hanrag::compound_samples(
             &label_prompts,
             &counter,
             &p.hash,
             &q,
             &params,
-        ) {
+        );
+        for s in &mut samples {
             s.teacher = Some(teacher_label.clone());
             s.cache_entries = entries.clone();
-            sft.add(s, &question, pw.tag(), 0).await?;
+        }
+        made.push((part, split, format!("{line}\n"), question, samples));
+    }
+    made.sort_by_key(|m| m.0);
+    for (part, split, line, question, samples) in made {
+        let f = files.get_mut(split).expect("three splits");
+        f.write(&tag, part, &line).await?;
+        for s in samples {
+            sft.add(s, &question, pw.tag(), part).await?;
         }
     }
     sft.flush(&mut pw).await?;
-    if !bad.is_empty() {
+    bad.sort_by_key(|b| b.0);
+    for chunk in bad.chunk_by(|a, b| a.0 == b.0) {
+        let rows: Vec<QuarantineRecord> = chunk.iter().map(|b| b.1.clone()).collect();
         pw.write(
             TableKind::Quarantine,
-            0,
-            &to_batch(TableKind::Quarantine, &bad)?,
+            chunk[0].0,
+            &to_batch(TableKind::Quarantine, &rows)?,
         )
         .await?;
     }
