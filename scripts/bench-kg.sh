@@ -10,14 +10,14 @@
 #    .gz (one core). Triples per second and peak RSS.
 # 2. Subgraphs: QUESTIONS generated CWQ-form questions (one or two topic entities), 3 hops,
 #    on a generated Freebase-shaped KG of EDGES N-Triples lines (NODES = EDGES / 5 entities,
-#    scripts/bench/kg_gen.py): the `subgraph` stage (after ingesting the KG to Parquet) vs
-#    Hydra's access pattern, one SPARQL query per frontier entity and direction, on
-#    pyoxigraph with the same KG loaded (scripts/bench/hydra_subgraph.py). Both on one core
-#    (taskset -c 0; the stage with run.parallelism = 1, the walk on one thread), then on two
-#    (parallelism 2, two threads). The stage runs as one task over 8 KG parts (a task scans
-#    the whole KG, so more tasks mean more scans; its parts are scanned in parallel).
-#    Loading is timed apart from the walks; the per-question
-#    edge sets of the two must be identical.
+#    scripts/bench/kg_gen.py): the `subgraph` stage vs Hydra's access pattern, one SPARQL
+#    query per frontier entity and direction, on pyoxigraph with the same KG loaded
+#    (scripts/bench/hydra_subgraph.py). Loading is timed apart from the walks: our ingest +
+#    KG index build (one core) against the store's bulk load. The stage runs in both modes:
+#    over the built index (`index`, tasks = cores) and as a scan of the KG's parts (one task
+#    over 8 parts; a task scans the whole KG per hop, its parts in parallel). Both on one
+#    core (taskset -c 0; run.parallelism = 1, the walk on one thread), then on two
+#    (parallelism 2, two threads). The per-question edge sets must be identical.
 # 3. KG index build: a job ingesting the KG and building its adjacency index (the `index`
 #    stage with kinds = ["kg"]), one core, with this binary (external sorts in bounded
 #    memory) and with BENCH_KG_BASELINE, a binary whose KG build held the graph in memory
@@ -108,7 +108,41 @@ fi
 
 if [[ $SECTIONS == *2* ]]; then
 echo "== 2. subgraphs: $QUESTIONS questions, 3 hops, $EDGES edges, $NODES entities"
-pipeline() { # name parallelism
+# The KG ingested and indexed once (the counterpart of the store's bulk load below).
+cat > "$WORK/kgload.toml" <<TOML
+version = 1
+name = "kgload"
+output = "$WORK/out-kgload"
+[run]
+parallelism = 1
+shards = 8
+[[inputs]]
+name = "kg"
+format = "freebase"
+paths = ["$WORK/kg/kg.nt"]
+[[stages]]
+name = "kgi"
+kind = "index"
+options = { kinds = ["kg"], root = "$WORK/kgroot" }
+TOML
+rm -rf "$WORK/out-kgload" "$WORK/kgroot"
+r=$(timed "$WORK/kgload" $ONE "$BIN" --quiet run "$WORK/kgload.toml") || exit 1
+read -r kgload rss_kgload <<<"$r"
+kgindex=$(stage_secs "$WORK/out-kgload" kgi)
+rm -rf "$WORK/out-kgload"
+echo "distillery ingest + KG index (one core): $kgload s (index stage $kgindex s), peak $rss_kgload MB"
+# The stage over that index (tasks = cores), and over the KG's parts (a scan per hop, one task
+# over 8 parts).
+pipeline() { # name parallelism mode
+  local kg="" stage="index = \"$WORK/kgroot\"" tasks=$2
+  if [ "$3" = scan ]; then
+    kg="[[inputs]]
+name = \"kg\"
+format = \"freebase\"
+paths = [\"$WORK/kg/kg.nt\"]"
+    stage="kg = \"kg\""
+    tasks=1
+  fi
   cat > "$WORK/$1.toml" <<TOML
 version = 1
 name = "$1"
@@ -116,10 +150,7 @@ output = "$WORK/out-$1"
 [run]
 parallelism = $2
 shards = 8
-[[inputs]]
-name = "kg"
-format = "freebase"
-paths = ["$WORK/kg/kg.nt"]
+$kg
 [[inputs]]
 name = "cwq"
 format = "cwq"
@@ -128,20 +159,23 @@ paths = ["$WORK/kg/questions.json"]
 name = "sg"
 kind = "subgraph"
 inputs = ["cwq"]
-tasks = 1
-options = { kg = "kg", hops = 3, segments = false }
+tasks = $tasks
+options = { $stage, hops = 3, segments = false }
 TOML
   echo "$WORK/$1.toml"
 }
-r=$(timed "$WORK/sg1" $ONE "$BIN" --quiet run "$(pipeline sg1 1)") || exit 1
-read -r job1 rss1 <<<"$r"
-ours1=$(stage_secs "$WORK/out-sg1" sg)
-edges=$(counter "$WORK/out-sg1" sg edges)
-r=$(timed "$WORK/sg2" $TWO "$BIN" --quiet run "$(pipeline sg2 2)") || exit 1
-read -r job2 rss2 <<<"$r"
-ours2=$(stage_secs "$WORK/out-sg2" sg)
-python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1" sg "$WORK/ours.json"
-rm -rf "$WORK/out-sg1" "$WORK/out-sg2"   # the store's bulk load needs the disk
+for mode in index scan; do
+  r=$(timed "$WORK/sg1-$mode" $ONE "$BIN" --quiet run "$(pipeline "sg1-$mode" 1 $mode)") || exit 1
+  read -r job rss <<<"$r"
+  declare "ours1_$mode=$(stage_secs "$WORK/out-sg1-$mode" sg)" "job1_$mode=$job" "rss1_$mode=$rss"
+  declare "edges_$mode=$(counter "$WORK/out-sg1-$mode" sg edges)"
+  r=$(timed "$WORK/sg2-$mode" $TWO "$BIN" --quiet run "$(pipeline "sg2-$mode" 2 $mode)") || exit 1
+  read -r job rss <<<"$r"
+  declare "ours2_$mode=$(stage_secs "$WORK/out-sg2-$mode" sg)"
+  python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1-$mode" sg "$WORK/ours-$mode.json"
+  python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg2-$mode" sg "$WORK/ours2-$mode.json"
+  rm -rf "$WORK/out-sg1-$mode" "$WORK/out-sg2-$mode"   # the store's bulk load needs the disk
+done
 
 if [ ! -f "$WORK/store.loaded" ]; then
   rm -rf "$WORK/store"
@@ -159,15 +193,18 @@ walk2=$(awk '/^walk/ {print $2}' "$WORK/walk2.log")
 python3 - "$WORK" <<'PY'
 import json, sys
 w = sys.argv[1]
-ours, h1, h2 = (json.load(open(f"{w}/{n}.json")) for n in ("ours", "hydra1", "hydra2"))
-same = sum(ours.get(q) == d for q, d in h1.items())
+h1, h2 = (json.load(open(f"{w}/{n}.json")) for n in ("hydra1", "hydra2"))
 assert h1 == h2, "the one- and two-thread walks differ"
-print(f"identical subgraphs: {same}/{len(h1)} questions")
+for n in ("ours-index", "ours2-index", "ours-scan", "ours2-scan"):
+    ours = json.load(open(f"{w}/{n}.json"))
+    same = sum(ours.get(q) == d for q, d in h1.items())
+    print(f"identical subgraphs, {n}: {same}/{len(h1)} questions")
 PY
 python3 -c "
-print(f'{$edges} subgraph edges; ingest + stage job: {$job1} s, peak {$rss1} MB (one core)')
-print(f'one core: subgraph stage {$ours1:.2f} s, Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/$ours1:.1f}x')
-print(f'two cores: subgraph stage {$ours2:.2f} s ({$ours1/$ours2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/$ours2:.1f}x')"
+print(f'{$edges_index} subgraph edges ({$edges_scan} by the scan)')
+for mode, o1, o2, job, rss in (('index', $ours1_index, $ours2_index, $job1_index, $rss1_index), ('scan', $ours1_scan, $ours2_scan, $job1_scan, $rss1_scan)):
+    print(f'{mode}: one core: subgraph stage {o1:.2f} s (job {job} s, peak {rss} MB), Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/o1:.1f}x')
+    print(f'{mode}: two cores: subgraph stage {o2:.2f} s ({o1/o2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
 fi
 
 if [[ $SECTIONS == *3* ]]; then

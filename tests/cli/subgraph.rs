@@ -94,13 +94,22 @@ options = {{ names = ["{names}"] }}
 name = "cwq"
 format = "cwq"
 paths = ["{qs}"]
-[[stages]]
+{index}[[stages]]
 name = "sg"
 kind = "subgraph"
 inputs = ["cwq"]
 tasks = {tasks}
 options = {{ kg = "fb", {options} }}
 "#,
+        index = if options.contains("index = \"kgi\"") {
+            format!(
+                "[[stages]]\nname = \"kgi\"\nkind = \"index\"\ninputs = [\"fb\"]\n\
+                 options = {{ kinds = [\"kg\"], root = \"{}\" }}\n",
+                dir.join(format!("root-{name}")).display()
+            )
+        } else {
+            String::new()
+        },
         out = dir.join(format!("out-{name}")).display(),
         tsv = tsv.display(),
         names = names.display(),
@@ -108,6 +117,19 @@ options = {{ kg = "fb", {options} }}
     );
     std::fs::write(&file, text).unwrap();
     dir.join(format!("out-{name}"))
+}
+
+/// The independent BFS (`check_subgraph.py`, networkx) on the 200 questions of `out`.
+fn bfs_check(out: &Path, tsv: &Path, qs: &Path, check: &str) {
+    let args = [
+        out.as_os_str(),
+        tsv.as_os_str(),
+        qs.as_os_str(),
+        check.as_ref(),
+    ];
+    if let Some(stdout) = python_script("networkx, pyarrow", "check_subgraph.py", &args) {
+        assert!(stdout.contains("200/200 questions identical"), "{stdout}");
+    }
 }
 
 #[test]
@@ -158,16 +180,7 @@ fn subgraphs_match_an_independent_bfs_on_fb15k() {
         }
         edges.push(c["edges"].as_u64().unwrap());
 
-        // The independent BFS.
-        let args = [
-            out.as_os_str(),
-            tsv.as_os_str(),
-            qs.as_os_str(),
-            check.as_ref(),
-        ];
-        if let Some(stdout) = python_script("networkx, pyarrow", "check_subgraph.py", &args) {
-            assert!(stdout.contains("200/200 questions identical"), "{stdout}");
-        }
+        bfs_check(&out, &tsv, &qs, check);
 
         // The segments decode back to the subgraphs' edges.
         let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
@@ -196,6 +209,54 @@ fn subgraphs_match_an_independent_bfs_on_fb15k() {
     );
     let lines = |o: &Path| std::fs::read(o.join("sg/questions.jsonl")).unwrap();
     assert_eq!(lines(&three), lines(&one));
+
+    // The same walks over a built KG index: the BFS's node and edge sets, the scan's rows and
+    // counters, and the same bytes for one task and three.
+    let rows = |o: &Path| {
+        let sql = "SELECT question_id, subject, relation, object, hop FROM subgraphs";
+        let v = crate::sql_json(o, sql);
+        let set: BTreeSet<String> = v.iter().map(|r| r.to_string()).collect();
+        assert_eq!(set.len(), v.len(), "one row per question and edge");
+        set
+    };
+    for (name, options, check, scan) in [
+        ("idx3", r#"hops = 3, index = "kgi""#, "sg:3", "hops3"),
+        ("idx1", r#"hops = 3, index = "kgi""#, "sg:3", "hops3"),
+        (
+            "idxcap",
+            r#"hops = 3, max_nodes = 300, index = "kgi""#,
+            "sg:3:300",
+            "cap",
+        ),
+    ] {
+        let tasks = if name == "idx1" { 1 } else { 3 };
+        let out = pipeline(dir.path(), name, files, tasks, options);
+        ok(&[
+            "run",
+            dir.path().join(format!("{name}.toml")).to_str().unwrap(),
+        ]);
+        let scanned = dir.path().join(format!("out-{scan}"));
+        assert_eq!(rows(&out), rows(&scanned), "{name}");
+        let (s, t) = (summary(&out), summary(&scanned));
+        let (c, d) = (&stage(&s, "sg")["counters"], &stage(&t, "sg")["counters"]);
+        for k in [
+            "edges",
+            "nodes",
+            "topics.missing",
+            "answers.covered",
+            "questions.reduced",
+        ] {
+            assert_eq!(c[k], d[k], "{name}: {k}");
+        }
+        assert_eq!(c["kg.passes"], 3 * tasks, "{c}");
+        bfs_check(&out, &tsv, &qs, check);
+        let v = ok(&["hseq", "verify", out.to_str().unwrap()]);
+        assert!(!v.contains("mismatch"), "{v}");
+    }
+    let (a, b) = (dir.path().join("out-idx3"), dir.path().join("out-idx1"));
+    let files = |o: &Path| parquet_files(&o.join("subgraphs"));
+    assert_eq!(files(&a), files(&b), "1 and 3 tasks differ over the index");
+    assert_eq!(lines(&a), lines(&b));
 }
 
 /// A MediaWiki export (the dump's XML) with Scotland's page, a redirect from "Universe" and
@@ -785,6 +846,45 @@ options = {{ kinds = ["kg"], root = "{root}", same_as = ["P646"] }}
     );
     let node = kg.node("m.06q1r").unwrap();
     assert!(!node.aliases.is_empty(), "{node:?}");
+
+    // The walk over that index, Q22 keyed through `merge` as the index keys it: the same rows.
+    let text_of = std::fs::read_to_string(&file).unwrap();
+    let (inputs, _) = text_of.split_once("[[stages]]").unwrap();
+    let indexed = dir.path().join("indexed.toml");
+    let out2 = dir.path().join("out2");
+    let text2 = format!(
+        r#"{inputs}[[stages]]
+name = "kgi"
+kind = "index"
+inputs = ["fb", "wd"]
+options = {{ kinds = ["kg"], root = "{root}", same_as = ["P646"] }}
+[[stages]]
+name = "sg"
+kind = "subgraph"
+inputs = ["q"]
+options = {{ kg = "fb", merge = ["wd"], hops = 2, index = "kgi" }}
+"#,
+        root = dir.path().join("index2").display()
+    )
+    .replace(&out.display().to_string(), &out2.display().to_string());
+    std::fs::write(&indexed, text2).unwrap();
+    ok(&["run", indexed.to_str().unwrap()]);
+    let rows2 = crate::sql_json(
+        &out2,
+        "SELECT subject, relation, object, source FROM subgraphs",
+    );
+    let got2: BTreeSet<(String, String, String, String)> = rows2
+        .iter()
+        .map(|r| {
+            let t = |k: &str| text(r, k);
+            (t("subject"), t("relation"), t("object"), t("source"))
+        })
+        .collect();
+    assert_eq!(got2, got);
+    let line2 = std::fs::read_to_string(out2.join("sg/questions.jsonl")).unwrap();
+    let line2: serde_json::Value = serde_json::from_str(line2.lines().next().unwrap()).unwrap();
+    assert_eq!(line2["topic_wikipedia"], line["topic_wikipedia"]);
+    assert_eq!(line2["answers_covered"], 1);
 }
 
 /// A plain Freebase dump read as byte-range tasks is written partitioned by subject: each

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use distillery_core::spec::StageCheck;
 use distillery_distill::cirag::{Fut, Retriever};
 use distillery_index::IndexError;
 use distillery_index::dense::Embedder;
@@ -151,6 +152,52 @@ pub fn passage_of(h: &Hit) -> Passage {
         sentences,
         piece: None,
     }
+}
+
+/// Checks an `index` option that names a built index: an `index` stage listed before this
+/// one (read at the version it builds, so no `index_version` with it), or else an index root.
+pub fn check_index(cx: &mut StageCheck<'_, '_>, name: &str, with_version: bool) {
+    match cx.earlier_kind(name) {
+        Some(kind) if kind != "index" => {
+            cx.error("index", format!("stage `{name}` is not an `index` stage"))
+        }
+        Some(_) if with_version => cx.error(
+            "index_version",
+            "an index built in this job is read at the version it built",
+        ),
+        Some(_) => {}
+        None if cx
+            .stages
+            .iter()
+            .any(|v| v.get("name").and_then(|n| n.as_str()) == Some(name)) =>
+        {
+            cx.error(
+                "index",
+                format!("stage `{name}` must be listed before this one"),
+            )
+        }
+        None => {}
+    }
+}
+
+/// The root and version of the index an `index` option names: the version an `index` stage
+/// listed before this one built in this job, else the root at `version` (`None`: the one its
+/// `CURRENT` names).
+pub async fn index_root(
+    cx: &crate::stages::RunCx<'_>,
+    index: &str,
+    version: Option<&str>,
+) -> Result<(Root, Option<String>), ExecError> {
+    let built_here = (cx.pipeline.stages.iter())
+        .take_while(|s| s.name != cx.stage.name)
+        .any(|s| s.name == index && s.kind == "index");
+    let (root, version) = if built_here {
+        let (root, version) = built_by(cx.out, cx.upstream, index).await?;
+        (root, Some(version))
+    } else {
+        (index.to_string(), version.map(str::to_string))
+    };
+    Ok((root_of(crate::store::open_location(&root, false)?), version))
 }
 
 /// The root and version an `index` stage listed before this one built (its published

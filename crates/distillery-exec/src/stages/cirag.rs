@@ -66,7 +66,7 @@ use crate::error::ExecError;
 use crate::kit::contexts::parts_of;
 use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::fragments::{Fragments, concat};
-use crate::kit::retrieval::{IndexRetriever, built_by, root_of};
+use crate::kit::retrieval::{IndexRetriever, check_index, index_root};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
@@ -74,7 +74,6 @@ use crate::plan::SideFile;
 use crate::plan::stage_tag;
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::store::open_location;
 use crate::task::Partitioning;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -225,16 +224,7 @@ impl Stage for Cirag {
                 "corpus",
                 "give `corpus` (indexed in memory) or `index` (a built index), not both",
             ),
-            Some(name) => match cx.earlier_kind(name) {
-                Some(kind) if kind != "index" => {
-                    cx.error("index", format!("stage `{name}` is not an `index` stage"))
-                }
-                Some(_) if o.index_version.is_some() => cx.error(
-                    "index_version",
-                    "an index built in this job is read at the version it built",
-                ),
-                _ => {}
-            },
+            Some(name) => check_index(cx, name, o.index_version.is_some()),
             None => {}
         }
         if let Some(e) = &o.rerank {
@@ -645,16 +635,7 @@ async fn open_corpus(
     stage: &str,
 ) -> Result<(Arc<dyn Retriever>, u64, u64, Option<String>), ExecError> {
     if let Some(index) = &opts.index {
-        let built_here = (cx.pipeline.stages.iter())
-            .take_while(|s| s.name != cx.stage.name)
-            .any(|s| &s.name == index && s.kind == "index");
-        let (root, version) = if built_here {
-            let (root, version) = built_by(cx.out, cx.upstream, index).await?;
-            (root, Some(version))
-        } else {
-            (index.clone(), opts.index_version.clone())
-        };
-        let root = root_of(open_location(&root, false)?);
+        let (root, version) = index_root(cx, index, opts.index_version.as_deref()).await?;
         let r = IndexRetriever::open(&root, version.as_deref(), opts.retrieval).await?;
         let (version, passages) = (r.version().to_string(), r.passages());
         info!(stage, index = %root.display, version = %version, passages, "cirag reads a built index");

@@ -13,6 +13,13 @@
 //! are not reached (Hydra keeps `m.` entities), and literal objects are left out (`literals`
 //! keeps them as leaves). Keys match across Freebase's `m.0abc` and FB15k's `/m/0abc`.
 //!
+//! With `index` (an `index` stage with `kinds` holding `kg`, or an index root), a task walks
+//! that KG adjacency index instead ([`indexed`]): each pass reads only the edge runs of its
+//! frontier's nodes (a Parquet row selection over the index's edge files), so its cost follows
+//! the neighbourhoods walked, not the KG, and splitting the questions over more tasks adds no
+//! scans of the graph. The rows and counters are the scan's (tested against it and against an
+//! independent BFS); the index keeps one edge per (subject, relation, object, source).
+//!
 //! With `merge`, more KG inputs are walked with `kg` as one graph, an entity with a `same_as`
 //! edge (default Wikidata's Freebase id, `P646`) being the node it names ([`crate::kit::same_as`]).
 //!
@@ -42,8 +49,10 @@
 //! `segments`.
 //!
 //! **Memory:** the questions of one task with the nodes their walks reached and the edges they
-//! kept; the KG itself is streamed. More tasks (`tasks`) spread a large question set.
+//! kept; the KG itself is streamed (a scan) or read by runs (an index walk, which also holds
+//! the key, kind and name of each node its passes read). More tasks (`tasks`) spread a large question set.
 
+mod indexed;
 mod pages;
 pub mod walk;
 
@@ -54,11 +63,12 @@ use std::time::Instant;
 
 use arrow::array::{Array, AsArray, StringArray};
 use distillery_core::id::stable_id;
-use distillery_core::schema::{from_batch, to_batch};
+use distillery_core::schema::{SubgraphRef, SubgraphsBuilder, from_batch, to_batch};
 use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
-use distillery_core::{Entity, Question, SubgraphEdge, TableKind};
+use distillery_core::{Question, SubgraphEdge, TableKind};
 use distillery_hseq::KgEncoder;
+use distillery_index::version;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -66,10 +76,11 @@ use serde_json::json;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::info;
 
-use self::walk::{EdgeRef, Filter, Pattern, Walk, canon};
+use self::walk::{EdgeKey, EdgeRef, Filter, Pattern, Walk, canon};
 use crate::error::ExecError;
 use crate::kit::contexts::{parts_of, question_tags};
 use crate::kit::fragments::{Fragments, concat};
+use crate::kit::retrieval::{cache_dir, check_index, index_root};
 use crate::kit::same_as::{Aliases, read_aliases};
 use crate::parts::{PartWriters, WrittenPart, read_part_columns, read_part_rows};
 use crate::plan::stage_tag;
@@ -108,7 +119,9 @@ fn default_same_as() -> Vec<String> {
 pub struct SubgraphOptions {
     /// The name of the knowledge graph input (freebase, wikidata, fb15k or metaqa-kb): its
     /// `triples` are walked (and its `literals` with `literals`), its `entities` name the nodes.
-    pub kg: String,
+    /// Optional with `index`, which then is the graph.
+    #[serde(default)]
+    pub kg: Option<String>,
     /// Edges touching a node within `hops - 1` hops of a topic entity are kept (1 to 6).
     #[serde(default = "default_hops")]
     pub hops: u32,
@@ -144,15 +157,25 @@ pub struct SubgraphOptions {
     /// file.
     #[serde(default)]
     pub wikipedia: Option<String>,
+    /// Walk a built KG adjacency index instead of scanning `kg`'s parts: the name of an
+    /// `index` stage listed before this one with `kinds` holding `kg` (the version it built in
+    /// this job), or an index root (path or URL; its `CURRENT` version unless
+    /// `index_version` names one). Each pass then reads only its frontier's edges. The
+    /// index's own `same_as` merges graphs; with `merge` naming the merged inputs, their
+    /// `same_as` edges key the topic entities as the index keys them (a Wikidata QID as its
+    /// Freebase mid). `kg` and `merge` still name the inputs whose entities give the topic
+    /// entities' Wikipedia titles.
+    #[serde(default)]
+    pub index: Option<String>,
+    /// The version of the index root `index` to read.
+    #[serde(default)]
+    pub index_version: Option<String>,
 }
 
 impl SubgraphOptions {
     /// The KG inputs walked: `kg`, then `merge`.
     fn graphs(&self) -> Vec<String> {
-        std::iter::once(&self.kg)
-            .chain(&self.merge)
-            .cloned()
-            .collect()
+        self.kg.iter().chain(&self.merge).cloned().collect()
     }
 }
 
@@ -182,6 +205,9 @@ fn questions_file(stage: &str) -> String {
     format!("{stage}/questions.jsonl")
 }
 
+type FastMap<K, V> = foldhash::HashMap<K, V>;
+type FastSet<K> = foldhash::HashSet<K>;
+
 /// The `subgraph` stage.
 pub struct SubgraphStage;
 
@@ -207,8 +233,18 @@ impl Stage for SubgraphStage {
                 cx.error("drop_relations", e);
             }
         }
+        if o.kg.is_none() && o.index.is_none() {
+            cx.error(
+                "kg",
+                "give `kg` (a KG input to scan) or `index` (a built KG index to walk)",
+            );
+        }
         for (n, g) in o.graphs().iter().enumerate() {
-            let field = if n == 0 { "kg" } else { "merge" };
+            let field = if n == 0 && o.kg.is_some() {
+                "kg"
+            } else {
+                "merge"
+            };
             match cx.inputs.iter().find(|i| &i.name == g) {
                 None => cx.error(field, format!("`{g}` names no input")),
                 Some(i) if i.format.is_qa() || i.format == Format::MediaWiki => {
@@ -220,6 +256,14 @@ impl Stage for SubgraphStage {
                 }
                 _ => {}
             }
+        }
+        match &o.index {
+            None if o.index_version.is_some() => cx.error(
+                "index_version",
+                "`index_version` needs `index` (a built index)",
+            ),
+            Some(name) => check_index(cx, name, o.index_version.is_some()),
+            None => {}
         }
         if let Some(w) = &o.wikipedia {
             match cx.inputs.iter().find(|i| &i.name == w) {
@@ -311,15 +355,16 @@ struct Q {
 }
 
 /// An edge some question kept.
+/// Strings are shared: an index walk hands out its node keys and names, not copies.
 struct EdgeRow {
     id: String,
-    dataset: String,
-    subject: String,
-    predicate: String,
-    object: String,
-    object_kind: String,
-    subject_name: Option<String>,
-    object_name: Option<String>,
+    dataset: Arc<str>,
+    subject: Arc<str>,
+    predicate: Arc<str>,
+    object: Arc<str>,
+    object_kind: Arc<str>,
+    subject_name: Option<Arc<str>>,
+    object_name: Option<Arc<str>>,
 }
 
 /// The columns of `triples` a pass reads, in the table's order.
@@ -334,11 +379,36 @@ fn strings<'b>(
     batch
         .column_by_name(name)
         .and_then(|c| c.as_string_opt::<i32>())
-        .ok_or_else(|| ExecError::Task(format!("triples part without a string `{name}` column")))
+        .ok_or_else(|| ExecError::Task(format!("KG part without a string `{name}` column")))
 }
 
 fn opt(a: &StringArray, i: usize) -> Option<String> {
     (!a.is_null(i)).then(|| a.value(i).to_string())
+}
+
+/// A node's name: the edge's own, else the KG entities' label of its key.
+fn name_of<'a>(
+    key: &str,
+    own: &'a Option<Arc<str>>,
+    names: &'a HashMap<String, String>,
+) -> Option<&'a str> {
+    own.as_deref()
+        .or_else(|| names.get(canon(key).as_ref()).map(String::as_str))
+}
+
+/// A gold answer as labels are compared with it: lowercase, runs of whitespace as one space.
+struct Answer(String);
+
+impl Answer {
+    fn new(answer: &str) -> Answer {
+        Answer(norm(answer).collect())
+    }
+
+    /// Whether `label` is this answer (case- and space-insensitively); stops at the first
+    /// character that differs, without allocating.
+    fn matches(&self, label: &str) -> bool {
+        norm(label).eq(self.0.chars())
+    }
 }
 
 /// A label's characters as answers are compared: lowercase, runs of whitespace as one space.
@@ -347,11 +417,6 @@ fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
         .enumerate()
         .flat_map(|(i, w)| (i > 0).then_some(' ').into_iter().chain(w.chars()))
         .flat_map(char::to_lowercase)
-}
-
-/// Whether `label` is one of `answers` (case- and space-insensitively).
-fn is_answer(label: &str, answers: &[String]) -> bool {
-    answers.iter().any(|a| norm(a).eq(norm(label)))
 }
 
 /// Runs one task of the stage: the questions of its shard.
@@ -415,56 +480,52 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     }
     let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
     let mut walk = Walk::new(&topics, opts.hops, &filter);
-    let mut rows: HashMap<usize, EdgeRow> = HashMap::new();
     let filter = Arc::new(filter);
-    while walk.next_pass() {
-        summary.add("kg.passes", 1);
-        if walk.hop() == 1 {
-            summary.bytes_in += kg_parts.iter().map(|(_, _, p)| p.bytes).sum::<u64>();
-        }
-        // Parts are scanned in parallel against a snapshot of the frontier; the edges that
-        // touch it are then taken in part and row order, so the result is deterministic.
-        let shared = (
-            out.clone(),
-            Arc::new(walk.frontier_keys()),
-            filter.clone(),
-            aliases.clone(),
-        );
-        let paths: Vec<(usize, String)> = kg_parts
-            .iter()
-            .enumerate()
-            .map(|(n, (_, _, part))| (n, part.path()))
-            .collect();
-        let scans = paths.into_iter().map(move |(n, path)| {
-            let (out, frontier, filter, aliases) = shared.clone();
-            AbortOnDropHandle::new(tokio::spawn(async move {
-                scan_part(&out, &path, n, &frontier, &filter, &aliases).await
-            }))
-        });
-        let mut scans = futures::stream::iter(scans).buffered(cx.parallelism.max(1));
-        while let Some(scan) = scans.next().await {
-            let (hits, scanned) =
-                scan.map_err(|e| ExecError::Task(format!("subgraph scan: {e}")))??;
-            summary.add("kg.edges_scanned", scanned);
-            for (at, row) in hits {
-                let e = EdgeRef {
-                    subject: &row.subject,
-                    object: &row.object,
-                    object_is_node: row.object_kind == "entity",
-                };
-                if walk.visit(at, e, &filter) {
-                    rows.entry(at).or_insert(row);
-                }
+    let mut rows: FastMap<EdgeKey, EdgeRow> = FastMap::default();
+    // An index walk's relation and source strings, by the ids its edge keys hold.
+    let mut strings: Vec<Arc<str>> = Vec::new();
+    let walked;
+    // A task without questions opens no index.
+    if let Some(index) = opts.index.as_ref().filter(|_| !questions.is_empty()) {
+        let (w, r, read, passes, texts) =
+            index_walk(&cx, opts, index, walk, filter.clone()).await?;
+        (walk, rows, strings) = (w, r, texts);
+        summary.add("kg.passes", passes);
+        summary.add("kg.edges_scanned", read.edges);
+        walked = started.elapsed().as_secs_f64();
+    } else {
+        while walk.next_pass() {
+            summary.add("kg.passes", 1);
+            if walk.hop() == 1 {
+                summary.bytes_in += kg_parts.iter().map(|(_, _, p)| p.bytes).sum::<u64>();
             }
+            scan_pass(
+                &cx,
+                &kg_parts,
+                &mut walk,
+                &filter,
+                &aliases,
+                &mut rows,
+                &mut summary,
+            )
+            .await?;
         }
+        walked = started.elapsed().as_secs_f64();
+        let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
+        fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
     }
-    let walked = started.elapsed().as_secs_f64();
-    let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
-    fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
+    let sitelinks: Vec<String> = (cx.pipeline.inputs.iter())
+        .filter(|i| i.format == Format::Wikidata && graphs.contains(&i.name))
+        .map(|i| i.name.clone())
+        .collect();
     let labels = node_labels(
         out,
         parts,
-        &graphs,
+        Graphs {
+            all: &graphs,
+            sitelinks: &sitelinks,
+            scanned: opts.index.is_none(),
+        },
         &aliases,
         &rows,
         &questions,
@@ -484,7 +545,14 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
     let mut lines = Fragments::new(out, staging, &questions_file(&stage.name));
     for (qi, q) in questions.iter().enumerate() {
-        let kept = subgraph_of(&walk, qi, opts, &rows);
+        let mut kept = subgraph_of(&walk, qi, opts, &rows);
+        if opts.index.is_some() {
+            // An index walk numbers edges in the order its task read them: rows go in key
+            // order, so any split of the questions over tasks writes the same bytes.
+            let order = |at: EdgeKey| indexed::order(at, &strings);
+            kept.edges
+                .sort_unstable_by(|a, b| order(a.0).cmp(&order(b.0)));
+        }
         let tag = stage_tag(&q.tag, &stage.name);
         let w = by_tag
             .entry(tag.clone())
@@ -493,12 +561,16 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         if q.topics.is_empty() {
             summary.add("questions.without_topic", 1);
         }
+        let mut batch = SubgraphsBuilder::default();
+        // The rows as records, for the segments.
         let mut edges: Vec<SubgraphEdge> = Vec::new();
-        let mut node_set: HashSet<&str> = HashSet::new();
+        let mut node_set: FastSet<&str> = FastSet::default();
         // A KG that states an edge twice gives it one row (one triple id).
-        let mut ids: HashSet<&str> = HashSet::new();
+        let mut ids: FastSet<&str> = FastSet::default();
         let mut covered_answers = vec![false; q.answers.len()];
         let mut topics_hit: HashSet<&str> = HashSet::new();
+        let mut ends: FastSet<(&str, Option<&str>)> = FastSet::default();
+        let answers: Vec<Answer> = q.answers.iter().map(|a| Answer::new(a)).collect();
         let canon_topics: Vec<(Cow<'_, str>, &str)> =
             q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
         for &(at, hop) in &kept.edges {
@@ -507,47 +579,50 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 continue;
             }
             node_set.insert(&r.subject);
-            if r.object_kind == "entity" {
+            if &*r.object_kind == "entity" {
                 node_set.insert(&r.object);
             }
-            let name = |key: &str, own: &Option<String>| {
-                own.clone()
-                    .or_else(|| names.get(canon(key).as_ref()).cloned())
-            };
             let (sn, on) = (
-                name(&r.subject, &r.subject_name),
-                name(&r.object, &r.object_name),
+                name_of(&r.subject, &r.subject_name, names),
+                name_of(&r.object, &r.object_name, names),
             );
-            let ends = [(canon(&r.subject), &sn), (canon(&r.object), &on)];
-            for (key, n) in &ends {
-                for (a, hit) in q.answers.iter().zip(covered_answers.iter_mut()) {
-                    let one = std::slice::from_ref(a);
-                    if !*hit
-                        && (is_answer(key, one) || n.as_deref().is_some_and(|n| is_answer(n, one)))
-                    {
+            // Each end (with the name it has here) is matched against the answers and topic
+            // entities once.
+            for end in [(&*r.subject, sn), (&*r.object, on)] {
+                if !ends.insert(end) {
+                    continue;
+                }
+                let (key, n) = (canon(end.0), end.1);
+                for (a, hit) in answers.iter().zip(covered_answers.iter_mut()) {
+                    if !*hit && (a.matches(&key) || n.is_some_and(|n| a.matches(n))) {
                         *hit = true;
                     }
                 }
                 for (t, raw) in &canon_topics {
-                    if t == key {
+                    if *t == key {
                         topics_hit.insert(raw);
                     }
                 }
             }
-            edges.push(SubgraphEdge {
-                id: stable_id(&[&stage.name, &q.id, &r.id]),
-                question_id: q.id.clone(),
-                subject: r.subject.clone(),
-                relation: r.predicate.clone(),
-                object: r.object.clone(),
-                object_kind: r.object_kind.clone(),
+            let row = SubgraphRef {
+                id: &stable_id(&[&stage.name, &q.id, &r.id]),
+                question_id: &q.id,
+                subject: &r.subject,
+                relation: &r.predicate,
+                object: &r.object,
+                object_kind: &r.object_kind,
                 hop,
                 subject_name: sn,
                 object_name: on,
-                triple_id: r.id.clone(),
-                source: r.dataset.clone(),
-            });
+                triple_id: &r.id,
+                source: &r.dataset,
+            };
+            batch.push(row);
+            if opts.segments {
+                edges.push(row.to_owned());
+            }
         }
+        let rows_out = batch.len() as u64;
         let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
         let wikipedia: BTreeMap<&str, &str> = q
             .given
@@ -570,7 +645,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         let covered = covered_answers.iter().filter(|&&c| c).count() as u64;
         summary.add("questions", 1);
         summary.records_in += 1;
-        summary.add("edges", edges.len() as u64);
+        summary.add("edges", rows_out);
         summary.add("nodes", node_set.len() as u64);
         summary.add("answers", q.answers.len() as u64);
         summary.add("answers.covered", covered);
@@ -593,7 +668,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "topic_wikipedia": wikipedia,
             "topic_wikipedia_ids": wikipedia_ids,
             "nodes": node_set.len(),
-            "edges": edges.len(),
+            "edges": rows_out,
             "connect_hop": kept.connect_hop,
             "depth": kept.depth,
             "answers": q.answers.len(),
@@ -610,14 +685,10 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             )
             .await?;
         }
-        if !edges.is_empty() {
-            summary.records_out += edges.len() as u64;
-            w.write(
-                TableKind::Subgraphs,
-                q.shard,
-                &to_batch(TableKind::Subgraphs, &edges)?,
-            )
-            .await?;
+        if rows_out > 0 {
+            summary.records_out += rows_out;
+            w.write(TableKind::Subgraphs, q.shard, &batch.finish()?)
+                .await?;
         }
     }
     let mut written: Vec<WrittenPart> = Vec::new();
@@ -645,6 +716,99 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     })
 }
 
+/// One pass of the scan: every KG part read against a snapshot of the frontier, in
+/// parallel; the edges that touch it are then taken in part and row order, so the result is
+/// deterministic.
+async fn scan_pass(
+    cx: &RunCx<'_>,
+    kg_parts: &[(String, u32, &WrittenPart)],
+    walk: &mut Walk,
+    filter: &Arc<Filter>,
+    aliases: &Arc<Aliases>,
+    rows: &mut FastMap<EdgeKey, EdgeRow>,
+    summary: &mut StageSummary,
+) -> Result<(), ExecError> {
+    let shared = (
+        cx.out.clone(),
+        Arc::new(walk.frontier_keys()),
+        filter.clone(),
+        aliases.clone(),
+    );
+    let paths: Vec<(usize, String)> = kg_parts
+        .iter()
+        .enumerate()
+        .map(|(n, (_, _, part))| (n, part.path()))
+        .collect();
+    let scans = paths.into_iter().map(move |(n, path)| {
+        let (out, frontier, filter, aliases) = shared.clone();
+        AbortOnDropHandle::new(tokio::spawn(async move {
+            scan_part(&out, &path, n, &frontier, &filter, &aliases).await
+        }))
+    });
+    let mut scans = futures::stream::iter(scans).buffered(cx.parallelism.max(1));
+    while let Some(scan) = scans.next().await {
+        let (hits, scanned) =
+            scan.map_err(|e| ExecError::Task(format!("subgraph scan: {e}")))??;
+        summary.add("kg.edges_scanned", scanned);
+        for (at, row) in hits {
+            let e = EdgeRef {
+                subject: &row.subject,
+                object: &row.object,
+                object_is_node: &*row.object_kind == "entity",
+            };
+            if walk.visit(at, e, filter) {
+                rows.entry(at).or_insert(row);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The walk over a built KG index ([`indexed`]): the version `index` names opened (downloaded
+/// once when remote), then every pass on a blocking thread. Returns the walk, the edges
+/// taken, the rows read and the passes made.
+async fn index_walk(
+    cx: &RunCx<'_>,
+    opts: &SubgraphOptions,
+    index: &str,
+    mut walk: Walk,
+    filter: Arc<Filter>,
+) -> Result<
+    (
+        Walk,
+        FastMap<EdgeKey, EdgeRow>,
+        indexed::Read,
+        u64,
+        Vec<Arc<str>>,
+    ),
+    ExecError,
+> {
+    let (root, version) = index_root(cx, index, opts.index_version.as_deref()).await?;
+    let opened = version::open(&root, version.as_deref(), &cache_dir()).await?;
+    if opened.manifest.kg.is_none() {
+        return Err(ExecError::Task(format!(
+            "stage `{}`: {} version {} has no KG index (build it with kinds = [\"kg\"])",
+            cx.stage.name, root.display, opened.manifest.version
+        )));
+    }
+    info!(stage = %cx.stage.name, index = %root.display, version = %opened.manifest.version, "subgraph walks a built kg index");
+    let dir = opened.dir.join("kg");
+    let task = tokio::task::spawn_blocking(move || {
+        let mut graph = indexed::IndexGraph::new(dir);
+        graph.find(&mut walk, &filter)?;
+        let mut rows = FastMap::default();
+        let mut passes = 0;
+        while walk.next_pass() {
+            passes += 1;
+            graph.pass(&mut walk, &filter, &mut rows)?;
+        }
+        Ok::<_, ExecError>((walk, rows, graph.read(), passes, graph.strings()))
+    });
+    AbortOnDropHandle::new(task)
+        .await
+        .map_err(|e| ExecError::Task(format!("subgraph walk: {e}")))?
+}
+
 /// One pass over one KG part: the edges the filter keeps that touch the frontier, each named
 /// by (part number, row), and the number of rows read. Only the columns a walk needs are
 /// decoded; [`fetch_details`] fills in the rest for the edges taken.
@@ -655,7 +819,7 @@ async fn scan_part(
     frontier: &foldhash::HashSet<Box<str>>,
     filter: &Filter,
     aliases: &Aliases,
-) -> Result<(Vec<(usize, EdgeRow)>, u64), ExecError> {
+) -> Result<(Vec<(EdgeKey, EdgeRow)>, u64), ExecError> {
     let mut hits = Vec::new();
     let mut row = 0usize;
     let mut stream = Box::pin(read_part_columns(out, path, &SCAN_COLUMNS).await?);
@@ -678,14 +842,14 @@ async fn scan_part(
                 || (entity && frontier.contains(canon(object).as_ref()));
             if touches {
                 hits.push((
-                    (n << 32) | (row + i),
+                    (((n << 32) | (row + i)) as EdgeKey),
                     EdgeRow {
                         id: String::new(),
-                        dataset: String::new(),
-                        subject: subject.to_string(),
-                        predicate: p.value(i).to_string(),
-                        object: object.to_string(),
-                        object_kind: kind.value(i).to_string(),
+                        dataset: "".into(),
+                        subject: subject.into(),
+                        predicate: p.value(i).into(),
+                        object: object.into(),
+                        object_kind: kind.value(i).into(),
                         subject_name: None,
                         object_name: None,
                     },
@@ -702,13 +866,14 @@ async fn scan_part(
 async fn fetch_details(
     out: &Location,
     paths: &[String],
-    rows: &mut HashMap<usize, EdgeRow>,
+    rows: &mut FastMap<EdgeKey, EdgeRow>,
     parallelism: usize,
 ) -> Result<(), ExecError> {
-    type Detail = (usize, String, String, Option<String>, Option<String>);
+    type Detail = (EdgeKey, String, String, Option<String>, Option<String>);
     let mut wanted: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for &at in rows.keys() {
-        wanted.entry(at >> 32).or_default().push(at & 0xffff_ffff);
+        let (part, row) = ((at >> 32) as usize, (at & 0xffff_ffff) as usize);
+        wanted.entry(part).or_default().push(row);
     }
     let jobs = wanted.into_iter().map(|(n, mut want)| {
         want.sort_unstable();
@@ -724,7 +889,8 @@ async fn fetch_details(
                 while next < want.len() && want[next] < row + batch.num_rows() {
                     let i = want[next] - row;
                     let v = (id.value(i).to_string(), dataset.value(i).to_string());
-                    got.push(((n << 32) | want[next], v.0, v.1, opt(sn, i), opt(on, i)));
+                    let at = ((n << 32) | want[next]) as EdgeKey;
+                    got.push((at, v.0, v.1, opt(sn, i), opt(on, i)));
                     next += 1;
                 }
                 row += batch.num_rows();
@@ -737,7 +903,8 @@ async fn fetch_details(
         let got = got.map_err(|e| ExecError::Task(format!("subgraph details: {e}")))??;
         for (at, id, dataset, sn, on) in got {
             let r = rows.get_mut(&at).expect("a row taken by the walk");
-            (r.id, r.dataset, r.subject_name, r.object_name) = (id, dataset, sn, on);
+            (r.id, r.dataset) = (id, dataset.into());
+            (r.subject_name, r.object_name) = (sn.map(Into::into), on.map(Into::into));
         }
     }
     Ok(())
@@ -784,23 +951,37 @@ struct Labels {
     wikipedia: HashMap<String, String>,
 }
 
-/// Reads [`Labels`] from the KG's `entities` (skipped when no edge lacks a name and there is no
-/// topic entity to look up).
+/// The KG inputs [`node_labels`] may read.
+struct Graphs<'a> {
+    all: &'a [String],
+    /// Those with sitelinks (Wikidata inputs).
+    sitelinks: &'a [String],
+    /// Whether the walk was a scan (an index walk's rows carry the index's names: a node
+    /// without one has none).
+    scanned: bool,
+}
+
+/// Reads [`Labels`] from the KG's `entities`: of every graph when an edge lacks a name, else
+/// only of the graphs with sitelinks (`sitelinks`, Wikidata inputs) for the topic entities'
+/// titles; three columns of each part.
 async fn node_labels(
     out: &Location,
     parts: &[WrittenPart],
-    graphs: &[String],
+    graphs: Graphs<'_>,
     aliases: &Aliases,
-    rows: &HashMap<usize, EdgeRow>,
+    rows: &FastMap<EdgeKey, EdgeRow>,
     questions: &[Q],
     summary: &mut StageSummary,
 ) -> Result<Labels, ExecError> {
     let mut want: HashSet<String> = HashSet::new();
-    for r in rows.values() {
+    for r in rows
+        .values()
+        .filter(|_| graphs.scanned && !graphs.all.is_empty())
+    {
         if r.subject_name.is_none() {
             want.insert(canon(&r.subject).into_owned());
         }
-        if r.object_name.is_none() && r.object_kind == "entity" {
+        if r.object_name.is_none() && &*r.object_kind == "entity" {
             want.insert(canon(&r.object).into_owned());
         }
     }
@@ -809,20 +990,31 @@ async fn node_labels(
         .flat_map(|q| q.topics.iter().map(|t| canon(t).into_owned()))
         .collect();
     let mut labels = Labels::default();
-    if want.is_empty() && topics.is_empty() {
+    let read = if want.is_empty() {
+        graphs.sitelinks
+    } else {
+        graphs.all
+    };
+    if (want.is_empty() && topics.is_empty()) || read.is_empty() {
         return Ok(labels);
     }
-    for (_, _, part) in parts_of(parts, TableKind::Entities, graphs) {
+    const COLUMNS: [&str; 3] = ["key", "label", "wikipedia"];
+    for (_, _, part) in parts_of(parts, TableKind::Entities, read) {
         summary.bytes_in += part.bytes;
-        let mut stream = Box::pin(read_part_rows(out, &part.path(), 4096).await?);
+        let mut stream = Box::pin(read_part_columns(out, &part.path(), &COLUMNS).await?);
         while let Some(batch) = stream.next().await {
-            for e in from_batch::<Entity>(TableKind::Entities, &batch?)? {
-                let key = canon(aliases.key(&e.key)).into_owned();
-                if let (true, Some(title)) = (topics.contains(&key), e.wikipedia) {
-                    labels.wikipedia.entry(key.clone()).or_insert(title);
+            let batch = batch?;
+            let [key, label, wikipedia] = COLUMNS.map(|c| strings(&batch, c));
+            let (key, label, wikipedia) = (key?, label?, wikipedia?);
+            for i in 0..batch.num_rows() {
+                let key = canon(aliases.key(key.value(i)));
+                if topics.contains(key.as_ref()) && wikipedia.is_valid(i) {
+                    let title = wikipedia.value(i).to_string();
+                    labels.wikipedia.entry(key.to_string()).or_insert(title);
                 }
-                if let (true, Some(label)) = (want.contains(&key), e.label) {
-                    labels.names.entry(key).or_insert(label);
+                if want.contains(key.as_ref()) && label.is_valid(i) {
+                    let name = label.value(i).to_string();
+                    labels.names.entry(key.into_owned()).or_insert(name);
                 }
             }
         }
@@ -832,7 +1024,7 @@ async fn node_labels(
 
 /// What one question keeps after the cap.
 struct Kept {
-    edges: Vec<(usize, u32)>,
+    edges: Vec<(EdgeKey, u32)>,
     connect_hop: Option<u32>,
     depth: Option<u32>,
     over_cap: bool,
@@ -842,7 +1034,7 @@ fn subgraph_of(
     walk: &Walk,
     q: usize,
     opts: &SubgraphOptions,
-    rows: &HashMap<usize, EdgeRow>,
+    rows: &FastMap<EdgeKey, EdgeRow>,
 ) -> Kept {
     let nodes = walk.nodes_of(q);
     let edges = walk.edges_of(q);
@@ -864,7 +1056,7 @@ fn subgraph_of(
         .into_iter()
         .filter(|(at, _)| {
             let r = &rows[at];
-            holds(&r.subject) && (r.object_kind != "entity" || holds(&r.object))
+            holds(&r.subject) && (&*r.object_kind != "entity" || holds(&r.object))
         })
         .collect();
     Kept {

@@ -13,8 +13,6 @@
 //! ([`canon`]); rows keep the KG's own keys. Memory: the nodes the walkers reached and the
 //! edges they kept, for the questions of one task, never the KG.
 
-use std::collections::HashMap;
-
 pub use crate::kit::same_as::canon;
 
 type FastMap<K, V> = foldhash::HashMap<K, V>;
@@ -118,7 +116,11 @@ impl Nodes {
     }
 }
 
-/// The walk of one task's questions. Edges are named by the caller's index (`usize`), given
+/// The caller's name of an edge: a scan's (part, row), an index walk's (subject, object,
+/// relation, source) packed into 128 bits.
+pub type EdgeKey = u128;
+
+/// The walk of one task's questions. Edges are named by the caller's key ([`EdgeKey`]), given
 /// to [`Walk::visit`] with each edge and handed back per question by [`Walk::edges_of`].
 #[derive(Debug)]
 pub struct Walk {
@@ -132,7 +134,7 @@ pub struct Walk {
     /// Node → walkers that reached it at distance `hop - 1` (this pass's frontier).
     frontier: FastMap<u32, Vec<u32>>,
     /// Question → edge → the hop it was first found at.
-    edges: Vec<FastMap<usize, u32>>,
+    edges: Vec<FastMap<EdgeKey, u32>>,
     /// Question → its walkers.
     of_question: Vec<Vec<u32>>,
 }
@@ -181,6 +183,17 @@ impl Walk {
             .collect()
     }
 
+    /// The canonical keys of the topic entities walked.
+    pub fn topic_keys(&self) -> Vec<String> {
+        let mut v: Vec<String> = (self.walkers.iter())
+            .flat_map(|(_, dist)| dist.iter().filter(|&(_, &d)| d == 0))
+            .map(|(&n, _)| self.nodes.canonical[n as usize].to_string())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
     /// Whether another pass is due; if so, builds its frontier.
     pub fn next_pass(&mut self) -> bool {
         if self.hop >= self.hops {
@@ -206,7 +219,7 @@ impl Walk {
 
     /// Looks at one edge (already past [`Filter::keeps_edge`]) during the current pass.
     /// Returns whether any question took it.
-    pub fn visit(&mut self, index: usize, e: EdgeRef<'_>, filter: &Filter) -> bool {
+    pub fn visit(&mut self, index: EdgeKey, e: EdgeRef<'_>, filter: &Filter) -> bool {
         let cs = canon(e.subject);
         let co = canon(e.object);
         let s = self.nodes.get(&cs);
@@ -224,19 +237,42 @@ impl Walk {
             return false;
         }
         let s = self.nodes.intern(&cs, e.subject);
+        let o = e.object_is_node.then(|| self.nodes.intern(&co, e.object));
+        self.visit_nodes(index, s, o)
+    }
+
+    /// The walk's id of the node `key` (interned: a walk over another store maps its own node
+    /// ids to these once), or `None` when the filter drops the node.
+    pub fn node(&mut self, key: &str, filter: &Filter) -> Option<u32> {
+        let c = canon(key);
+        filter.keeps_node(&c).then(|| self.nodes.intern(&c, key))
+    }
+
+    /// The nodes of this pass's frontier, as [`Walk::node`] numbers them.
+    pub fn frontier_nodes(&self) -> impl Iterator<Item = u32> + '_ {
+        self.frontier.keys().copied()
+    }
+
+    /// [`Walk::visit`] of an edge between walk nodes (`object` `None` for a leaf: a literal
+    /// or IRI value), both past the filter. Returns whether any question took it.
+    pub fn visit_nodes(&mut self, index: EdgeKey, s: u32, object: Option<u32>) -> bool {
         let hop = self.hop;
-        if !e.object_is_node {
+        let Some(o) = object else {
             // A literal or IRI object is a leaf: the edge is kept, the value is no node.
-            for &k in self.frontier.get(&s).map(Vec::as_slice).unwrap_or(&[]) {
+            let Some(ks) = self.frontier.get(&s) else {
+                return false;
+            };
+            for &k in ks {
                 let q = self.walkers[k as usize].0;
                 self.edges[q].entry(index).or_insert(hop);
                 self.found[k as usize] = true;
             }
             return true;
-        }
-        let o = self.nodes.intern(&co, e.object);
+        };
+        let mut taken = false;
         for (from, to) in [(s, o), (o, s)] {
             for &k in self.frontier.get(&from).map(Vec::as_slice).unwrap_or(&[]) {
+                taken = true;
                 self.found[k as usize] = true;
                 let (q, dist) = &mut self.walkers[k as usize];
                 let seen = self.edges[*q].entry(index).or_insert(hop);
@@ -244,32 +280,36 @@ impl Walk {
                 dist.entry(to).or_insert(hop);
             }
         }
-        true
+        taken
     }
 
     /// The edges question `q` took, with the hop each was found at, by edge index.
-    pub fn edges_of(&self, q: usize) -> Vec<(usize, u32)> {
-        let mut v: Vec<(usize, u32)> = self.edges[q].iter().map(|(&i, &h)| (i, h)).collect();
+    pub fn edges_of(&self, q: usize) -> Vec<(EdgeKey, u32)> {
+        let mut v: Vec<(EdgeKey, u32)> = self.edges[q].iter().map(|(&i, &h)| (i, h)).collect();
         v.sort_unstable();
         v
     }
 
-    /// Question `q`'s nodes, each with its distance from each of its walkers that left its
-    /// topic entity (`u32::MAX` where that walker did not reach it). A topic entity with no
-    /// edge the filter keeps is not in the graph and counts for nothing.
-    pub fn nodes_of(&self, q: usize) -> HashMap<u32, Vec<u32>> {
+    /// Question `q`'s nodes, each with its distance from the farthest of its walkers that left
+    /// its topic entity (`u32::MAX` where one of them did not reach it). A topic entity with
+    /// no edge the filter keeps is not in the graph and counts for nothing.
+    pub fn nodes_of(&self, q: usize) -> FastMap<u32, u32> {
         let ws: Vec<u32> = self.of_question[q]
             .iter()
             .copied()
             .filter(|&k| self.found[k as usize])
             .collect();
-        let mut out: HashMap<u32, Vec<u32>> = HashMap::new();
-        for (i, &k) in ws.iter().enumerate() {
+        // Node → (farthest distance, walkers that reached it).
+        let mut out: FastMap<u32, (u32, usize)> = FastMap::default();
+        for &k in &ws {
             for (&node, &d) in &self.walkers[k as usize].1 {
-                out.entry(node).or_insert_with(|| vec![u32::MAX; ws.len()])[i] = d;
+                let e = out.entry(node).or_insert((0, 0));
+                *e = (e.0.max(d), e.1 + 1);
             }
         }
-        out
+        out.into_iter()
+            .map(|(n, (d, by))| (n, if by == ws.len() { d } else { u32::MAX }))
+            .collect()
     }
 
     /// The number of question `q`'s topic entities found in the graph.
@@ -298,12 +338,8 @@ impl Walk {
 
 /// The smallest `D` such that one node is within `D` hops of every topic entity (0 with one
 /// topic entity), from [`Walk::nodes_of`]; `None` when no node is reached by all of them.
-pub fn connect_hop(nodes: &HashMap<u32, Vec<u32>>) -> Option<u32> {
-    nodes
-        .values()
-        .map(|d| d.iter().copied().max().unwrap_or(u32::MAX))
-        .filter(|&m| m != u32::MAX)
-        .min()
+pub fn connect_hop(nodes: &FastMap<u32, u32>) -> Option<u32> {
+    nodes.values().copied().filter(|&m| m != u32::MAX).min()
 }
 
 /// Hydra's reduction of a subgraph over `cap` nodes: keep the nodes within `D` hops of every
@@ -311,23 +347,19 @@ pub fn connect_hop(nodes: &HashMap<u32, Vec<u32>>) -> Option<u32> {
 /// Returns the kept nodes and `D`, or `None` when the subgraph fits as it is. When even
 /// `D = 1` is over the cap, that is what is kept (the caller counts it).
 pub fn reduce(
-    nodes: &HashMap<u32, Vec<u32>>,
+    nodes: &FastMap<u32, u32>,
     hops: u32,
     cap: u64,
-) -> Option<(std::collections::HashSet<u32>, u32)> {
+) -> Option<(foldhash::HashSet<u32>, u32)> {
     if nodes.len() as u64 <= cap {
         return None;
     }
-    let far: Vec<(u32, u32)> = nodes
-        .iter()
-        .map(|(&n, d)| (n, d.iter().copied().max().unwrap_or(u32::MAX)))
-        .collect();
     let mut d = hops;
     loop {
-        let kept: std::collections::HashSet<u32> = far
+        let kept: foldhash::HashSet<u32> = nodes
             .iter()
-            .filter(|(_, m)| *m <= d)
-            .map(|(n, _)| *n)
+            .filter(|&(_, &m)| m <= d)
+            .map(|(&n, _)| n)
             .collect();
         if kept.len() as u64 <= cap || d <= 1 {
             return Some((kept, d));
@@ -354,13 +386,13 @@ mod tests {
                     object: o,
                     object_is_node: true,
                 };
-                w.visit(i, e, &f);
+                w.visit(i as EdgeKey, e, &f);
             }
         }
         w
     }
 
-    fn run(edges: &[(&str, &str)], topics: &[&[&str]], hops: u32) -> Vec<Vec<(usize, u32)>> {
+    fn run(edges: &[(&str, &str)], topics: &[&[&str]], hops: u32) -> Vec<Vec<(EdgeKey, u32)>> {
         let w = walked(edges, topics, hops);
         (0..topics.len()).map(|q| w.edges_of(q)).collect()
     }
