@@ -171,7 +171,9 @@ for mode in index scan; do
   declare "edges_$mode=$(counter "$WORK/out-sg1-$mode" sg edges)"
   r=$(timed "$WORK/sg2-$mode" $TWO "$BIN" --quiet run "$(pipeline "sg2-$mode" 2 $mode)") || exit 1
   read -r job rss <<<"$r"
-  declare "ours2_$mode=$(stage_secs "$WORK/out-sg2-$mode" sg)"
+  # The stage's seconds are summed over its tasks: with two tasks in parallel, the job's wall
+  # time (question ingest included) is the closer bound of the stage's own.
+  declare "ours2_$mode=$(python3 -c "print(min($(stage_secs "$WORK/out-sg2-$mode" sg), $job))")"
   python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1-$mode" sg "$WORK/ours-$mode.json"
   python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg2-$mode" sg "$WORK/ours2-$mode.json"
   rm -rf "$WORK/out-sg1-$mode" "$WORK/out-sg2-$mode"   # the store's bulk load needs the disk
@@ -184,6 +186,8 @@ read -r load rss_load <<<"$r"
   echo "pyoxigraph bulk load: $load s, peak $rss_load MB"
   touch "$WORK/store.loaded"
 fi
+# Both sides read warm files: the index was just built, the store is read once first.
+find "$WORK/store" -type f -exec cat {} + > /dev/null
 r=$(timed "$WORK/walk1" $ONE python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra1.json" 1) || exit 1
 read -r _ rss_w1 <<<"$r"
 walk1=$(awk '/^walk/ {print $2}' "$WORK/walk1.log")
@@ -204,7 +208,7 @@ python3 -c "
 print(f'{$edges_index} subgraph edges ({$edges_scan} by the scan)')
 for mode, o1, o2, job, rss in (('index', $ours1_index, $ours2_index, $job1_index, $rss1_index), ('scan', $ours1_scan, $ours2_scan, $job1_scan, $rss1_scan)):
     print(f'{mode}: one core: subgraph stage {o1:.2f} s (job {job} s, peak {rss} MB), Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/o1:.1f}x')
-    print(f'{mode}: two cores: subgraph stage {o2:.2f} s ({o1/o2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
+    print(f'{mode}: two cores: subgraph stage {o2:.2f} s wall ({o1/o2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
 fi
 
 if [[ $SECTIONS == *3* ]]; then
