@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::{ok, parquet_files, python_script, shared, stage, summary};
+use crate::{ok, parquet_files, python_script, run, shared, stage, summary};
 
 /// Hydra's relation filter on FB15k's path-form relations (as the test's own check).
 fn hydra_drops(relation: &str) -> bool {
@@ -931,4 +931,37 @@ fn a_freebase_dump_read_in_ranges_is_partitioned_by_subject() {
     assert_eq!(crate::count(&out, "SELECT count(*) FROM literals"), 1200);
     assert_eq!(crate::count(&out, "SELECT count(*) FROM entities"), 400);
     crate::python_script("pyarrow", "check_kg_partitions.py", &[out.as_os_str()]);
+}
+
+/// The `index` option's checks: an index stage named must come first, and a stage needs a
+/// graph to walk.
+#[test]
+fn subgraph_index_options_are_checked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let qs = tmp.path().join("q.json");
+    std::fs::write(&qs, "[]").unwrap();
+    let check = |options: &str, later: &str| {
+        let file = tmp.path().join("p.toml");
+        let text = format!(
+            "version = 1\noutput = \"{out}\"\n[[inputs]]\nname = \"q\"\nformat = \"cwq\"\n\
+             paths = [\"{qs}\"]\n[[stages]]\nname = \"sg\"\nkind = \"subgraph\"\n\
+             inputs = [\"q\"]\noptions = {{ {options} }}\n{later}",
+            out = tmp.path().join("out").display(),
+            qs = qs.display(),
+        );
+        std::fs::write(&file, text).unwrap();
+        let r = run(&["validate", file.to_str().unwrap()]);
+        assert!(!r.status.success(), "{options}");
+        String::from_utf8_lossy(&r.stderr).to_string()
+    };
+    let later = "[[stages]]\nname = \"kgi\"\nkind = \"index\"\noptions = { kinds = [\"kg\"] }\n";
+    let err = check(r#"index = "kgi""#, later);
+    assert!(
+        err.contains("stage `kgi` must be listed before this one"),
+        "{err}"
+    );
+    let err = check("hops = 2", "");
+    assert!(err.contains("give `kg`"), "{err}");
+    let err = check(r#"index_version = "v1", kg = "q""#, "");
+    assert!(err.contains("`index_version` needs `index`"), "{err}");
 }
