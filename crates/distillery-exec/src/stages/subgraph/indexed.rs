@@ -339,8 +339,8 @@ impl IndexGraph {
     }
 
     /// One pass of `walk` (after [`Walk::next_pass`]): reads the edges of its frontier, visits
-    /// those the filter keeps, and adds the ones some question took to `rows` (by the edge
-    /// index [`IndexGraph::order`] sorts).
+    /// those the filter keeps, and adds the ones some question took to `rows` (by their
+    /// [`EdgeKey`], which [`order`] sorts).
     pub fn pass(
         &mut self,
         walk: &mut Walk,
