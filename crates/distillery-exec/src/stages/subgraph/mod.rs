@@ -804,9 +804,12 @@ async fn index_walk(
         }
         Ok::<_, ExecError>((walk, rows, graph.read(), passes, graph.strings()))
     });
-    AbortOnDropHandle::new(task)
+    let walked = AbortOnDropHandle::new(task)
         .await
-        .map_err(|e| ExecError::Task(format!("subgraph walk: {e}")))?
+        .map_err(|e| ExecError::Task(format!("subgraph walk: {e}")))??;
+    let read = walked.2;
+    info!(stage = %cx.stage.name, edges_read = read.edges, nodes_read = read.nodes, "kg index walked");
+    Ok(walked)
 }
 
 /// One pass over one KG part: the edges the filter keeps that touch the frontier, each named
