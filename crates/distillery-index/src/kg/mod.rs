@@ -1,7 +1,7 @@
 //! A knowledge-graph adjacency index on local disk.
 //!
 //! Triples (subject, relation, object) from extracted triples, Freebase, Wikidata or MetaQA
-//! are written by [`write_kg`] as four files in one directory:
+//! are written by [`write_kg`] as five files in one directory:
 //!
 //! - `nodes.parquet`: one row per node, sorted by (`key`, `kind`) in byte order. Columns:
 //!   `id` (UInt32, equal to the row number: the dense node index every edge refers to),
@@ -25,6 +25,8 @@
 //!   and, on CVT nodes, `cvt` data, on nodes with aliases `aliases` (a JSON array), edges
 //!   with `relation` and `source` data), which `networkx.read_graphml`
 //!   and igraph's `Graph.Read_GraphML` load.
+//! - `adjacency.bin`: the nodes and edges once more as fixed-width arrays read by positional
+//!   reads, for walks over many small neighbourhoods ([`adjacency`]).
 //!
 //! Why offsets: both edge files are sorted by the node id they are looked up by, so all the
 //! edges leaving (or entering) a node are one contiguous run of rows. `nodes.parquet` stores
@@ -42,7 +44,7 @@
 //! `u32::MAX` nodes. [`KgIndex::open`] holds the node table in memory.
 //!
 //! Every file is written under a temporary name and renamed when complete, and
-//! `nodes.parquet` is written last.
+//! `adjacency.bin`, derived from the others, is written last.
 
 use std::cmp::Ordering;
 use std::fs::File;
@@ -56,9 +58,11 @@ use parquet::file::metadata::PageIndexPolicy;
 
 use crate::IndexError;
 
+pub mod adjacency;
 mod graphml;
 mod write;
 
+pub use adjacency::{ADJACENCY_FILE, Adjacency};
 pub use write::{KgBuilder, SORT_MEMORY, write_kg};
 
 #[cfg(test)]

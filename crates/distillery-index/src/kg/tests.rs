@@ -154,6 +154,7 @@ fn kg_counts_and_files() {
     assert_eq!(
         files,
         vec![
+            "adjacency.bin",
             "edges_by_object.parquet",
             "edges_by_subject.parquet",
             "graph.graphml",
@@ -374,8 +375,9 @@ fn kg_empty_and_bad_kind() {
     let sub = dir.path().join("new/kg");
     let (stats, files) = write(&sub, Vec::new()).unwrap();
     assert_eq!(stats, KgStats::default());
-    assert_eq!(files.len(), 4);
+    assert_eq!(files.len(), 5);
     let idx = KgIndex::open(&sub).unwrap();
+    assert_eq!(Adjacency::open(&sub).unwrap().nodes(), 0);
     assert!(idx.is_empty());
     assert!(idx.node("x").is_none());
     assert!(idx.out_edges("x").unwrap().is_empty());
@@ -656,4 +658,124 @@ fn kg_names_apart_from_edges_and_cvt_nodes() {
         1
     );
     assert!(xml.contains("attr.name=\"cvt\""));
+}
+
+/// Every node's record and edges in `adjacency.bin` equal what [`KgIndex`] reads from the
+/// Parquet tables.
+fn assert_adjacency_matches(dir: &Path) {
+    let idx = KgIndex::open(dir).unwrap();
+    let adj = Adjacency::open(dir).unwrap();
+    assert_eq!(adj.nodes(), idx.len() as u64);
+    let ids: Vec<u32> = (0..idx.len() as u32).collect();
+    let mut seen = 0;
+    adj.records(&ids, |id, r| {
+        let i = id as usize;
+        assert_eq!(r.key, idx.keys[i]);
+        assert_eq!(r.kind, idx.kinds[i].as_str());
+        assert_eq!(r.name, idx.names[i].as_deref());
+        seen += 1;
+    })
+    .unwrap();
+    assert_eq!(seen, idx.len());
+    let mut scanned = Vec::new();
+    adj.scan(|id, r| scanned.push((id, r.key.to_owned())))
+        .unwrap();
+    assert_eq!(scanned.len(), idx.len());
+    assert!(scanned.iter().all(|(id, k)| *k == idx.keys[*id as usize]));
+    // Lookups by key and by first byte agree with the sorted keys.
+    for (i, key) in idx.keys.iter().enumerate() {
+        let mut ids = Vec::new();
+        adj.with_key(key, |id, r| {
+            assert_eq!(r.key, key);
+            ids.push(id as usize);
+        })
+        .unwrap();
+        let want: Vec<usize> = (0..idx.len()).filter(|&j| idx.keys[j] == *key).collect();
+        assert_eq!(ids, want, "node {i}");
+    }
+    let mut none = 0;
+    adj.with_key("no such key", |_, _| none += 1).unwrap();
+    assert_eq!(none, 0);
+    for first in [b'/', b'm', b'K', b'1', b'z'] {
+        let want: Vec<u32> = (0..idx.len() as u32)
+            .filter(|&j| idx.keys[j as usize].as_bytes().first() == Some(&first))
+            .collect();
+        let got: Vec<u32> = adj.starting_with(first).unwrap().collect();
+        assert_eq!(got, want, "keys starting with {}", first as char);
+    }
+    let hits = |direction, ids: &[u32]| -> Vec<KgHit> {
+        let labels = adj.labels();
+        adj.edges(direction, ids)
+            .unwrap()
+            .into_iter()
+            .map(|(node, other, label)| {
+                let (relation, source) = &labels[label as usize];
+                let (s, o) = match direction {
+                    adjacency::Direction::Out => (node, other),
+                    adjacency::Direction::In => (other, node),
+                };
+                hit(
+                    &idx.keys[s as usize],
+                    relation,
+                    &idx.keys[o as usize],
+                    source,
+                )
+            })
+            .collect()
+    };
+    // Asked one node at a time (one range each) and all at once (merged reads).
+    let mut all_out = Vec::new();
+    let mut all_in = Vec::new();
+    for i in 0..idx.len() {
+        let out = idx.read_range(EDGES_BY_SUBJECT_FILE, "subject", i, idx.out_range[i]);
+        let inn = idx.read_range(EDGES_BY_OBJECT_FILE, "object", i, idx.in_range[i]);
+        let (out, inn) = (out.unwrap(), inn.unwrap());
+        assert_eq!(
+            hits(adjacency::Direction::Out, &[i as u32]),
+            out,
+            "node {i}"
+        );
+        assert_eq!(hits(adjacency::Direction::In, &[i as u32]), inn, "node {i}");
+        all_out.extend(out);
+        all_in.extend(inn);
+    }
+    assert_eq!(hits(adjacency::Direction::Out, &ids), all_out);
+    assert_eq!(hits(adjacency::Direction::In, &ids), all_in);
+}
+
+#[test]
+fn adjacency_equals_the_parquet_tables() {
+    let (dir, _, _) = build();
+    assert_adjacency_matches(dir.path());
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), shuffled_graph(30_000)).unwrap();
+    assert_adjacency_matches(dir.path());
+}
+
+#[test]
+fn adjacency_errors_name_the_file_and_the_fault() {
+    let (dir, _, _) = build();
+    let path = dir.path().join(ADJACENCY_FILE);
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &bytes[..bytes.len() - 3]).unwrap();
+    let err = Adjacency::open(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains(ADJACENCY_FILE) && err.contains("outside"),
+        "{err}"
+    );
+    std::fs::write(&path, vec![b'x'; 200]).unwrap();
+    let err = Adjacency::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("bad magic"), "{err}");
+    std::fs::remove_file(&path).unwrap();
+    let err = Adjacency::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("rebuild the index"), "{err}");
+    // An edge naming a node past the table.
+    let mut bad = bytes.clone();
+    let out_edges = u64::from_le_bytes(bad[56..64].try_into().unwrap()) as usize;
+    bad[out_edges..out_edges + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&path, &bad).unwrap();
+    let adj = Adjacency::open(dir.path()).unwrap();
+    let all: Vec<u32> = (0..adj.nodes() as u32).collect();
+    let err = adj.edges(adjacency::Direction::Out, &all).unwrap_err();
+    assert!(err.to_string().contains("past the index"), "{err}");
 }

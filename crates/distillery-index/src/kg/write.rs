@@ -14,8 +14,9 @@
 //! 5. that file by (object, relation, subject, source): `edges_by_object.parquet`.
 //!
 //! The GraphML export and `nodes.parquet` (with each node's row ranges, from the runs of
-//! its id in the two edge files) are streamed from those files. Strings compare in byte
-//! order everywhere, as Arrow sorts them, so the node stream and the edge streams agree.
+//! its id in the two edge files) are streamed from those files, and `adjacency.bin` from
+//! the finished tables ([`super::adjacency`]). Strings compare in byte order everywhere, as
+//! Arrow sorts them, so the node stream and the edge streams agree.
 
 use std::cmp::Ordering;
 use std::collections::BTreeSet;
@@ -41,8 +42,8 @@ use parquet::file::metadata::SortingColumn;
 use parquet::file::properties::WriterProperties;
 
 use super::{
-    BATCH_ROWS, EDGES_BY_OBJECT_FILE, EDGES_BY_SUBJECT_FILE, GRAPHML_FILE, KgEdge, KgStats, Kind,
-    NODES_FILE,
+    ADJACENCY_FILE, BATCH_ROWS, EDGES_BY_OBJECT_FILE, EDGES_BY_SUBJECT_FILE, GRAPHML_FILE, KgEdge,
+    KgStats, Kind, NODES_FILE,
 };
 use crate::IndexError;
 
@@ -257,8 +258,8 @@ impl KgBuilder {
         Ok(())
     }
 
-    /// Sorts, merges and writes the four files; returns the stats and the file names
-    /// written (relative to the directory, sorted). `nodes.parquet` is written last.
+    /// Sorts, merges and writes the five files; returns the stats and the file names
+    /// written (relative to the directory, sorted). `adjacency.bin` is written last.
     pub async fn finish(mut self) -> Result<(KgStats, Vec<String>), IndexError> {
         self.flush()?;
         self.flush_names()?;
@@ -372,6 +373,7 @@ impl KgBuilder {
             &object_file,
             &mut cvt,
         )?;
+        super::adjacency::write(&self.dir)?;
         std::fs::remove_dir_all(work).map_err(|e| IndexError::io(work.display(), e))?;
 
         let stats = KgStats {
@@ -395,6 +397,7 @@ impl KgBuilder {
             EDGES_BY_SUBJECT_FILE,
             EDGES_BY_OBJECT_FILE,
             GRAPHML_FILE,
+            ADJACENCY_FILE,
         ]
         .iter()
         .map(|s| s.to_string())

@@ -15,7 +15,7 @@
 //!
 //! With `index` (an `index` stage with `kinds` holding `kg`, or an index root), a task walks
 //! that KG adjacency index instead ([`indexed`]): each pass reads only the edge runs of its
-//! frontier's nodes (a Parquet row selection over the index's edge files), so its cost follows
+//! frontier's nodes (positional reads of the index's `adjacency.bin`), so its cost follows
 //! the neighbourhoods walked, not the KG, and splitting the questions over more tasks adds no
 //! scans of the graph. The rows and counters are the scan's (tested against it and against an
 //! independent BFS); the index keeps one edge per (subject, relation, object, source).
@@ -541,6 +541,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         None => HashMap::new(),
     };
     let fetched = started.elapsed().as_secs_f64();
+    let ranks = indexed::ranks(&strings);
 
     let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
     let mut lines = Fragments::new(out, staging, &questions_file(&stage.name));
@@ -549,9 +550,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         if opts.index.is_some() {
             // An index walk numbers edges in the order its task read them: rows go in key
             // order, so any split of the questions over tasks writes the same bytes.
-            let order = |at: EdgeKey| indexed::order(at, &strings);
             kept.edges
-                .sort_unstable_by(|a, b| order(a.0).cmp(&order(b.0)));
+                .sort_unstable_by_key(|&(at, _)| indexed::order(at, &ranks));
         }
         let tag = stage_tag(&q.tag, &stage.name);
         let w = by_tag
@@ -575,7 +575,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
         for &(at, hop) in &kept.edges {
             let r = &rows[&at];
-            if !ids.insert(&r.id) {
+            // An index edge is one row by its key already.
+            if opts.index.is_none() && !ids.insert(&r.id) {
                 continue;
             }
             node_set.insert(&r.subject);
@@ -794,7 +795,7 @@ async fn index_walk(
     info!(stage = %cx.stage.name, index = %root.display, version = %opened.manifest.version, "subgraph walks a built kg index");
     let dir = opened.dir.join("kg");
     let task = tokio::task::spawn_blocking(move || {
-        let mut graph = indexed::IndexGraph::new(dir);
+        let mut graph = indexed::IndexGraph::open(&dir)?;
         graph.find(&mut walk, &filter)?;
         let mut rows = FastMap::default();
         let mut passes = 0;

@@ -13,6 +13,8 @@
 //! ([`canon`]); rows keep the KG's own keys. Memory: the nodes the walkers reached and the
 //! edges they kept, for the questions of one task, never the KG.
 
+use std::sync::Arc;
+
 pub use crate::kit::same_as::canon;
 
 type FastMap<K, V> = foldhash::HashMap<K, V>;
@@ -91,12 +93,13 @@ pub struct EdgeRef<'a> {
     pub object_is_node: bool,
 }
 
-/// Node ids of a walk: canonical key → id, and each id's KG key as first seen.
+/// Node ids of a walk: canonical key → id, and each id's KG key as first seen (kept apart
+/// only where it differs from the canonical key). The map and the list share one string.
 #[derive(Debug, Default)]
 struct Nodes {
-    ids: foldhash::HashMap<Box<str>, u32>,
-    canonical: Vec<Box<str>>,
-    keys: Vec<String>,
+    ids: foldhash::HashMap<Arc<str>, u32>,
+    canonical: Vec<Arc<str>>,
+    keys: FastMap<u32, Box<str>>,
 }
 
 impl Nodes {
@@ -108,11 +111,25 @@ impl Nodes {
         if let Some(id) = self.ids.get(canonical) {
             return *id;
         }
-        let id = self.keys.len() as u32;
-        self.ids.insert(canonical.into(), id);
-        self.canonical.push(canonical.into());
-        self.keys.push(key.to_string());
+        let id = self.canonical.len() as u32;
+        let c: Arc<str> = canonical.into();
+        self.ids.insert(c.clone(), id);
+        self.canonical.push(c);
+        if key != canonical {
+            self.keys.insert(id, key.into());
+        }
         id
+    }
+
+    fn key(&self, id: u32) -> &str {
+        match self.keys.get(&id) {
+            Some(k) => k,
+            None => &self.canonical[id as usize],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.canonical.len()
     }
 }
 
@@ -179,7 +196,7 @@ impl Walk {
     pub fn frontier_keys(&self) -> foldhash::HashSet<Box<str>> {
         self.frontier
             .keys()
-            .map(|&n| self.nodes.canonical[n as usize].clone())
+            .map(|&n| self.nodes.canonical[n as usize].as_ref().into())
             .collect()
     }
 
@@ -327,12 +344,17 @@ impl Walk {
 
     /// The KG key of a node id.
     pub fn key(&self, node: u32) -> &str {
-        &self.nodes.keys[node as usize]
+        self.nodes.key(node)
+    }
+
+    /// The KG key of a node id as a shared string, when it is its canonical key.
+    pub fn shared_key(&self, node: u32) -> Option<Arc<str>> {
+        (!self.nodes.keys.contains_key(&node)).then(|| self.nodes.canonical[node as usize].clone())
     }
 
     /// Nodes the walk has reached, all questions together.
     pub fn reached(&self) -> usize {
-        self.nodes.keys.len()
+        self.nodes.len()
     }
 }
 
