@@ -44,46 +44,46 @@
 //! graph: no edge the filter keeps),
 //! `edges`, `nodes`, `questions.reduced`, `questions.over_cap`, `answers`, `answers.covered`,
 //! `questions.answer_covered`, `kg.edges_scanned`, `kg.passes`, `kg.aliases` (keys merged
-//! into another; like the `kg.` counters, summed over the tasks that have questions),
+//! into another; like the `kg.` counters, summed over the tasks that have questions, and
+//! `kg.passes` and `kg.edges_scanned` over an index walk's batches),
 //! `topics.wikipedia_ids`,
 //! `segments`.
 //!
-//! **Memory:** the questions of one task with the nodes their walks reached and the edges they
-//! kept; the KG itself is streamed (a scan) or read by runs (an index walk, which also holds
-//! the key, kind and name of each node its passes read). More tasks (`tasks`) spread a large question set.
+//! **Memory:** a scan holds the questions of one task with the nodes their walks reached and
+//! the edges they kept, the KG itself streamed; more tasks (`tasks`) spread a large question
+//! set. An index walk holds one batch of `walk_batch` questions at a time (and the key, kind
+//! and name of each node its passes read), its outputs written before the next batch: a
+//! task's memory follows its largest batch's neighbourhoods, not its question count.
 
+mod emit;
 mod indexed;
 mod pages;
 pub mod walk;
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::array::{Array, AsArray, StringArray};
-use distillery_core::id::stable_id;
-use distillery_core::schema::{SubgraphRef, SubgraphsBuilder, from_batch, to_batch};
+use distillery_core::schema::from_batch;
 use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::StageSummary;
-use distillery_core::{Question, SubgraphEdge, TableKind};
-use distillery_hseq::KgEncoder;
+use distillery_core::{Question, TableKind};
 use distillery_index::version;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio_util::task::AbortOnDropHandle;
-use tracing::info;
+use tracing::{debug, info};
 
+use self::emit::Emit;
 use self::walk::{EdgeKey, EdgeRef, Filter, Pattern, Walk, canon};
 use crate::error::ExecError;
 use crate::kit::contexts::{parts_of, question_tags};
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::retrieval::{cache_dir, check_index, index_root};
 use crate::kit::same_as::{Aliases, read_aliases};
-use crate::parts::{PartWriters, WrittenPart, read_part_columns, read_part_rows};
-use crate::plan::stage_tag;
+use crate::parts::{WrittenPart, read_part_columns, read_part_rows};
 use crate::run::StageOutput;
 use crate::stages::{Declared, MergeCx, RunCx, Stage};
 use crate::store::Location;
@@ -170,7 +170,15 @@ pub struct SubgraphOptions {
     /// The version of the index root `index` to read.
     #[serde(default)]
     pub index_version: Option<String>,
+    /// With `index`: the questions walked together (default 128). A task holds one batch's
+    /// neighbourhoods at a time, and batches cost no extra reads of the graph beyond the
+    /// nodes they share.
+    #[serde(default)]
+    pub walk_batch: Option<usize>,
 }
+
+/// Questions walked together over an index when `walk_batch` is not given.
+const DEFAULT_WALK_BATCH: usize = 128;
 
 impl SubgraphOptions {
     /// The KG inputs walked: `kg`, then `merge`.
@@ -256,6 +264,15 @@ impl Stage for SubgraphStage {
                 }
                 _ => {}
             }
+        }
+        if o.walk_batch == Some(0) {
+            cx.error("walk_batch", "`walk_batch` must be at least 1");
+        }
+        if o.walk_batch.is_some() && o.index.is_none() {
+            cx.error(
+                "walk_batch",
+                "`walk_batch` needs `index`: a scan walks all of a task's questions at once",
+            );
         }
         match &o.index {
             None if o.index_version.is_some() => cx.error(
@@ -386,39 +403,6 @@ fn opt(a: &StringArray, i: usize) -> Option<String> {
     (!a.is_null(i)).then(|| a.value(i).to_string())
 }
 
-/// A node's name: the edge's own, else the KG entities' label of its key.
-fn name_of<'a>(
-    key: &str,
-    own: &'a Option<Arc<str>>,
-    names: &'a HashMap<String, String>,
-) -> Option<&'a str> {
-    own.as_deref()
-        .or_else(|| names.get(canon(key).as_ref()).map(String::as_str))
-}
-
-/// A gold answer as labels are compared with it: lowercase, runs of whitespace as one space.
-struct Answer(String);
-
-impl Answer {
-    fn new(answer: &str) -> Answer {
-        Answer(norm(answer).collect())
-    }
-
-    /// Whether `label` is this answer (case- and space-insensitively); stops at the first
-    /// character that differs, without allocating.
-    fn matches(&self, label: &str) -> bool {
-        norm(label).eq(self.0.chars())
-    }
-}
-
-/// A label's characters as answers are compared: lowercase, runs of whitespace as one space.
-fn norm(s: &str) -> impl Iterator<Item = char> + '_ {
-    s.split_whitespace()
-        .enumerate()
-        .flat_map(|(i, w)| (i > 0).then_some(' ').into_iter().chain(w.chars()))
-        .flat_map(char::to_lowercase)
-}
-
 /// Runs one task of the stage: the questions of its shard.
 pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
@@ -478,22 +462,56 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             }
         }
     }
-    let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
-    let mut walk = Walk::new(&topics, opts.hops, &filter);
+    let sitelinks: Vec<String> = (cx.pipeline.inputs.iter())
+        .filter(|i| i.format == Format::Wikidata && graphs.contains(&i.name))
+        .map(|i| i.name.clone())
+        .collect();
+    let graphs = Graphs {
+        all: &graphs,
+        sitelinks: &sitelinks,
+        scanned: opts.index.is_none(),
+    };
+    let mut emit = Emit {
+        opts,
+        stage: &stage.name,
+        out,
+        staging,
+        labels: Labels::default(),
+        page_ids: HashMap::new(),
+        by_tag: BTreeMap::new(),
+        lines: Fragments::new(out, staging, &questions_file(&stage.name)),
+    };
     let filter = Arc::new(filter);
-    let mut rows: FastMap<EdgeKey, EdgeRow> = FastMap::default();
-    // An index walk's relation and source strings, by the ids its edge keys hold.
-    let mut strings: Vec<Arc<str>> = Vec::new();
-    let walked;
+    let (mut walk_seconds, mut reached) = (0.0, 0);
     // A task without questions opens no index.
     if let Some(index) = opts.index.as_ref().filter(|_| !questions.is_empty()) {
-        let (w, r, read, passes, texts) =
-            index_walk(&cx, opts, index, walk, filter.clone()).await?;
-        (walk, rows, strings) = (w, r, texts);
-        summary.add("kg.passes", passes);
-        summary.add("kg.edges_scanned", read.edges);
-        walked = started.elapsed().as_secs_f64();
+        // An index walk's labels depend on the topic entities only: read once.
+        let none = FastMap::default();
+        let found =
+            labels_and_pages(&cx, graphs, &aliases, &none, &questions, &mut summary).await?;
+        (emit.labels, emit.page_ids) = found;
+        let dir = open_index(&cx, opts, index).await?;
+        let batch = opts.walk_batch.unwrap_or(DEFAULT_WALK_BATCH);
+        for chunk in questions.chunks(batch) {
+            let t = Instant::now();
+            let topics: Vec<Vec<String>> = chunk.iter().map(|q| q.topics.clone()).collect();
+            let walk = Walk::new(&topics, opts.hops, &filter);
+            let (walk, rows, read, passes, strings) =
+                walk_index(dir.clone(), walk, filter.clone()).await?;
+            summary.add("kg.passes", passes);
+            summary.add("kg.edges_scanned", read.edges);
+            (walk_seconds, reached) = (
+                walk_seconds + t.elapsed().as_secs_f64(),
+                reached + walk.reached(),
+            );
+            let ranks = indexed::ranks(&strings);
+            emit.questions(chunk, &walk, &rows, Some(&ranks), &mut summary)
+                .await?;
+        }
     } else {
+        let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
+        let mut walk = Walk::new(&topics, opts.hops, &filter);
+        let mut rows: FastMap<EdgeKey, EdgeRow> = FastMap::default();
         while walk.next_pass() {
             summary.add("kg.passes", 1);
             if walk.hop() == 1 {
@@ -510,203 +528,25 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             )
             .await?;
         }
-        walked = started.elapsed().as_secs_f64();
+        walk_seconds = started.elapsed().as_secs_f64();
+        reached = walk.reached();
         let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
         fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
-    }
-    let sitelinks: Vec<String> = (cx.pipeline.inputs.iter())
-        .filter(|i| i.format == Format::Wikidata && graphs.contains(&i.name))
-        .map(|i| i.name.clone())
-        .collect();
-    let labels = node_labels(
-        out,
-        parts,
-        Graphs {
-            all: &graphs,
-            sitelinks: &sitelinks,
-            scanned: opts.index.is_none(),
-        },
-        &aliases,
-        &rows,
-        &questions,
-        &mut summary,
-    )
-    .await?;
-    let names = &labels.names;
-    let page_ids = match &opts.wikipedia {
-        Some(w) => {
-            let titles = labels.wikipedia.values().cloned();
-            pages::page_ids(out, parts, w, titles, &mut summary).await?
-        }
-        None => HashMap::new(),
-    };
-    let fetched = started.elapsed().as_secs_f64();
-    let ranks = indexed::ranks(&strings);
-
-    let mut by_tag: BTreeMap<String, PartWriters> = BTreeMap::new();
-    let mut lines = Fragments::new(out, staging, &questions_file(&stage.name));
-    for (qi, q) in questions.iter().enumerate() {
-        let mut kept = subgraph_of(&walk, qi, opts, &rows);
-        if opts.index.is_some() {
-            // An index walk numbers edges in the order its task read them: rows go in key
-            // order, so any split of the questions over tasks writes the same bytes.
-            kept.edges
-                .sort_unstable_by_key(|&(at, _)| indexed::order(at, &ranks));
-        }
-        let tag = stage_tag(&q.tag, &stage.name);
-        let w = by_tag
-            .entry(tag.clone())
-            .or_insert_with(|| PartWriters::new(out.clone(), staging, &tag));
-        summary.add("topics", q.topics.len() as u64);
-        if q.topics.is_empty() {
-            summary.add("questions.without_topic", 1);
-        }
-        let mut batch = SubgraphsBuilder::default();
-        // The rows as records, for the segments.
-        let mut edges: Vec<SubgraphEdge> = Vec::new();
-        let mut node_set: FastSet<&str> = FastSet::default();
-        // A KG that states an edge twice gives it one row (one triple id).
-        let mut ids: FastSet<&str> = FastSet::default();
-        let mut covered_answers = vec![false; q.answers.len()];
-        let mut topics_hit: HashSet<&str> = HashSet::new();
-        let mut ends: FastSet<(&str, Option<&str>)> = FastSet::default();
-        let answers: Vec<Answer> = q.answers.iter().map(|a| Answer::new(a)).collect();
-        let canon_topics: Vec<(Cow<'_, str>, &str)> =
-            q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
-        for &(at, hop) in &kept.edges {
-            let r = &rows[&at];
-            // An index edge is one row by its key already.
-            if opts.index.is_none() && !ids.insert(&r.id) {
-                continue;
-            }
-            node_set.insert(&r.subject);
-            if &*r.object_kind == "entity" {
-                node_set.insert(&r.object);
-            }
-            let (sn, on) = (
-                name_of(&r.subject, &r.subject_name, names),
-                name_of(&r.object, &r.object_name, names),
-            );
-            // Each end (with the name it has here) is matched against the answers and topic
-            // entities once.
-            for end in [(&*r.subject, sn), (&*r.object, on)] {
-                if !ends.insert(end) {
-                    continue;
-                }
-                let (key, n) = (canon(end.0), end.1);
-                for (a, hit) in answers.iter().zip(covered_answers.iter_mut()) {
-                    if !*hit && (a.matches(&key) || n.is_some_and(|n| a.matches(n))) {
-                        *hit = true;
-                    }
-                }
-                for (t, raw) in &canon_topics {
-                    if *t == key {
-                        topics_hit.insert(raw);
-                    }
-                }
-            }
-            let row = SubgraphRef {
-                id: &stable_id(&[&stage.name, &q.id, &r.id]),
-                question_id: &q.id,
-                subject: &r.subject,
-                relation: &r.predicate,
-                object: &r.object,
-                object_kind: &r.object_kind,
-                hop,
-                subject_name: sn,
-                object_name: on,
-                triple_id: &r.id,
-                source: &r.dataset,
-            };
-            batch.push(row);
-            if opts.segments {
-                edges.push(row.to_owned());
-            }
-        }
-        let rows_out = batch.len() as u64;
-        let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
-        let wikipedia: BTreeMap<&str, &str> = q
-            .given
-            .iter()
-            .zip(&q.topics)
-            .filter_map(|(given, t)| {
-                Some((
-                    given.as_str(),
-                    labels.wikipedia.get(canon(t).as_ref())?.as_str(),
-                ))
-            })
-            .collect();
-        let wikipedia_ids: BTreeMap<&str, i64> = wikipedia
-            .iter()
-            .filter_map(|(t, title)| Some((*t, *page_ids.get(pages::norm(title).as_ref())?)))
-            .collect();
-        summary.add("topics.wikipedia_ids", wikipedia_ids.len() as u64);
-        let found = walk.topics_of(qi);
-        summary.add("topics.missing", (distinct.len() - found) as u64);
-        let covered = covered_answers.iter().filter(|&&c| c).count() as u64;
-        summary.add("questions", 1);
-        summary.records_in += 1;
-        summary.add("edges", rows_out);
-        summary.add("nodes", node_set.len() as u64);
-        summary.add("answers", q.answers.len() as u64);
-        summary.add("answers.covered", covered);
-        if covered > 0 {
-            summary.add("questions.answer_covered", 1);
-        }
-        if kept.depth.is_some() {
-            summary.add("questions.reduced", 1);
-        }
-        if kept.over_cap {
-            summary.add("questions.over_cap", 1);
-        }
-        let line = json!({
-            "question_id": q.id,
-            "dataset_question_id": q.question_id,
-            "dataset": q.dataset,
-            "topic_entities": q.given,
-            "topics_found": found,
-            "topics_kept": topics_hit.len(),
-            "topic_wikipedia": wikipedia,
-            "topic_wikipedia_ids": wikipedia_ids,
-            "nodes": node_set.len(),
-            "edges": rows_out,
-            "connect_hop": kept.connect_hop,
-            "depth": kept.depth,
-            "answers": q.answers.len(),
-            "answers_covered": covered,
-        });
-        lines.write(&q.tag, q.shard, &format!("{line}\n")).await?;
-        if opts.segments && !edges.is_empty() {
-            let segs = segments_of(&edges);
-            summary.add("segments", segs.len() as u64);
-            w.write(
-                TableKind::Segments,
-                q.shard,
-                &to_batch(TableKind::Segments, &segs)?,
-            )
+        let found =
+            labels_and_pages(&cx, graphs, &aliases, &rows, &questions, &mut summary).await?;
+        (emit.labels, emit.page_ids) = found;
+        emit.questions(&questions, &walk, &rows, None, &mut summary)
             .await?;
-        }
-        if rows_out > 0 {
-            summary.records_out += rows_out;
-            w.write(TableKind::Subgraphs, q.shard, &batch.finish()?)
-                .await?;
-        }
     }
-    let mut written: Vec<WrittenPart> = Vec::new();
-    for (_, w) in by_tag {
-        written.extend(w.finish().await?);
-    }
-    written.sort_by(|a, b| a.rel.cmp(&b.rel));
+    let (written, lines) = emit.finish().await?;
     summary.bytes_out = written.iter().map(|w| w.bytes).sum();
     summary.seconds = started.elapsed().as_secs_f64();
     info!(
         stage = %stage.name,
         questions = summary.records_in,
         edges = summary.records_out,
-        reached = walk.reached(),
-        walk_seconds = walked,
-        details_seconds = fetched - walked,
-        output_seconds = summary.seconds - fetched,
+        reached,
+        walk_seconds,
         "subgraphs done"
     );
     Ok(StageOutput {
@@ -715,6 +555,29 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         intermediate: lines.finish().await?,
         ..Default::default()
     })
+}
+
+/// The [`Labels`] of `rows` and of the questions' topic entities ([`node_labels`]), and the
+/// page ids of the topics' Wikipedia titles with `wikipedia` naming a MediaWiki input.
+async fn labels_and_pages(
+    cx: &RunCx<'_>,
+    graphs: Graphs<'_>,
+    aliases: &Aliases,
+    rows: &FastMap<EdgeKey, EdgeRow>,
+    questions: &[Q],
+    summary: &mut StageSummary,
+) -> Result<(Labels, HashMap<String, i64>), ExecError> {
+    let (out, parts) = (cx.out, cx.parts);
+    let labels = node_labels(out, parts, graphs, aliases, rows, questions, summary).await?;
+    let opts: &SubgraphOptions = super::options(cx.stage)?;
+    let page_ids = match &opts.wikipedia {
+        Some(w) => {
+            let titles = labels.wikipedia.values().cloned();
+            pages::page_ids(out, parts, w, titles, summary).await?
+        }
+        None => HashMap::new(),
+    };
+    Ok((labels, page_ids))
 }
 
 /// One pass of the scan: every KG part read against a snapshot of the frontier, in
@@ -765,13 +628,29 @@ async fn scan_pass(
     Ok(())
 }
 
-/// The walk over a built KG index ([`indexed`]): the version `index` names opened (downloaded
-/// once when remote), then every pass on a blocking thread. Returns the walk, the edges
-/// taken, the rows read and the passes made.
-async fn index_walk(
+/// The `kg` directory of the KG index version `index` names, opened (downloaded once when
+/// remote).
+async fn open_index(
     cx: &RunCx<'_>,
     opts: &SubgraphOptions,
     index: &str,
+) -> Result<std::path::PathBuf, ExecError> {
+    let (root, version) = index_root(cx, index, opts.index_version.as_deref()).await?;
+    let opened = version::open(&root, version.as_deref(), &cache_dir()).await?;
+    if opened.manifest.kg.is_none() {
+        return Err(ExecError::Task(format!(
+            "stage `{}`: {} version {} has no KG index (build it with kinds = [\"kg\"])",
+            cx.stage.name, root.display, opened.manifest.version
+        )));
+    }
+    info!(stage = %cx.stage.name, index = %root.display, version = %opened.manifest.version, "subgraph walks a built kg index");
+    Ok(opened.dir.join("kg"))
+}
+
+/// The walk of one batch of questions over the KG index in `dir`: the walk, the edges its
+/// questions took, what it read, its passes and the strings its edge keys name.
+async fn walk_index(
+    dir: std::path::PathBuf,
     mut walk: Walk,
     filter: Arc<Filter>,
 ) -> Result<
@@ -784,16 +663,6 @@ async fn index_walk(
     ),
     ExecError,
 > {
-    let (root, version) = index_root(cx, index, opts.index_version.as_deref()).await?;
-    let opened = version::open(&root, version.as_deref(), &cache_dir()).await?;
-    if opened.manifest.kg.is_none() {
-        return Err(ExecError::Task(format!(
-            "stage `{}`: {} version {} has no KG index (build it with kinds = [\"kg\"])",
-            cx.stage.name, root.display, opened.manifest.version
-        )));
-    }
-    info!(stage = %cx.stage.name, index = %root.display, version = %opened.manifest.version, "subgraph walks a built kg index");
-    let dir = opened.dir.join("kg");
     let task = tokio::task::spawn_blocking(move || {
         let mut graph = indexed::IndexGraph::open(&dir)?;
         graph.find(&mut walk, &filter)?;
@@ -809,7 +678,11 @@ async fn index_walk(
         .await
         .map_err(|e| ExecError::Task(format!("subgraph walk: {e}")))??;
     let read = walked.2;
-    info!(stage = %cx.stage.name, edges_read = read.edges, nodes_read = read.nodes, "kg index walked");
+    debug!(
+        edges_read = read.edges,
+        nodes_read = read.nodes,
+        "kg index walked"
+    );
     Ok(walked)
 }
 
@@ -1024,59 +897,4 @@ async fn node_labels(
         }
     }
     Ok(labels)
-}
-
-/// What one question keeps after the cap.
-struct Kept {
-    edges: Vec<(EdgeKey, u32)>,
-    connect_hop: Option<u32>,
-    depth: Option<u32>,
-    over_cap: bool,
-}
-
-fn subgraph_of(
-    walk: &Walk,
-    q: usize,
-    opts: &SubgraphOptions,
-    rows: &FastMap<EdgeKey, EdgeRow>,
-) -> Kept {
-    let nodes = walk.nodes_of(q);
-    let edges = walk.edges_of(q);
-    let connect_hop = (walk.topics_of(q) > 0)
-        .then(|| walk::connect_hop(&nodes))
-        .flatten();
-    let cap = opts.max_nodes.unwrap_or(u64::MAX);
-    let Some((kept, depth)) = walk::reduce(&nodes, opts.hops, cap) else {
-        return Kept {
-            edges,
-            connect_hop,
-            depth: None,
-            over_cap: false,
-        };
-    };
-    // An edge stays when both ends are kept nodes (a literal object follows its subject).
-    let holds = |key: &str| walk.node_of(key).is_some_and(|n| kept.contains(&n));
-    let edges = edges
-        .into_iter()
-        .filter(|(at, _)| {
-            let r = &rows[at];
-            holds(&r.subject) && (&*r.object_kind != "entity" || holds(&r.object))
-        })
-        .collect();
-    Kept {
-        edges,
-        connect_hop,
-        depth: Some(depth),
-        over_cap: kept.len() as u64 > cap,
-    }
-}
-
-/// The HSEQ KG segments of one question's subgraph, its edges in row order (by subject): each
-/// triple's `source` is the question id, so two questions' roots never collide.
-fn segments_of(edges: &[SubgraphEdge]) -> Vec<distillery_core::Segment> {
-    let mut enc = KgEncoder::new();
-    edges
-        .iter()
-        .flat_map(|e| enc.push(&e.edge_triple()))
-        .collect()
 }
