@@ -49,11 +49,13 @@
 //! `topics.wikipedia_ids`,
 //! `segments`.
 //!
-//! **Memory:** a scan holds the questions of one task with the nodes their walks reached and
-//! the edges they kept, the KG itself streamed; more tasks (`tasks`) spread a large question
-//! set. An index walk holds one batch of `walk_batch` questions at a time (and the key, kind
-//! and name of each node its passes read), its outputs written before the next batch: a
-//! task's memory follows its largest batch's neighbourhoods, not its question count.
+//! **Memory:** a task holds one batch of `walk_batch` questions at a time with the nodes their
+//! walks reached and the edges they kept (an index walk also the key, kind and name of each
+//! node its passes read), its outputs written before the next batch: a task's memory follows
+//! its largest batch's neighbourhoods, not its question count. An index walk batches 128
+//! questions by default at no extra read of the graph; a scan walks all of a task's questions
+//! at once by default, since each batch streams the KG `hops` times (more `tasks` split it
+//! the same way).
 
 mod emit;
 mod indexed;
@@ -170,9 +172,11 @@ pub struct SubgraphOptions {
     /// The version of the index root `index` to read.
     #[serde(default)]
     pub index_version: Option<String>,
-    /// With `index`: the questions walked together (default 128). A task holds one batch's
-    /// neighbourhoods at a time, and batches cost no extra reads of the graph beyond the
-    /// nodes they share.
+    /// The questions walked together: a task holds one batch's neighbourhoods at a time,
+    /// written before the next batch. With `index`, default 128: batches cost no extra reads
+    /// of the graph beyond the nodes they share. A scan walks all of a task's questions at
+    /// once by default; with `walk_batch`, each batch scans the KG `hops` times more, so
+    /// memory is bounded at that cost.
     #[serde(default)]
     pub walk_batch: Option<usize>,
 }
@@ -267,12 +271,6 @@ impl Stage for SubgraphStage {
         }
         if o.walk_batch == Some(0) {
             cx.error("walk_batch", "`walk_batch` must be at least 1");
-        }
-        if o.walk_batch.is_some() && o.index.is_none() {
-            cx.error(
-                "walk_batch",
-                "`walk_batch` needs `index`: a scan walks all of a task's questions at once",
-            );
         }
         match &o.index {
             None if o.index_version.is_some() => cx.error(
@@ -509,34 +507,41 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 .await?;
         }
     } else {
-        let topics: Vec<Vec<String>> = questions.iter().map(|q| q.topics.clone()).collect();
-        let mut walk = Walk::new(&topics, opts.hops, &filter);
-        let mut rows: FastMap<EdgeKey, EdgeRow> = FastMap::default();
-        while walk.next_pass() {
-            summary.add("kg.passes", 1);
-            if walk.hop() == 1 {
-                summary.bytes_in += kg_parts.iter().map(|(_, _, p)| p.bytes).sum::<u64>();
+        // A scan walks all of a task's questions at once unless `walk_batch` splits them;
+        // each batch then scans the KG `hops` times.
+        let batch = opts.walk_batch.unwrap_or(usize::MAX);
+        for chunk in questions.chunks(batch) {
+            let t = Instant::now();
+            let topics: Vec<Vec<String>> = chunk.iter().map(|q| q.topics.clone()).collect();
+            let mut walk = Walk::new(&topics, opts.hops, &filter);
+            let mut rows: FastMap<EdgeKey, EdgeRow> = FastMap::default();
+            while walk.next_pass() {
+                summary.add("kg.passes", 1);
+                if walk.hop() == 1 {
+                    summary.bytes_in += kg_parts.iter().map(|(_, _, p)| p.bytes).sum::<u64>();
+                }
+                scan_pass(
+                    &cx,
+                    &kg_parts,
+                    &mut walk,
+                    &filter,
+                    &aliases,
+                    &mut rows,
+                    &mut summary,
+                )
+                .await?;
             }
-            scan_pass(
-                &cx,
-                &kg_parts,
-                &mut walk,
-                &filter,
-                &aliases,
-                &mut rows,
-                &mut summary,
-            )
-            .await?;
+            (walk_seconds, reached) = (
+                walk_seconds + t.elapsed().as_secs_f64(),
+                reached + walk.reached(),
+            );
+            let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
+            fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
+            let found = labels_and_pages(&cx, graphs, &aliases, &rows, chunk, &mut summary).await?;
+            (emit.labels, emit.page_ids) = found;
+            emit.questions(chunk, &walk, &rows, None, &mut summary)
+                .await?;
         }
-        walk_seconds = started.elapsed().as_secs_f64();
-        reached = walk.reached();
-        let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
-        fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
-        let found =
-            labels_and_pages(&cx, graphs, &aliases, &rows, &questions, &mut summary).await?;
-        (emit.labels, emit.page_ids) = found;
-        emit.questions(&questions, &walk, &rows, None, &mut summary)
-            .await?;
     }
     let (written, lines) = emit.finish().await?;
     summary.bytes_out = written.iter().map(|w| w.bytes).sum();
@@ -829,6 +834,7 @@ struct Labels {
 }
 
 /// The KG inputs [`node_labels`] may read.
+#[derive(Clone, Copy)]
 struct Graphs<'a> {
     all: &'a [String],
     /// Those with sitelinks (Wikidata inputs).
