@@ -172,14 +172,15 @@ impl IndexGraph {
             let walk_id = (r.kind == "entity")
                 .then(|| walk.node(r.key, filter))
                 .flatten();
-            if let Some(w) = walk_id
-                && let Some(&first) = of_walk.get(&w)
-            {
-                if first != id {
-                    more.entry(w).or_default().push(id);
+            // Each id comes once (resolved ids are skipped), so a taken slot means another
+            // index node with the same canonical key.
+            if let Some(w) = walk_id {
+                match of_walk.entry(w) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(id);
+                    }
+                    Entry::Occupied(_) => more.entry(w).or_default().push(id),
                 }
-            } else if let Some(w) = walk_id {
-                of_walk.insert(w, id);
             }
             let kind = match kinds.iter().find(|k| &***k == r.kind) {
                 Some(k) => k.clone(),
