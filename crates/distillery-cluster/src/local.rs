@@ -183,12 +183,9 @@ async fn run_embedded_in(
         mode,
         faults: Faults::default(),
     };
-    let worker = tokio::spawn(run_worker(
-        wcfg,
-        connect(&addr, token, None)?,
-        worker_stop_rx,
-        std::sync::Arc::new(WorkerMetrics::default()),
-    ));
+    let worker_client = connect(&addr, token, None)?;
+    // Submitted before the worker starts, so that its first pull finds the first tasks
+    // instead of waiting a heartbeat (200 ms) for them.
     let job = client
         .submit_job(pb::SubmitJobRequest {
             pipeline_file: file.to_string(),
@@ -196,6 +193,12 @@ async fn run_embedded_in(
             overrides: overrides.to_vec(),
         })
         .await;
+    let worker = tokio::spawn(run_worker(
+        wcfg,
+        worker_client,
+        worker_stop_rx,
+        std::sync::Arc::new(WorkerMetrics::default()),
+    ));
     let result = match job {
         Ok(j) => {
             let job = j.into_inner().job_id;
