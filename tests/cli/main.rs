@@ -9,6 +9,7 @@ mod export;
 mod fault;
 #[path = "../support/files.rs"]
 mod files;
+mod freebase;
 mod index;
 mod label;
 mod planner;

@@ -7,6 +7,8 @@
 //! - [`schema`]: their Arrow schemas, traced from the Rust types, and record ⇄ `RecordBatch`
 //!   conversion (stages exchange `RecordBatch`es; records are the typed view of a batch);
 //! - [`id`]: stable content ids and shard assignment;
+//! - [`sharded`]: the shard key of a record, and records grouped and converted per (table,
+//!   shard) on a reader's parser threads;
 //! - [`ras_form`]: RAS's text-to-triple form `(S> s| P> p| O> o)` (and WikiOFGraph's), and
 //!   Python's `repr` of a list of strings, shared by the readers and the teacher stages;
 //! - [`spec`]: the pipeline file (versioned, strict, all errors reported at once, `--set`
@@ -38,6 +40,7 @@ pub mod id;
 pub mod ras_form;
 pub mod record;
 pub mod schema;
+pub mod sharded;
 pub mod spec;
 pub mod summary;
 

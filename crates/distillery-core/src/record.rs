@@ -625,6 +625,22 @@ impl Record {
 /// consumer is gone or failed, never that a record was bad.
 pub trait RecordSink {
     fn emit(&mut self, record: Record) -> Result<(), SinkError>;
+
+    /// The number of shards this sink spreads records over by
+    /// [`shard_key`](crate::sharded::shard_key), when it shards them: a reader parsing on
+    /// several threads may then group and convert its records there
+    /// ([`ShardedBatches::build`](crate::sharded::ShardedBatches::build)) and hand them over
+    /// with [`RecordSink::emit_batches`]. `None` (the default): records only.
+    fn shards(&self) -> Option<u32> {
+        None
+    }
+
+    /// Takes batches built for [`RecordSink::shards`]'s shards. Only a sink that shards can;
+    /// the default refuses.
+    fn emit_batches(&mut self, batches: crate::sharded::ShardedBatches) -> Result<(), SinkError> {
+        let _ = batches;
+        Err(SinkError("this sink takes records one at a time".into()))
+    }
 }
 
 /// The consumer of a [`RecordSink`] stopped; the reader must stop too.

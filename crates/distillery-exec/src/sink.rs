@@ -9,7 +9,9 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::record_batch::RecordBatch;
 use distillery_core::id::shard_of;
 use distillery_core::schema::records_to_batch;
-use distillery_core::{Record, RecordSink, SinkError, TableKind, Triple};
+use distillery_core::sharded::ShardedBatches;
+pub use distillery_core::sharded::shard_key;
+use distillery_core::{Record, RecordSink, SinkError, TableKind};
 use tokio::sync::mpsc;
 
 /// A batch for one (table, shard) part.
@@ -18,22 +20,6 @@ pub struct PartBatch {
     pub table: TableKind,
     pub shard: u32,
     pub batch: RecordBatch,
-}
-
-/// The key a record is sharded by: its id, except KG edges, entity and literal alike (by
-/// subject, so a subject's edges stay together in one shard), entities (by key, so an
-/// entity lands in the shard of its edges) and triples read from a text (by their
-/// `document_id`: the shard of the document, as the `triples` stage writes its own).
-pub fn shard_key(r: &Record) -> &str {
-    match r {
-        Record::Triple(Triple {
-            document_id: Some(d),
-            ..
-        }) => d,
-        Record::Triple(t) | Record::Literal(t) => &t.subject,
-        Record::Entity(e) => &e.key,
-        other => other.id(),
-    }
 }
 
 /// Per-table counts a sink saw.
@@ -94,6 +80,13 @@ impl BatchingSink {
             return Ok(());
         }
         let batch = records_to_batch(key.0, &records).map_err(|e| SinkError(e.to_string()))?;
+        self.send(key, batch)
+    }
+
+    fn send(&mut self, key: (TableKind, u32), batch: RecordBatch) -> Result<(), SinkError> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
         self.tx
             .blocking_send(PartBatch {
                 table: key.0,
@@ -152,5 +145,92 @@ impl RecordSink for BatchingSink {
             self.flush(key)?;
         }
         Ok(())
+    }
+
+    fn shards(&self) -> Option<u32> {
+        Some(self.shards)
+    }
+
+    /// Sends each batch on as it is, after what its (table, shard) buffered before it, so
+    /// that a part's rows stay in input order.
+    fn emit_batches(&mut self, batches: ShardedBatches) -> Result<(), SinkError> {
+        for b in batches.batches {
+            let key = (b.table, b.shard);
+            *self.counts.rows.entry(b.table).or_default() += b.batch.num_rows() as u64;
+            self.flush(key)?;
+            self.send(key, b.batch)?;
+        }
+        for r in batches.quarantine {
+            self.emit(r)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, StringArray};
+    use distillery_core::{QuarantineRecord, Triple};
+
+    fn edge(subject: &str, n: usize) -> Record {
+        Record::edge(Triple {
+            id: format!("{subject}-{n}"),
+            subject: subject.into(),
+            object: format!("m.o{n}"),
+            object_kind: "entity".into(),
+            ..Triple::default()
+        })
+    }
+
+    fn ids(batch: &RecordBatch) -> Vec<String> {
+        let a = batch.column_by_name("id").unwrap();
+        let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+        (0..a.len()).map(|i| a.value(i).to_string()).collect()
+    }
+
+    /// Records buffered before a run of batches reach the writer before it: a part's rows
+    /// stay in input order whichever way they came, and every row and quarantine reason is
+    /// counted.
+    #[test]
+    fn batches_follow_what_their_shard_buffered() {
+        let (tx, mut rx) = mpsc::channel(64);
+        let mut sink = BatchingSink::new(2, 1000, tx);
+        assert_eq!(sink.shards(), Some(2));
+        let mut all = Vec::new();
+        for n in 0..10 {
+            let r = edge(&format!("m.s{}", n % 3), n);
+            all.push(r.clone());
+            sink.emit(r).unwrap();
+        }
+        let mut later: Vec<Record> = (10..30)
+            .map(|n| edge(&format!("m.s{}", n % 3), n))
+            .collect();
+        all.extend(later.iter().cloned());
+        later.push(Record::Quarantine(QuarantineRecord {
+            id: "q".into(),
+            reason: "bad_ntriples".into(),
+            ..QuarantineRecord::default()
+        }));
+        sink.emit_batches(ShardedBatches::build(later, 2).unwrap())
+            .unwrap();
+        let counts = sink.finish().unwrap();
+        drop(sink);
+        assert_eq!(counts.rows[&TableKind::Triples], 30);
+        assert_eq!(counts.quarantine_reasons["bad_ntriples"], 1);
+        let mut got: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        while let Ok(b) = rx.try_recv() {
+            if b.table == TableKind::Triples {
+                got.entry(b.shard).or_default().extend(ids(&b.batch));
+            }
+        }
+        for (shard, ids) in got {
+            let want: Vec<String> = all
+                .iter()
+                .filter(|r| shard_of(shard_key(r), 2) == shard)
+                .map(|r| r.id().to_string())
+                .collect();
+            assert_eq!(ids, want, "shard {shard}");
+        }
     }
 }

@@ -9,6 +9,10 @@
 //! parsers) bounds memory: the cutter takes a token per chunk and the caller gives it back once
 //! that chunk's output is handed over.
 //!
+//! For a sink that shards (the executor's), the parsers also group their records per
+//! (table, shard) and convert them to Arrow ([`Parsed`]), so the calling thread only forwards
+//! batches: left to it, that work made it the pipeline's slowest stage on two cores.
+//!
 //! A decompression error ends the input as in a sequential read with `ByteLines`: every
 //! complete line before it is parsed and handed over, the partial line after the last newline
 //! is dropped, and [`run`] returns where it started.
@@ -18,6 +22,8 @@ use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 
+use distillery_core::sharded::ShardedBatches;
+use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
 use memchr::{memchr, memchr_iter, memrchr};
 
 use crate::IngestError;
@@ -64,6 +70,47 @@ impl LineChunk {
     }
 }
 
+/// What a parser thread hands over: its records, or, when the sink shards
+/// ([`RecordSink::shards`]), the batches it built from them, so that the calling thread, which
+/// hands everything over in order, does not also hash, move and convert every record.
+pub(crate) enum Parsed {
+    Records(Vec<Record>),
+    Batches(ShardedBatches),
+}
+
+impl Parsed {
+    /// `records` as the sink takes them best: batches for `shards`, else records.
+    pub fn new(records: Vec<Record>, shards: Option<u32>) -> Result<Parsed, IngestError> {
+        Ok(match shards {
+            Some(n) => Parsed::Batches(
+                ShardedBatches::build(records, n).map_err(|e| SinkError(e.to_string()))?,
+            ),
+            None => Parsed::Records(records),
+        })
+    }
+
+    /// Applies `f` to each quarantine record (to make a chunk's record indexes absolute).
+    pub fn map_quarantine(&mut self, mut f: impl FnMut(QuarantineRecord) -> QuarantineRecord) {
+        let records = match self {
+            Parsed::Records(r) => r,
+            Parsed::Batches(b) => &mut b.quarantine,
+        };
+        for r in records.iter_mut() {
+            if let Record::Quarantine(q) = r {
+                *q = f(std::mem::take(q));
+            }
+        }
+    }
+
+    /// Hands everything to `sink`, in order.
+    pub fn emit(self, sink: &mut dyn RecordSink) -> Result<(), SinkError> {
+        match self {
+            Parsed::Records(records) => records.into_iter().try_for_each(|r| sink.emit(r)),
+            Parsed::Batches(b) => sink.emit_batches(b),
+        }
+    }
+}
+
 /// Where the decompressed input broke: the error, and the offset and line number of the
 /// partial line it cut.
 #[derive(Debug)]
@@ -73,13 +120,15 @@ pub(crate) struct Cut {
     pub line: u64,
 }
 
-/// Parser threads for one reader: every core but the cutter's; none on a single core (read
-/// sequentially then).
+/// Parser threads for one reader: one per core, none on a single core (read sequentially
+/// then). The cutter's inflate is a tenth of the work of a Freebase line, and the parsers
+/// also build the batches (see [`Parsed`]), so leaving its core idle would leave it idle most
+/// of the time.
 pub(crate) fn parsers() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .saturating_sub(1)
+    match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+        1 => 0,
+        n => n,
+    }
 }
 
 /// Reads `reader` to its end on a cutter thread, runs `parse` on each chunk on `parsers`

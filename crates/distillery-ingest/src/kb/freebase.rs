@@ -47,7 +47,7 @@ use memchr::{memchr, memchr3};
 
 use super::{ByteLines, LineRef, bad_line, truncated, utf8_line};
 use crate::input::{Compression, open_decompressed};
-use crate::parlines::{self, LineChunk};
+use crate::parlines::{self, LineChunk, Parsed};
 use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
@@ -146,21 +146,19 @@ fn read_parallel(
     n: &mut Counts,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
+    let shards = sink.shards();
     let parse = |chunk: LineChunk| {
         let mut out = VecSink::default();
         let mut counts = Counts::default();
         for line in chunk.lines() {
             read_line(lc, &line, &mut counts, &mut out)?;
         }
-        Ok::<_, IngestError>((out.records, counts))
+        Ok::<_, IngestError>((Parsed::new(out.records, shards)?, counts))
     };
     let cut = parlines::run(reader, parsers, parse, |parsed| {
-        let (records, counts) = parsed?;
+        let (parsed, counts) = parsed?;
         n.add(counts);
-        for r in records {
-            sink.emit(r)?;
-        }
-        Ok(())
+        Ok(parsed.emit(sink)?)
     })?;
     if let Some(cut) = cut {
         sink.emit(truncated(

@@ -42,7 +42,7 @@ use serde_json::Value;
 use super::{ByteLines, LineRef, truncated};
 use crate::input::{Compression, open_decompressed};
 use crate::jsonstream::{JsonItems, SplitError};
-use crate::parlines::{self, LineChunk};
+use crate::parlines::{self, LineChunk, Parsed};
 use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
@@ -189,27 +189,23 @@ fn read_parallel(
     parsers: usize,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
+    let shards = sink.shards();
     let parse = |chunk: LineChunk| {
         let mut out = VecSink::default();
         let mut entities = 0;
         for line in chunk.lines() {
             entity_line(ctx, opts, &line, &mut entities, &mut out)?;
         }
-        Ok::<_, IngestError>((out.records, entities))
+        Ok::<_, IngestError>((Parsed::new(out.records, shards)?, entities))
     };
     let mut base = 0;
     let cut = parlines::run(reader, parsers, parse, |parsed| {
-        let (records, entities) = parsed?;
-        for r in records {
-            let r = match r {
-                Record::Quarantine(q) => match q.record {
-                    Some(i) => Record::Quarantine(q.at_record(base + i)),
-                    None => Record::Quarantine(q),
-                },
-                r => r,
-            };
-            sink.emit(r)?;
-        }
+        let (mut parsed, entities) = parsed?;
+        parsed.map_quarantine(|q| match q.record {
+            Some(i) => q.at_record(base + i),
+            None => q,
+        });
+        parsed.emit(sink)?;
         base += entities;
         Ok(())
     })?;
