@@ -580,6 +580,7 @@ mod tests {
                     .iter()
                     .chain(HIGH_CARDINALITY)
                     .chain(LONG_TEXT)
+                    .chain(SEQUENTIAL)
                     .any(|(t, p)| *t == table && column(p) == *leaf.path());
                 assert_eq!(
                     props.dictionary_enabled(leaf.path()),
@@ -589,6 +590,22 @@ mod tests {
                     table.name()
                 );
             }
+        }
+    }
+
+    #[test]
+    fn sequential_columns_are_delta_encoded_leaves() {
+        for (table, path) in SEQUENTIAL {
+            let col = assert_leaf(*table, path);
+            let props = writer_props(*table);
+            assert!(!props.dictionary_enabled(&col));
+            assert_eq!(
+                props.encoding(&col),
+                Some(Encoding::DELTA_BINARY_PACKED),
+                "{} of {}",
+                col,
+                table.name()
+            );
         }
     }
 
