@@ -3,9 +3,8 @@
 //! executor's sharding sink, grouped into batches) on the others.
 
 use std::io::Write as _;
-use std::process::Command;
 
-use super::{ok, python_script, sql_json};
+use super::same_rows_plain_and_gzipped;
 
 /// About 5 MB of N-Triples (several of the parallel reader's 1 MiB chunks): entity edges,
 /// names and aliases, literals in and out of the English filter, typed values, other IRIs,
@@ -46,62 +45,7 @@ fn dump() -> Vec<u8> {
     nt
 }
 
-/// Gzips `path` beside it (`path.gz`), keeping it.
-fn gzip(path: &std::path::Path) {
-    let status = Command::new("gzip")
-        .args(["-1", "-k", "-f"])
-        .arg(path)
-        .status()
-        .expect("gzip is installed");
-    assert!(status.success());
-}
-
 #[test]
 fn a_gzipped_dump_read_in_parallel_writes_the_parts_of_the_plain_one() {
-    let tmp = tempfile::tempdir().unwrap();
-    let nt = dump();
-    assert!(
-        nt.len() > 4 << 20,
-        "{} bytes: fewer than 4 chunks",
-        nt.len()
-    );
-    std::fs::write(tmp.path().join("kg.nt"), &nt).unwrap();
-    gzip(&tmp.path().join("kg.nt"));
-    let out = tmp.path().join("out");
-    let file = tmp.path().join("fb.toml");
-    std::fs::write(
-        &file,
-        format!(
-            "version = 1\nname = \"fb\"\noutput = \"{}\"\n[run]\nshards = 3\nparallelism = 2\n\
-             max_bad_ratio = 1.0\n\
-             [[inputs]]\nname = \"plain\"\nformat = \"freebase\"\npaths = [\"{}\"]\n\
-             [[inputs]]\nname = \"gz\"\nformat = \"freebase\"\npaths = [\"{}\"]\n",
-            out.display(),
-            tmp.path().join("kg.nt").display(),
-            tmp.path().join("kg.nt.gz").display()
-        ),
-    )
-    .unwrap();
-    ok(&["run", file.to_str().unwrap()]);
-    // Both inputs have every kind of row, in the same numbers.
-    let counts = sql_json(
-        &out,
-        "SELECT t, source, n FROM (\
-           SELECT 'triples' AS t, source, count(*) AS n FROM triples GROUP BY source \
-           UNION ALL SELECT 'literals', source, count(*) FROM literals GROUP BY source \
-           UNION ALL SELECT 'entities', source, count(*) FROM entities GROUP BY source \
-           UNION ALL SELECT 'quarantine', source, count(*) FROM quarantine GROUP BY source) \
-         ORDER BY t, source",
-    );
-    assert_eq!(counts.len(), 8, "{counts:?}");
-    for pair in counts.chunks(2) {
-        assert_eq!(pair[0]["n"], pair[1]["n"], "{counts:?}");
-        assert!(pair[0]["n"].as_i64().unwrap() > 0, "{counts:?}");
-    }
-    // Row for row, shard for shard.
-    python_script(
-        "pyarrow",
-        "compare_inputs.py",
-        &[out.as_os_str(), "plain".as_ref(), "gz".as_ref()],
-    );
+    same_rows_plain_and_gzipped(&dump(), "kg.nt", "freebase");
 }

@@ -22,6 +22,7 @@ mod subgraph;
 mod text2triple;
 mod triples;
 mod verify;
+mod wikidata;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -168,6 +169,72 @@ fn python_script(modules: &str, script: &str, args: &[&std::ffi::OsStr]) -> Opti
         String::from_utf8_lossy(&out.stderr)
     );
     Some(stdout)
+}
+
+/// Gzips `path` beside it (`path.gz`), keeping it.
+fn gzip(path: &Path) {
+    let status = Command::new("gzip")
+        .args(["-1", "-k", "-f"])
+        .arg(path)
+        .status()
+        .expect("gzip is installed");
+    assert!(status.success());
+}
+
+/// A KB reader's two paths on the same `data` (over 4 MiB: several of the parallel reader's
+/// 1 MiB chunks) of `format`: inputs `plain` (`file`, read line by line) and `gz` (its gzip,
+/// parsed in parallel), 3 shards, parallelism 2, every bad line tolerated. Checks that both
+/// write every kind of row in the same numbers, then row for row and shard for shard
+/// (`compare_inputs.py`). Returns the output directory (in the temporary directory).
+fn same_rows_plain_and_gzipped(
+    data: &[u8],
+    file: &str,
+    format: &str,
+) -> (tempfile::TempDir, PathBuf) {
+    assert!(
+        data.len() > 4 << 20,
+        "{} bytes: fewer than 4 chunks",
+        data.len()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, out) = (tmp.path(), tmp.path().join("out"));
+    std::fs::write(dir.join(file), data).unwrap();
+    gzip(&dir.join(file));
+    let toml = dir.join("pipeline.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "version = 1\nname = \"two\"\noutput = \"{}\"\n[run]\nshards = 3\nparallelism = 2\n\
+             max_bad_ratio = 1.0\n\
+             [[inputs]]\nname = \"plain\"\nformat = \"{format}\"\npaths = [\"{}\"]\n\
+             [[inputs]]\nname = \"gz\"\nformat = \"{format}\"\npaths = [\"{}.gz\"]\n",
+            out.display(),
+            dir.join(file).display(),
+            dir.join(file).display()
+        ),
+    )
+    .unwrap();
+    ok(&["run", toml.to_str().unwrap()]);
+    let counts = sql_json(
+        &out,
+        "SELECT t, source, n FROM (\
+           SELECT 'triples' AS t, source, count(*) AS n FROM triples GROUP BY source \
+           UNION ALL SELECT 'literals', source, count(*) FROM literals GROUP BY source \
+           UNION ALL SELECT 'entities', source, count(*) FROM entities GROUP BY source \
+           UNION ALL SELECT 'quarantine', source, count(*) FROM quarantine GROUP BY source) \
+         ORDER BY t, source",
+    );
+    assert_eq!(counts.len(), 8, "{counts:?}");
+    for pair in counts.chunks(2) {
+        assert_eq!(pair[0]["n"], pair[1]["n"], "{counts:?}");
+        assert!(pair[0]["n"].as_i64().unwrap() > 0, "{counts:?}");
+    }
+    python_script(
+        "pyarrow",
+        "compare_inputs.py",
+        &[out.as_os_str(), "plain".as_ref(), "gz".as_ref()],
+    );
+    (tmp, out)
 }
 
 /// pyarrow reads every file of the output with the manifest's row counts.
