@@ -64,12 +64,15 @@ impl Emit<'_> {
             let mut batch = SubgraphsBuilder::default();
             // The rows as records, for the segments.
             let mut edges: Vec<SubgraphEdge> = Vec::new();
-            let mut node_set: FastSet<&str> = FastSet::default();
+            let n = kept.edges.len();
+            let mut node_set: FastSet<&str> =
+                FastSet::with_capacity_and_hasher(n, Default::default());
             // A KG that states an edge twice gives it one row (one triple id).
             let mut ids: FastSet<&str> = FastSet::default();
             let mut covered_answers = vec![false; q.answers.len()];
             let mut topics_hit: HashSet<&str> = HashSet::new();
-            let mut ends: FastSet<(&str, Option<&str>)> = FastSet::default();
+            let mut ends: FastSet<(&str, Option<&str>)> =
+                FastSet::with_capacity_and_hasher(n, Default::default());
             let answers: Vec<Answer> = q.answers.iter().map(|a| Answer::new(a)).collect();
             let canon_topics: Vec<(Cow<'_, str>, &str)> =
                 q.topics.iter().map(|t| (canon(t), t.as_str())).collect();

@@ -99,6 +99,8 @@ pub struct IndexGraph {
     kinds: Vec<Arc<str>>,
     /// (relation, object is an entity) → whether the filter follows it.
     follows: FastMap<(u32, bool), bool>,
+    /// Relation → whether the filter never follows it, whatever the object.
+    dropped: FastMap<u32, bool>,
     read: Read,
 }
 
@@ -119,6 +121,7 @@ impl IndexGraph {
             labels,
             kinds: Vec::new(),
             follows: FastMap::default(),
+            dropped: FastMap::default(),
             read: Read::default(),
         })
     }
@@ -251,6 +254,14 @@ impl IndexGraph {
         let mut read = self.read_edges(Direction::Out, &ids, &[])?;
         // An edge whose subject is in the frontier too was read with the out-edges.
         read.extend(self.read_edges(Direction::In, &ids, &ids)?);
+        // An edge whose relation is never followed needs no ends resolved.
+        let strings = &self.strings.strings;
+        let dropped = &mut self.dropped;
+        read.retain(|e| {
+            !*dropped
+                .entry(e.1)
+                .or_insert_with(|| !filter.keeps_relation(&strings[e.1 as usize]))
+        });
         let t_edges = t.elapsed().as_secs_f64();
         self.resolve(read.iter().flat_map(|e| [e.0, e.2]).collect(), walk, filter)?;
         let t_nodes = t.elapsed().as_secs_f64();

@@ -71,11 +71,13 @@ pub struct Filter {
 impl Filter {
     /// Whether an edge `relation` to an object of `object_kind` is followed at all.
     pub fn keeps_edge(&self, relation: &str, object_kind: &str) -> bool {
-        (self.literals || object_kind == "entity")
-            && !self
-                .drop_relations
-                .iter()
-                .any(|p| p.matches(&canon(relation)))
+        (self.literals || object_kind == "entity") && self.keeps_relation(relation)
+    }
+
+    /// Whether edges `relation` are followed to some kind of object.
+    pub fn keeps_relation(&self, relation: &str) -> bool {
+        let c = canon(relation);
+        !self.drop_relations.iter().any(|p| p.matches(&c))
     }
 
     /// Whether a node (canonical key) may be reached.
