@@ -46,6 +46,9 @@ TWO="taskset -c 0,1"
 command -v taskset >/dev/null || { ONE=""; TWO=""; }
 
 stage_secs() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['seconds'])" "$1" "$2"; }
+# The longest task of a stage: its wall time when all its tasks start together (tasks =
+# parallelism), without the job's start-up and question ingest.
+longest_task() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print(max(t['seconds'] for t in [x for x in s['stages'] if x['stage']==sys.argv[2]][0]['tasks']))" "$1" "$2"; }
 counter() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); print([x for x in s['stages'] if x['stage']==sys.argv[2]][0]['counters'].get(sys.argv[3],0))" "$1" "$2" "$3"; }
 # Runs a command under /usr/bin/time: prints "wall seconds, peak RSS MB"; on failure prints
 # the end of its log and fails (callers write `r=$(timed ...) || exit 1`).
@@ -171,9 +174,10 @@ for mode in index scan; do
   declare "edges_$mode=$(counter "$WORK/out-sg1-$mode" sg edges)"
   r=$(timed "$WORK/sg2-$mode" $TWO "$BIN" --quiet run "$(pipeline "sg2-$mode" 2 $mode)") || exit 1
   read -r job rss <<<"$r"
-  # The stage's seconds are summed over its tasks: with two tasks in parallel, the job's wall
-  # time (question ingest included) is the closer bound of the stage's own.
-  declare "ours2_$mode=$(python3 -c "print(min($(stage_secs "$WORK/out-sg2-$mode" sg), $job))")"
+  # The stage's seconds are summed over its tasks: with two tasks started together on two
+  # cores, its wall time is its longest task's (the job's wall time, start-up and question
+  # ingest included, is printed beside it).
+  declare "ours2_$mode=$(longest_task "$WORK/out-sg2-$mode" sg)" "job2_$mode=$job"
   python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1-$mode" sg "$WORK/ours-$mode.json"
   python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg2-$mode" sg "$WORK/ours2-$mode.json"
   rm -rf "$WORK/out-sg1-$mode" "$WORK/out-sg2-$mode"   # the store's bulk load needs the disk
@@ -206,9 +210,9 @@ for n in ("ours-index", "ours2-index", "ours-scan", "ours2-scan"):
 PY
 python3 -c "
 print(f'{$edges_index} subgraph edges ({$edges_scan} by the scan)')
-for mode, o1, o2, job, rss in (('index', $ours1_index, $ours2_index, $job1_index, $rss1_index), ('scan', $ours1_scan, $ours2_scan, $job1_scan, $rss1_scan)):
+for mode, o1, o2, job, job2, rss in (('index', $ours1_index, $ours2_index, $job1_index, $job2_index, $rss1_index), ('scan', $ours1_scan, $ours2_scan, $job1_scan, $job2_scan, $rss1_scan)):
     print(f'{mode}: one core: subgraph stage {o1:.2f} s (job {job} s, peak {rss} MB), Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/o1:.1f}x')
-    print(f'{mode}: two cores: subgraph stage {o2:.2f} s wall ({o1/o2:.2f}x its one-core time), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
+    print(f'{mode}: two cores: subgraph stage {o2:.2f} s wall, longest task ({o1/o2:.2f}x its one-core time; job {job2} s), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
 fi
 
 if [[ $SECTIONS == *3* ]]; then
