@@ -94,7 +94,8 @@ pub struct Adjacency {
     edges: u64,
     sections: [(u64, u64); SECTIONS],
     labels: Vec<(String, String)>,
-    /// The buffer of merged reads, kept between reads.
+    /// The buffer of merged reads, kept between reads; held while `read_ranges` hands out
+    /// its bytes, so a callback must not read this file again.
     scratch: std::sync::Mutex<Vec<u8>>,
 }
 
