@@ -34,26 +34,19 @@ pub(super) struct Emit<'a> {
 
 impl Emit<'_> {
     /// Writes `questions`, walked by `walk` (question `i` is the walk's `i`) with the edges
-    /// `rows`; `ranks` orders an index walk's rows ([`indexed::order`]).
+    /// `rows`.
     pub async fn questions(
         &mut self,
         questions: &[Q],
         walk: &Walk,
-        rows: &FastMap<EdgeKey, EdgeRow>,
-        ranks: Option<&[u32]>,
+        rows: &impl Rows,
         summary: &mut StageSummary,
     ) -> Result<(), ExecError> {
         let (opts, stage) = (self.opts, self.stage);
         let names = &self.labels.names;
         for (qi, q) in questions.iter().enumerate() {
             let mut kept = subgraph_of(walk, qi, opts, rows);
-            if let Some(ranks) = ranks {
-                // An index walk numbers edges in the order its task read them: rows go in key
-                // order, so any split of the questions over tasks or batches writes the same
-                // bytes.
-                kept.edges
-                    .sort_unstable_by_key(|&(at, _)| indexed::order(at, ranks));
-            }
+            rows.order(&mut kept.edges);
             let tag = stage_tag(&q.tag, stage);
             let w = (self.by_tag.entry(tag.clone()))
                 .or_insert_with(|| PartWriters::new(self.out.clone(), self.staging, &tag));
@@ -77,7 +70,7 @@ impl Emit<'_> {
             let canon_topics: Vec<(Cow<'_, str>, &str)> =
                 q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
             for &(at, hop) in &kept.edges {
-                let r = &rows[&at];
+                let r = rows.row(at);
                 // An index edge is one row by its key already.
                 if opts.index.is_none() && !ids.insert(&r.id) {
                     continue;
@@ -213,6 +206,33 @@ impl Emit<'_> {
     }
 }
 
+/// The rows a walk took, by the keys it named them with.
+pub(super) trait Rows {
+    fn row(&self, at: EdgeKey) -> &EdgeRow;
+
+    /// Puts one question's edges (by key) in the order its rows are written.
+    fn order(&self, _edges: &mut Vec<(EdgeKey, u32)>) {}
+}
+
+/// A scan's rows, by (part, row): written in that order.
+impl Rows for FastMap<EdgeKey, EdgeRow> {
+    fn row(&self, at: EdgeKey) -> &EdgeRow {
+        &self[&at]
+    }
+}
+
+/// An index walk numbers edges in the order its task read them: rows go in key order, so
+/// any split of the questions over tasks or batches writes the same bytes.
+impl Rows for indexed::IndexRows {
+    fn row(&self, at: EdgeKey) -> &EdgeRow {
+        indexed::IndexRows::row(self, at)
+    }
+
+    fn order(&self, edges: &mut Vec<(EdgeKey, u32)>) {
+        indexed::IndexRows::order(self, edges)
+    }
+}
+
 /// A node's name: the edge's own, else the KG entities' label of its key.
 fn name_of<'a>(
     key: &str,
@@ -254,12 +274,7 @@ struct Kept {
     over_cap: bool,
 }
 
-fn subgraph_of(
-    walk: &Walk,
-    q: usize,
-    opts: &SubgraphOptions,
-    rows: &FastMap<EdgeKey, EdgeRow>,
-) -> Kept {
+fn subgraph_of(walk: &Walk, q: usize, opts: &SubgraphOptions, rows: &impl Rows) -> Kept {
     let nodes = walk.nodes_of(q);
     let edges = walk.edges_of(q);
     let connect_hop = (walk.topics_of(q) > 0)
@@ -279,7 +294,7 @@ fn subgraph_of(
     let edges = edges
         .into_iter()
         .filter(|(at, _)| {
-            let r = &rows[at];
+            let r = rows.row(*at);
             holds(&r.subject) && (&*r.object_kind != "entity" || holds(&r.object))
         })
         .collect();

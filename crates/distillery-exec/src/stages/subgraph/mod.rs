@@ -494,17 +494,14 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             let t = Instant::now();
             let topics: Vec<Vec<String>> = chunk.iter().map(|q| q.topics.clone()).collect();
             let walk = Walk::new(&topics, opts.hops, &filter);
-            let (walk, rows, read, passes, strings) =
-                walk_index(dir.clone(), walk, filter.clone()).await?;
+            let (walk, rows, read, passes) = walk_index(dir.clone(), walk, filter.clone()).await?;
             summary.add("kg.passes", passes);
             summary.add("kg.edges_scanned", read.edges);
             (walk_seconds, reached) = (
                 walk_seconds + t.elapsed().as_secs_f64(),
                 reached + walk.reached(),
             );
-            let ranks = indexed::ranks(&strings);
-            emit.questions(chunk, &walk, &rows, Some(&ranks), &mut summary)
-                .await?;
+            emit.questions(chunk, &walk, &rows, &mut summary).await?;
         }
     } else {
         // A scan walks all of a task's questions at once unless `walk_batch` splits them;
@@ -539,8 +536,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
             let found = labels_and_pages(&cx, graphs, &aliases, &rows, chunk, &mut summary).await?;
             (emit.labels, emit.page_ids) = found;
-            emit.questions(chunk, &walk, &rows, None, &mut summary)
-                .await?;
+            emit.questions(chunk, &walk, &rows, &mut summary).await?;
         }
     }
     let (written, lines) = emit.finish().await?;
@@ -653,31 +649,23 @@ async fn open_index(
 }
 
 /// The walk of one batch of questions over the KG index in `dir`: the walk, the edges its
-/// questions took, what it read, its passes and the strings its edge keys name.
+/// questions took, what it read and its passes.
 async fn walk_index(
     dir: std::path::PathBuf,
     mut walk: Walk,
     filter: Arc<Filter>,
-) -> Result<
-    (
-        Walk,
-        FastMap<EdgeKey, EdgeRow>,
-        indexed::Read,
-        u64,
-        Vec<Arc<str>>,
-    ),
-    ExecError,
-> {
+) -> Result<(Walk, indexed::IndexRows, indexed::Read, u64), ExecError> {
     let task = tokio::task::spawn_blocking(move || {
         let mut graph = indexed::IndexGraph::open(&dir)?;
         graph.find(&mut walk, &filter)?;
-        let mut rows = FastMap::default();
+        let mut rows = indexed::IndexRows::default();
         let mut passes = 0;
         while walk.next_pass() {
             passes += 1;
             graph.pass(&mut walk, &filter, &mut rows)?;
         }
-        Ok::<_, ExecError>((walk, rows, graph.read(), passes, graph.strings()))
+        graph.finish(&mut rows);
+        Ok::<_, ExecError>((walk, rows, graph.read(), passes))
     });
     let walked = AbortOnDropHandle::new(task)
         .await
