@@ -135,8 +135,8 @@ impl Nodes {
     }
 }
 
-/// The caller's name of an edge: a scan's (part, row), an index walk's (subject, object,
-/// relation, source) packed into 128 bits.
+/// The caller's name of an edge: a scan's (part, row), an index walk's edge number
+/// ([`super::indexed::IndexRows`]).
 pub type EdgeKey = u128;
 
 /// The walk of one task's questions. Edges are named by the caller's key ([`EdgeKey`]), given
