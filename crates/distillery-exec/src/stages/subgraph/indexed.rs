@@ -280,26 +280,23 @@ impl IndexGraph {
             if entity && o.walk.is_none() {
                 continue;
             }
-            let (at, new) = rows.number(key(e));
+            let packed = key(e);
+            let (at, new) = rows.number(packed);
             if !walk.visit_nodes(at, sw, o.walk) || !new {
                 continue;
             }
-            {
-                let (relation, source) = (&strings[e.1 as usize], &strings[e.3 as usize]);
-                rows.push(
-                    key(e),
-                    EdgeRow {
-                        id: edge_id(source, &s.key, relation, &o.key, &o.kind),
-                        dataset: source.clone(),
-                        subject: s.key.clone(),
-                        predicate: relation.clone(),
-                        object: o.key.clone(),
-                        object_kind: o.kind.clone(),
-                        subject_name: s.name.clone(),
-                        object_name: o.name.clone(),
-                    },
-                );
-            }
+            let (relation, source) = (&strings[e.1 as usize], &strings[e.3 as usize]);
+            let row = EdgeRow {
+                id: edge_id(source, &s.key, relation, &o.key, &o.kind),
+                dataset: source.clone(),
+                subject: s.key.clone(),
+                predicate: relation.clone(),
+                object: o.key.clone(),
+                object_kind: o.kind.clone(),
+                subject_name: s.name.clone(),
+                object_name: o.name.clone(),
+            };
+            rows.push(packed, row);
         }
         debug!(
             hop = walk.hop(),
