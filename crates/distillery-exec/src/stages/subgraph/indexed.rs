@@ -86,8 +86,10 @@ impl Interner {
 /// The KG index of one version, read in place through its `adjacency.bin`.
 pub struct IndexGraph {
     adj: Adjacency,
-    /// Node id → what was resolved of it.
-    nodes: FastMap<u32, Node>,
+    /// Node id → its slot in `table`, and the nodes resolved, in the order they were: the
+    /// map's entries stay 8 bytes, so the two lookups of each edge read probe a small table.
+    slots: FastMap<u32, u32>,
+    table: Vec<Node>,
     /// Walk node → the index's entity node with its key, and the walk nodes with more than
     /// one (an index holding both `/m/0abc` and `m.0abc`) → the others.
     of_walk: FastMap<u32, u32>,
@@ -114,7 +116,8 @@ impl IndexGraph {
             .collect();
         Ok(IndexGraph {
             adj,
-            nodes: FastMap::default(),
+            slots: FastMap::default(),
+            table: Vec::new(),
             of_walk: FastMap::default(),
             more_of_walk: FastMap::default(),
             strings,
@@ -165,12 +168,14 @@ impl IndexGraph {
         walk: &mut Walk,
         filter: &Filter,
     ) -> Result<(), ExecError> {
-        ids.retain(|id| !self.nodes.contains_key(id));
+        ids.retain(|id| !self.slots.contains_key(id));
         ids.sort_unstable();
         ids.dedup();
-        let (nodes, of_walk, more) = (&mut self.nodes, &mut self.of_walk, &mut self.more_of_walk);
+        let (slots, table) = (&mut self.slots, &mut self.table);
+        let (of_walk, more) = (&mut self.of_walk, &mut self.more_of_walk);
         let kinds = &mut self.kinds;
-        nodes.reserve(ids.len());
+        slots.reserve(ids.len());
+        table.reserve(ids.len());
         self.adj.records(&ids, |id, r| {
             let walk_id = (r.kind == "entity")
                 .then(|| walk.node(r.key, filter))
@@ -201,7 +206,8 @@ impl IndexGraph {
                 name: r.name.map(Into::into),
                 walk: walk_id,
             };
-            nodes.insert(id, node);
+            slots.insert(id, table.len() as u32);
+            table.push(node);
         })?;
         self.read.nodes += ids.len() as u64;
         Ok(())
@@ -267,7 +273,8 @@ impl IndexGraph {
         let edges_read = read.len();
         rows.reserve(edges_read);
         for e in read {
-            let (s, o) = (&self.nodes[&e.0], &self.nodes[&e.2]);
+            let node = |id| &self.table[self.slots[&id] as usize];
+            let (s, o) = (node(e.0), node(e.2));
             let entity = &*o.kind == "entity";
             let strings = &self.strings.strings;
             let follows = *self
