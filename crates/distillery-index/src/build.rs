@@ -10,7 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::IndexError;
 use crate::bm25;
@@ -302,46 +302,61 @@ pub async fn build(
         conflicting: 0,
         fingerprint: print,
     };
-    let (mut duplicates, mut conflicting) = (0, 0);
-    for s in 0..spec.shards as usize {
-        let (ps, (d, c)) = spool.take(s, spec.shards)?;
-        duplicates += d;
-        conflicting += c;
-        m.passages += ps.len() as u64;
-        let cx = ShardCx {
-            root,
-            spec,
-            vrel: &vrel,
-            s,
-            prev: prev.as_ref(),
-            embedder,
-            cache,
-        };
-        let files = cx.build(ps, &mut m).await?;
-        m.files.extend(files);
+    // A build that fails leaves nothing under its version: readers never see it (it has no
+    // manifest), but a retried build would otherwise pile up partial copies of the index.
+    let written = async {
+        let (mut duplicates, mut conflicting) = (0, 0);
+        for s in 0..spec.shards as usize {
+            let (ps, (d, c)) = spool.take(s, spec.shards)?;
+            duplicates += d;
+            conflicting += c;
+            m.passages += ps.len() as u64;
+            let cx = ShardCx {
+                root,
+                spec,
+                vrel: &vrel,
+                s,
+                prev: prev.as_ref(),
+                embedder,
+                cache,
+            };
+            let files = cx.build(ps, &mut m).await?;
+            m.files.extend(files);
+        }
+        if spec.kg {
+            let kg = match edges {
+                Some(kg) => kg,
+                None => KgBuilder::new(&spec.scratch.join("kg"), kg::SORT_MEMORY)?,
+            };
+            let dir = kg.dir().to_path_buf();
+            let (stats, names) = kg.finish().await?;
+            m.files
+                .extend(root.upload(&dir, &format!("{vrel}/kg"), &names).await?);
+            m.kg = Some(stats);
+        }
+        for f in &mut m.files {
+            f.path = f
+                .path
+                .strip_prefix(&format!("{vrel}/"))
+                .unwrap_or(&f.path)
+                .to_string();
+        }
+        m.created = version::now_secs();
+        (m.duplicates, m.conflicting) = (duplicates, conflicting);
+        let body = serde_json::to_vec_pretty(&m).map_err(|e| IndexError::Invalid(e.to_string()))?;
+        root.put(&format!("{vrel}/manifest.json"), body).await?;
+        Ok::<_, IndexError>((duplicates, conflicting))
     }
-    if spec.kg {
-        let kg = match edges {
-            Some(kg) => kg,
-            None => KgBuilder::new(&spec.scratch.join("kg"), kg::SORT_MEMORY)?,
-        };
-        let dir = kg.dir().to_path_buf();
-        let (stats, names) = kg.finish().await?;
-        m.files
-            .extend(root.upload(&dir, &format!("{vrel}/kg"), &names).await?);
-        m.kg = Some(stats);
-    }
-    for f in &mut m.files {
-        f.path = f
-            .path
-            .strip_prefix(&format!("{vrel}/"))
-            .unwrap_or(&f.path)
-            .to_string();
-    }
-    m.created = version::now_secs();
-    (m.duplicates, m.conflicting) = (duplicates, conflicting);
-    let body = serde_json::to_vec_pretty(&m).map_err(|e| IndexError::Invalid(e.to_string()))?;
-    root.put(&format!("{vrel}/manifest.json"), body).await?;
+    .await;
+    let (duplicates, conflicting) = match written {
+        Ok(counts) => counts,
+        Err(e) => {
+            if let Err(gone) = version::remove(root, &name).await {
+                warn!(version = %name, error = %gone, "failed build's version not removed");
+            }
+            return Err(e);
+        }
+    };
     version::switch(root, &name).await?;
     let pruned = version::prune(root, spec.keep_versions).await?;
     info!(
@@ -672,6 +687,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::dense::ModelInfo;
     use crate::search::Searcher;
 
     fn root(dir: &Path) -> Root {
@@ -782,5 +798,89 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(fixed.manifest.shards, 3);
+    }
+
+    /// Embeds the first `ok` calls, then fails.
+    struct Failing {
+        model: ModelInfo,
+        ok: usize,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Embedder for Failing {
+        fn model(&self) -> &ModelInfo {
+            &self.model
+        }
+
+        fn embed<'a>(
+            &'a self,
+            texts: &'a [String],
+        ) -> futures::future::BoxFuture<'a, Result<Vec<Vec<f32>>, IndexError>> {
+            let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                if n >= self.ok {
+                    return Err(IndexError::Invalid("embedding server went away".into()));
+                }
+                Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_build_leaves_no_version_behind() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("root");
+        let r = root(&dir);
+        let scratch = tmp.path().join("scratch");
+        let first = build(
+            &r,
+            &spec(&scratch.join("1"), 2, 0, false),
+            spool(&tmp.path().join("s1"), 2, false, 6),
+            None,
+            None,
+            None,
+        )
+        .await
+        .unwrap();
+        // The second build writes its first shard (BM25 and vectors), then its embedder fails.
+        let failing = Failing {
+            model: ModelInfo {
+                id: "m".into(),
+                revision: "1".into(),
+                pooling: "mean".into(),
+                normalize: true,
+                dimension: 2,
+                server: None,
+            },
+            ok: 1,
+            calls: Default::default(),
+        };
+        let dense = BuildSpec {
+            dense: true,
+            batch: 64,
+            ..spec(&scratch.join("2"), 2, 0, false)
+        };
+        let err = build(
+            &r,
+            &dense,
+            spool(&tmp.path().join("s2"), 2, false, 6),
+            None,
+            Some(&failing),
+            None,
+        )
+        .await
+        .map(|_| ())
+        .unwrap_err();
+        assert!(err.to_string().contains("went away"), "{err}");
+        assert_eq!(failing.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
+        let versions: Vec<String> = std::fs::read_dir(dir.join("versions"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(versions, vec![first.manifest.version.clone()]);
+        assert_eq!(
+            version::current(&r).await.unwrap().as_deref(),
+            Some(first.manifest.version.as_str())
+        );
     }
 }

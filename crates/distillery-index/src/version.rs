@@ -345,19 +345,25 @@ pub async fn prune(root: &Root, keep: usize) -> Result<Vec<String>, IndexError> 
         if cur.as_deref() == Some(v.as_str()) {
             continue;
         }
-        for (rel, _) in root.list(&version_rel(v)).await? {
-            match root.store.delete(&root.path(&rel)).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                Err(e) => return Err(IndexError::store(root.show(&rel), e)),
-            }
-        }
-        if let Some(d) = &root.local_dir {
-            // Local stores leave empty directories behind.
-            let _ = std::fs::remove_dir_all(d.join(version_rel(v)));
-        }
+        remove(root, v).await?;
         gone.push(v.clone());
     }
     Ok(gone)
+}
+
+/// Deletes every object of `version` (the caller makes sure `CURRENT` does not name it).
+pub async fn remove(root: &Root, version: &str) -> Result<(), IndexError> {
+    for (rel, _) in root.list(&version_rel(version)).await? {
+        match root.store.delete(&root.path(&rel)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(IndexError::store(root.show(&rel), e)),
+        }
+    }
+    if let Some(d) = &root.local_dir {
+        // Local stores leave empty directories behind.
+        let _ = std::fs::remove_dir_all(d.join(version_rel(version)));
+    }
+    Ok(())
 }
 
 /// A version ready to read from local disk.
