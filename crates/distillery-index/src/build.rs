@@ -844,14 +844,7 @@ mod tests {
         .unwrap();
         // The second build writes its first shard (BM25 and vectors), then its embedder fails.
         let failing = Failing {
-            model: ModelInfo {
-                id: "m".into(),
-                revision: "1".into(),
-                pooling: "mean".into(),
-                normalize: true,
-                dimension: 2,
-                server: None,
-            },
+            model: ModelInfo::test(2),
             ok: 1,
             calls: Default::default(),
         };

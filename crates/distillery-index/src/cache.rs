@@ -167,14 +167,7 @@ mod tests {
             display: "memory://cache".into(),
             local_dir: None,
         };
-        let m = ModelInfo {
-            id: "m".into(),
-            revision: "1".into(),
-            pooling: "mean".into(),
-            normalize: true,
-            dimension: 2,
-            server: None,
-        };
+        let m = ModelInfo::test(2);
         let c = EmbeddingCache::new(root.clone(), &m);
         let packs = c
             .store(&[

@@ -49,6 +49,19 @@ impl ModelInfo {
         );
         format!("{:016x}", twox_hash::XxHash64::oneshot(0, s.as_bytes()))
     }
+
+    /// A local mean-pooled model `m` of `dimension` (tests).
+    #[cfg(test)]
+    pub(crate) fn test(dimension: usize) -> ModelInfo {
+        ModelInfo {
+            id: "m".into(),
+            revision: "1".into(),
+            pooling: "mean".into(),
+            normalize: true,
+            dimension,
+            server: None,
+        }
+    }
 }
 
 /// Something that embeds texts: a local model or an embeddings server.
