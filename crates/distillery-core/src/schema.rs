@@ -465,8 +465,12 @@ pub fn from_batch<T: DeserializeOwned>(
     })
 }
 
-/// Converts a homogeneous slice of [`Record`]s (all of kind `t`) into a batch.
-pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch, SchemaError> {
+/// Converts a homogeneous slice of [`Record`]s (all of kind `t`), or of references to them,
+/// into a batch.
+pub fn records_to_batch<R: std::borrow::Borrow<Record>>(
+    t: TableKind,
+    records: &[R],
+) -> Result<RecordBatch, SchemaError> {
     macro_rules! conv {
         ($variant:ident) => {
             conv!($variant, to_batch)
@@ -474,7 +478,7 @@ pub fn records_to_batch(t: TableKind, records: &[Record]) -> Result<RecordBatch,
         ($variant:ident, $build:ident) => {{
             let items: Vec<_> = records
                 .iter()
-                .filter_map(|r| match r {
+                .filter_map(|r| match r.borrow() {
                     Record::$variant(x) => Some(x),
                     _ => None,
                 })

@@ -4,13 +4,12 @@
 //! a slow writer blocks the reader, so memory stays bounded by
 //! `tables × shards × batch_size` records (and by a byte cap per buffer) whatever the input size.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
-use distillery_core::id::shard_of;
 use distillery_core::schema::records_to_batch;
-use distillery_core::sharded::ShardedBatches;
 pub use distillery_core::sharded::shard_key;
+use distillery_core::sharded::{ShardMemo, ShardedBatches};
 use distillery_core::{Record, RecordSink, SinkError, TableKind};
 use tokio::sync::mpsc;
 
@@ -54,9 +53,9 @@ impl SinkCounts {
 const BUFFER_BYTES: usize = 8 << 20;
 
 pub struct BatchingSink {
-    shards: u32,
+    shards: ShardMemo,
     batch_size: usize,
-    buffers: HashMap<(TableKind, u32), (Vec<Record>, usize)>,
+    buffers: foldhash::HashMap<(TableKind, u32), (Vec<Record>, usize)>,
     tx: mpsc::Sender<PartBatch>,
     pub counts: SinkCounts,
 }
@@ -64,9 +63,9 @@ pub struct BatchingSink {
 impl BatchingSink {
     pub fn new(shards: u32, batch_size: usize, tx: mpsc::Sender<PartBatch>) -> BatchingSink {
         BatchingSink {
-            shards: shards.max(1),
+            shards: ShardMemo::new(shards.max(1)),
             batch_size: batch_size.max(1),
-            buffers: HashMap::new(),
+            buffers: Default::default(),
             tx,
             counts: SinkCounts::default(),
         }
@@ -132,7 +131,7 @@ impl RecordSink for BatchingSink {
                 self.counts.quarantine_examples.push(q.describe());
             }
         }
-        let shard = shard_of(shard_key(&record), self.shards);
+        let shard = self.shards.shard(shard_key(&record));
         let key = (table, shard);
         let size = approx_size(&record);
         let full = {
@@ -148,7 +147,7 @@ impl RecordSink for BatchingSink {
     }
 
     fn shards(&self) -> Option<u32> {
-        Some(self.shards)
+        Some(self.shards.shards())
     }
 
     /// Sends each batch on as it is, after what its (table, shard) buffered before it, so
@@ -171,6 +170,7 @@ impl RecordSink for BatchingSink {
 mod tests {
     use super::*;
     use arrow::array::{Array, StringArray};
+    use distillery_core::id::shard_of;
     use distillery_core::{QuarantineRecord, Triple};
 
     fn edge(subject: &str, n: usize) -> Record {
@@ -194,17 +194,18 @@ mod tests {
     /// counted.
     #[test]
     fn batches_follow_what_their_shard_buffered() {
+        let shards = 4;
         let (tx, mut rx) = mpsc::channel(64);
-        let mut sink = BatchingSink::new(2, 1000, tx);
-        assert_eq!(sink.shards(), Some(2));
+        let mut sink = BatchingSink::new(shards, 1000, tx);
+        assert_eq!(sink.shards(), Some(shards));
         let mut all = Vec::new();
         for n in 0..10 {
-            let r = edge(&format!("m.s{}", n % 3), n);
+            let r = edge(&format!("m.s{}", n % 7), n);
             all.push(r.clone());
             sink.emit(r).unwrap();
         }
-        let mut later: Vec<Record> = (10..30)
-            .map(|n| edge(&format!("m.s{}", n % 3), n))
+        let mut later: Vec<Record> = (10..40)
+            .map(|n| edge(&format!("m.s{}", n % 7), n))
             .collect();
         all.extend(later.iter().cloned());
         later.push(Record::Quarantine(QuarantineRecord {
@@ -212,11 +213,11 @@ mod tests {
             reason: "bad_ntriples".into(),
             ..QuarantineRecord::default()
         }));
-        sink.emit_batches(ShardedBatches::build(later, 2).unwrap())
+        sink.emit_batches(ShardedBatches::build(later, shards).unwrap())
             .unwrap();
         let counts = sink.finish().unwrap();
         drop(sink);
-        assert_eq!(counts.rows[&TableKind::Triples], 30);
+        assert_eq!(counts.rows[&TableKind::Triples], 40);
         assert_eq!(counts.quarantine_reasons["bad_ntriples"], 1);
         let mut got: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         while let Ok(b) = rx.try_recv() {
@@ -224,10 +225,15 @@ mod tests {
                 got.entry(b.shard).or_default().extend(ids(&b.batch));
             }
         }
+        assert!(
+            got.len() > 2,
+            "the keys cover several shards: {:?}",
+            got.keys()
+        );
         for (shard, ids) in got {
             let want: Vec<String> = all
                 .iter()
-                .filter(|r| shard_of(shard_key(r), 2) == shard)
+                .filter(|r| shard_of(shard_key(r), shards) == shard)
                 .map(|r| r.id().to_string())
                 .collect();
             assert_eq!(ids, want, "shard {shard}");
