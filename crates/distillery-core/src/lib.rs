@@ -31,10 +31,10 @@
 //! is generated), `arrow-array`/`arrow-schema` (the data plane types), `serde_arrow` (schemas
 //! traced from the record types, so each table has one definition), `toml` + `toml_edit` (the
 //! pipeline file, and positions of keys for error messages), `serde_path_to_error` (the exact
-//! key of a bad value), `sha1` (stable ids), `foldhash`
-//! (the per-record group lookups of [`sharded`], where SipHash cost 3% of a two-core Freebase
-//! ingest), `thiserror` (error types), `rustix` (the CPU-time
-//! clocks of [`cpu`], which the standard library does not expose, without `unsafe`).
+//! key of a bad value), `sha1` (stable ids), `foldhash` (the per-record group lookups of
+//! [`sharded`], where SipHash cost 3% of a two-core Freebase ingest), `thiserror` (error
+//! types), `rustix` (the CPU-time clocks of [`cpu`], which the standard library does not
+//! expose, without `unsafe`).
 
 pub mod cpu;
 pub mod error;
