@@ -24,8 +24,14 @@
 #    (e4e2de4 or earlier): the index stage's seconds and the job's peak RSS. Run at two
 #    sizes to see what grows with the graph.
 #
+# Sections 1 and 2 run their commands in BENCH_ROUNDS rounds (default 3), each command once a
+# round in the same order, and compare medians (scripts/bench/rounds.py): single runs on a
+# shared VM move by 10% or more.
+#
 # BENCH_DIR keeps the inputs between runs; DISTILLERY_BIN runs another binary instead of
-# building a release one; BENCH_SECTIONS picks sections (default 12).
+# building a release one; BENCH_SECTIONS picks sections (default 12); BENCH_REUSE_INDEX=1
+# keeps a KG index built by an earlier run of section 2 in BENCH_DIR (same binary) instead of
+# loading the KG again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGES=${1:-50000000}
@@ -33,6 +39,7 @@ QUESTIONS=${2:-1000}
 NODES=${BENCH_NODES:-$((EDGES / 5))}
 WORK=${BENCH_DIR:-$(mktemp -d)}
 SECTIONS=${BENCH_SECTIONS:-12}
+ROUNDS=${BENCH_ROUNDS:-3}
 mkdir -p "$WORK"
 python3 -c "import pyoxigraph, pyarrow" 2>/dev/null || python3 -m pip install --quiet pyoxigraph pyarrow
 if [ -n "${DISTILLERY_BIN:-}" ]; then
@@ -59,6 +66,13 @@ timed() {
   fi
   python3 -c "e,m=open('$out.time').read().split()[-2:]; print(f'{float(e):.2f} {int(m)/1024:.0f}')"
 }
+# One run of a round: `run_round TSV ROUND NAME command...` times the command (logs under
+# $WORK/NAME.*), appends "ROUND NAME seconds MB" to TSV and echoes it.
+run_round() {
+  local tsv=$1 round=$2 name=$3; shift 3
+  local r; r=$(timed "$WORK/$name" "$@") || exit 1
+  echo "$round $name $r" | tee -a "$tsv"
+}
 
 if [ ! -f "$WORK/kg/kg.nt" ]; then
   echo "== generating $EDGES edges in $WORK/kg"
@@ -71,16 +85,14 @@ echo "== 1. freebase parsing: $EDGES lines, gzip"
 cat > "$WORK/fb-floor.sh" <<SH
 gzip -dc "$WORK/kg/kg.nt.gz" | wc -l
 SH
-r=$(timed "$WORK/floor" $ONE bash "$WORK/fb-floor.sh") || exit 1
-read -r floor _ <<<"$r"
-r=$(timed "$WORK/oxi" $ONE python3 -c "
+cat > "$WORK/oxi.py" <<'PY'
 import gzip, sys, pyoxigraph as ox
 n = 0
 with gzip.open(sys.argv[1], 'rb') as f:
     for _ in ox.parse(f, format=ox.RdfFormat.N_TRIPLES):
         n += 1
-print(n)" "$WORK/kg/kg.nt.gz") || exit 1
-read -r oxi rss_oxi <<<"$r"
+print(n)
+PY
 fbpipe() { # name parallelism
   cat > "$WORK/$1.toml" <<TOML
 version = 1
@@ -95,17 +107,16 @@ paths = ["$WORK/kg/kg.nt.gz"]
 TOML
   echo "$WORK/$1.toml"
 }
-r=$(timed "$WORK/fb1" $ONE "$BIN" --quiet run "$(fbpipe fb1 1)") || exit 1
-read -r fb1 rss_fb1 <<<"$r"
-r=$(timed "$WORK/fb2" $TWO "$BIN" --quiet run "$(fbpipe fb2 2)") || exit 1
-read -r fb2 rss_fb2 <<<"$r"
-kept=$(python3 -c "import json; s=json.load(open('$WORK/out-fb1/_summary.json')); print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name'] in ('triples', 'literals')))")
-python3 -c "
-n = $EDGES
-print(f'{n} lines ({$kept} triples kept): gzip -dc | wc -l {$floor:.2f} s ({n/$floor/1e6:.2f} M lines/s)')
-print(f'pyoxigraph strict parse (one core): {$oxi:.2f} s ({n/$oxi/1e6:.2f} M/s), peak {$rss_oxi} MB')
-print(f'distillery freebase ingest, one core: {$fb1:.2f} s ({n/$fb1/1e6:.2f} M/s, {$oxi/$fb1:.2f}x pyoxigraph), peak {$rss_fb1} MB')
-print(f'distillery freebase ingest, two cores: {$fb2:.2f} s ({$fb1/$fb2:.2f}x one core), peak {$rss_fb2} MB')"
+: > "$WORK/rounds-fb.tsv"
+for round in $(seq "$ROUNDS"); do
+  rm -rf "$WORK/out-fb1" "$WORK/out-fb2"
+  run_round "$WORK/rounds-fb.tsv" "$round" floor $ONE bash "$WORK/fb-floor.sh"
+  run_round "$WORK/rounds-fb.tsv" "$round" oxi $ONE python3 "$WORK/oxi.py" "$WORK/kg/kg.nt.gz"
+  run_round "$WORK/rounds-fb.tsv" "$round" fb1 $ONE "$BIN" --quiet run "$(fbpipe fb1 1)"
+  run_round "$WORK/rounds-fb.tsv" "$round" fb2 $TWO "$BIN" --quiet run "$(fbpipe fb2 2)"
+done
+kept=$(python3 -c "import json; print(sum(t['rows'] for t in json.load(open('$WORK/out-fb1/_manifest.json'))['tables'] if t['name'] in ('triples', 'literals')))")
+python3 scripts/bench/rounds.py fb "$WORK/rounds-fb.tsv" "$EDGES" "$kept"
 rm -rf "$WORK/out-fb1" "$WORK/out-fb2"
 fi
 
@@ -128,12 +139,23 @@ name = "kgi"
 kind = "index"
 options = { kinds = ["kg"], root = "$WORK/kgroot" }
 TOML
-rm -rf "$WORK/out-kgload" "$WORK/kgroot"
-r=$(timed "$WORK/kgload" $ONE "$BIN" --quiet run "$WORK/kgload.toml") || exit 1
-read -r kgload rss_kgload <<<"$r"
-kgindex=$(stage_secs "$WORK/out-kgload" kgi)
-rm -rf "$WORK/out-kgload"
-echo "distillery ingest + KG index (one core): $kgload s (index stage $kgindex s), peak $rss_kgload MB"
+if [ -n "${BENCH_REUSE_INDEX:-}" ] && [ -d "$WORK/kgroot" ]; then
+  echo "distillery ingest + KG index: reusing $WORK/kgroot (BENCH_REUSE_INDEX)"
+else
+  rm -rf "$WORK/out-kgload" "$WORK/kgroot"
+  r=$(timed "$WORK/kgload" $ONE "$BIN" --quiet run "$WORK/kgload.toml") || exit 1
+  read -r kgload rss_kgload <<<"$r"
+  kgindex=$(stage_secs "$WORK/out-kgload" kgi)
+  rm -rf "$WORK/out-kgload"
+  echo "distillery ingest + KG index (one core): $kgload s (index stage $kgindex s), peak $rss_kgload MB"
+fi
+if [ ! -f "$WORK/store.loaded" ]; then
+  rm -rf "$WORK/store"
+  r=$(timed "$WORK/load" $ONE python3 scripts/bench/hydra_subgraph.py load "$WORK/store" "$WORK/kg/kg.nt") || exit 1
+  read -r load rss_load <<<"$r"
+  echo "pyoxigraph bulk load: $load s, peak $rss_load MB"
+  touch "$WORK/store.loaded"
+fi
 # The stage over that index (tasks = cores), and over the KG's parts (a scan per hop, one task
 # over 8 parts).
 pipeline() { # name parallelism mode
@@ -167,52 +189,55 @@ options = { $stage, hops = 3, segments = false }
 TOML
   echo "$WORK/$1.toml"
 }
-for mode in index scan; do
-  r=$(timed "$WORK/sg1-$mode" $ONE "$BIN" --quiet run "$(pipeline "sg1-$mode" 1 $mode)") || exit 1
-  read -r job rss <<<"$r"
-  declare "ours1_$mode=$(stage_secs "$WORK/out-sg1-$mode" sg)" "job1_$mode=$job" "rss1_$mode=$rss"
-  declare "edges_$mode=$(counter "$WORK/out-sg1-$mode" sg edges)"
-  r=$(timed "$WORK/sg2-$mode" $TWO "$BIN" --quiet run "$(pipeline "sg2-$mode" 2 $mode)") || exit 1
-  read -r job rss <<<"$r"
+# Both sides read warm files, and only the files they read: the index's `adjacency.bin` (not
+# its GraphML export, larger than both) and the store, read once before their runs in each
+# round. The scans run last in a round: they ingest the KG's text (6.6 GB at 50M edges),
+# which pushes the other two out of a small machine's page cache.
+warm() { find "$@" -type f -exec cat {} + > /dev/null; }
+TSV=$WORK/rounds-sg.tsv
+: > "$TSV"
+ours() { # round mode cores
+  local round=$1 mode=$2 cores=$3 name=sg$3-$2 pin=$ONE
+  [ "$cores" = 2 ] && pin=$TWO
+  rm -rf "$WORK/out-$name"
+  local r; r=$(timed "$WORK/$name" $pin "$BIN" --quiet run "$(pipeline "$name" "$cores" "$mode")") || exit 1
+  local job rss; read -r job rss <<<"$r"
   # The stage's seconds are summed over its tasks: with two tasks started together on two
-  # cores, its wall time is its longest task's (the job's wall time, start-up and question
-  # ingest included, is printed beside it).
-  declare "ours2_$mode=$(longest_task "$WORK/out-sg2-$mode" sg)" "job2_$mode=$job"
-  python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg1-$mode" sg "$WORK/ours-$mode.json"
-  python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-sg2-$mode" sg "$WORK/ours2-$mode.json"
-  rm -rf "$WORK/out-sg1-$mode" "$WORK/out-sg2-$mode"   # the store's bulk load needs the disk
-done
-
-if [ ! -f "$WORK/store.loaded" ]; then
-  rm -rf "$WORK/store"
-  r=$(timed "$WORK/load" $ONE python3 scripts/bench/hydra_subgraph.py load "$WORK/store" "$WORK/kg/kg.nt") || exit 1
-read -r load rss_load <<<"$r"
-  echo "pyoxigraph bulk load: $load s, peak $rss_load MB"
-  touch "$WORK/store.loaded"
-fi
-# Both sides read warm files: the index was just built, the store is read once first.
-find "$WORK/store" -type f -exec cat {} + > /dev/null
-r=$(timed "$WORK/walk1" $ONE python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra1.json" 1) || exit 1
-read -r _ rss_w1 <<<"$r"
-walk1=$(awk '/^walk/ {print $2}' "$WORK/walk1.log")
-r=$(timed "$WORK/walk2" $TWO python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra2.json" 2) || exit 1
-read -r _ rss_w2 <<<"$r"
-walk2=$(awk '/^walk/ {print $2}' "$WORK/walk2.log")
-python3 - "$WORK" <<'PY'
+  # cores, its wall time is its longest task's. The job's wall time (start-up and question
+  # ingest included) is kept beside it.
+  echo "$round $name $(longest_task "$WORK/out-$name" sg) $rss" | tee -a "$TSV"
+  echo "$round job$cores-$mode $job $rss" >> "$TSV"
+  python3 scripts/bench/hydra_subgraph.py ours "$WORK/out-$name" sg "$WORK/ours-$name.json"
+  counter "$WORK/out-$name" sg edges > "$WORK/edges-$mode"
+  rm -rf "$WORK/out-$name"
+}
+for round in $(seq "$ROUNDS"); do
+  warm "$WORK"/kgroot/versions/*/kg/adjacency.bin
+  ours "$round" index 1
+  ours "$round" index 2
+  warm "$WORK/store"
+  for threads in 1 2; do
+    pin=$ONE
+    [ "$threads" = 2 ] && pin=$TWO
+    r=$(timed "$WORK/walk$threads" $pin python3 scripts/bench/hydra_subgraph.py walk "$WORK/store" "$WORK/kg/questions.json" 3 "$WORK/hydra$threads.json" "$threads") || exit 1
+    read -r _ rss <<<"$r"
+    # The walk's own seconds, without Python's start and the store's opening.
+    echo "$round walk$threads $(awk '/^walk/ {print $2}' "$WORK/walk$threads.log") $rss" | tee -a "$TSV"
+  done
+  ours "$round" scan 1
+  ours "$round" scan 2
+  python3 - "$WORK" "$round" <<'PY'
 import json, sys
-w = sys.argv[1]
+w, rnd = sys.argv[1:3]
 h1, h2 = (json.load(open(f"{w}/{n}.json")) for n in ("hydra1", "hydra2"))
 assert h1 == h2, "the one- and two-thread walks differ"
-for n in ("ours-index", "ours2-index", "ours-scan", "ours2-scan"):
-    ours = json.load(open(f"{w}/{n}.json"))
+for n in ("sg1-index", "sg2-index", "sg1-scan", "sg2-scan"):
+    ours = json.load(open(f"{w}/ours-{n}.json"))
     same = sum(ours.get(q) == d for q, d in h1.items())
-    print(f"identical subgraphs, {n}: {same}/{len(h1)} questions")
+    print(f"round {rnd}: identical subgraphs, {n}: {same}/{len(h1)} questions")
 PY
-python3 -c "
-print(f'{$edges_index} subgraph edges ({$edges_scan} by the scan)')
-for mode, o1, o2, job, job2, rss in (('index', $ours1_index, $ours2_index, $job1_index, $job2_index, $rss1_index), ('scan', $ours1_scan, $ours2_scan, $job1_scan, $job2_scan, $rss1_scan)):
-    print(f'{mode}: one core: subgraph stage {o1:.2f} s (job {job} s, peak {rss} MB), Hydra per-entity SPARQL on pyoxigraph {$walk1:.2f} s: {$walk1/o1:.1f}x')
-    print(f'{mode}: two cores: subgraph stage {o2:.2f} s wall, longest task ({o1/o2:.2f}x its one-core time; job {job2} s), pyoxigraph 2 threads {$walk2:.2f} s: {$walk2/o2:.1f}x')"
+done
+python3 scripts/bench/rounds.py sg "$TSV" "$(cat "$WORK/edges-index")" "$(cat "$WORK/edges-scan")"
 fi
 
 if [[ $SECTIONS == *3* ]]; then
