@@ -4,6 +4,7 @@
 //! the SFT files and their Python loadability are in [`label`].
 
 mod cirag;
+mod confine;
 mod export;
 #[path = "../support/fault_server.rs"]
 mod fault;

@@ -96,7 +96,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         ProgressMode::Auto
     };
     match cli.command {
-        Command::Validate(a) => validate::run(&a),
+        Command::Validate(a) => validate::run(&a).await,
         Command::Plan(a) => plan::run(&a).await,
         Command::Run(a) => run::run(&a, mode).await,
         Command::Coordinator(a) => coordinator::run(a).await,

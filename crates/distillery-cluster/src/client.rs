@@ -42,10 +42,11 @@ pub fn connect(
             .map_err(|e| ClusterError::Config(format!("cannot read {}: {e}", ca.display())))?;
         ep = ep.tls_config(ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)))?;
     }
-    Ok(CoordinatorClient::with_interceptor(
-        ep.connect_lazy(),
-        Auth(token),
-    ))
+    Ok(
+        CoordinatorClient::with_interceptor(ep.connect_lazy(), Auth(token))
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::MAX_MESSAGE_BYTES),
+    )
 }
 
 /// A refused job submission as an error: an invalid job (bad pipeline, output in use) as its

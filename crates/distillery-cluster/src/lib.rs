@@ -43,6 +43,11 @@ pub mod pb {
 /// ignore.
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// The largest gRPC message either side sends or accepts, set explicitly on the coordinator's
+/// server and on every client (tonic's default is 4 MiB): a task carries its pipeline text
+/// (at most [`distillery_core::spec::MAX_PIPELINE_BYTES`]) and its planned files.
+pub const MAX_MESSAGE_BYTES: usize = 256 << 20;
+
 /// Errors of the cluster runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {

@@ -48,8 +48,8 @@ pub async fn serve(
     let check = move |req: tonic::Request<()>| token.check(req);
     let service = tonic::service::interceptor::InterceptedService::new(
         CoordinatorServer::new(svc)
-            .max_decoding_message_size(256 << 20)
-            .max_encoding_message_size(256 << 20),
+            .max_decoding_message_size(crate::MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(crate::MAX_MESSAGE_BYTES),
         check,
     );
     builder

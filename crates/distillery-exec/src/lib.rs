@@ -22,7 +22,8 @@
 //!
 //! [`estimate`] asks each stage for its projected calls, tokens and cost (`plan --estimate`).
 //! [`verify`] decodes a published output's segments back into sources (`hseq verify`).
-//! [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
+//! [`confine`] keeps writes inside the outputs and index roots Distillery owns (never through
+//! a symbolic link). [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
 //! Azure with credentials from the environment).
 //!
 //! Dependencies: `arrow`/`parquet` (the data plane and its files), `object_store` (all output
@@ -31,7 +32,8 @@
 //! (progress bars on a terminal), `glob` (input patterns), `url` (output URLs), `tracing`
 //! (structured logs), `thiserror` (error types), `twox-hash` (XXH64, the label stage's
 //! duplicate-sample hashes: fast, and already built for parquet), `foldhash` (the `subgraph`
-//! stage's node and frontier maps, looked up once per KG edge per hop), `aho-corasick` (the
+//! stage's node and frontier maps, looked up once per KG edge per hop), `rustix` (`statfs` and `access`: an output on `/proc` or a read-only disk is refused before
+//! any work), `aho-corasick` (the
 //! `compound` stage finds which paragraphs name which titles in one scan of the texts per batch
 //! of titles, instead of one scan per title), `schemars` (the stages'
 //! options schemas: [`reference`] generates `docs/pipelines.md` from them), `toml` (a stage's option
@@ -41,6 +43,7 @@
 //! RAS prompts of the teacher stages), `distillery-embed` (candle sentence embeddings for
 //! RAS's `[NO_RETRIEVAL]`).
 
+pub mod confine;
 pub mod error;
 pub mod estimate;
 pub mod faults;

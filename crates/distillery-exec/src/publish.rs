@@ -129,6 +129,16 @@ pub async fn publish_from(
                 "no staged file for this output path",
             ));
         };
+        if let Some(link) = out.link_on_path(&f.path) {
+            return Err(ExecError::output(
+                out.show(&f.path),
+                format!(
+                    "{} is a symbolic link: Distillery never writes through links out of its \
+                     output; remove the link",
+                    link.display()
+                ),
+            ));
+        }
         if out.exists(from).await? {
             moves.push((from.as_str(), f.path.as_str()));
         } else if out.size(&f.path).await? != Some(*bytes) {
@@ -163,6 +173,8 @@ pub async fn publish_from(
     .await?;
     // 4. Remove parts of earlier runs that this output no longer lists (only files named as
     //    Distillery parts: anything else in the directory is not ours), and this run's staging.
+    //    Nothing is deleted through a symbolic link (a listing leaves out what lies behind
+    //    one; a previous manifest naming such a path is skipped with a warning).
     for t in TableKind::ALL {
         for (rel, _) in out.list(t.name()).await? {
             if !seen.contains(rel.as_str()) && crate::parts::PartId::parse(&rel).is_some() {
@@ -171,8 +183,14 @@ pub async fn publish_from(
         }
     }
     for rel in previous_files {
-        if !seen.contains(rel.as_str()) && !rel.starts_with('_') {
-            out.delete(&rel).await?;
+        if seen.contains(rel.as_str()) || rel.starts_with('_') {
+            continue;
+        }
+        match out.link_on_path(&rel) {
+            None => out.delete(&rel).await?,
+            Some(link) => {
+                tracing::warn!(file = %out.show(&rel), link = %link.display(), "not deleted: the previous manifest names it through a symbolic link")
+            }
         }
     }
     remove_staging(out, job).await?;
@@ -185,8 +203,11 @@ pub async fn remove_staging(out: &Location, run_id: &str) -> Result<(), ExecErro
     for (rel, _) in out.list(&dir).await? {
         out.delete(&rel).await?;
     }
-    if let Some(local) = &out.local_dir {
-        // Local stores leave empty directories behind; remove them (best effort).
+    if let Some(local) = &out.local_dir
+        && out.link_on_path(&format!("{dir}/-")).is_none()
+    {
+        // Local stores leave empty directories behind; remove them (best effort). A linked
+        // `_staging` is not entered: what it points to is not ours.
         let _ = std::fs::remove_dir_all(local.join(&dir));
         let _ = std::fs::remove_dir(local.join("_staging"));
     }
@@ -203,7 +224,9 @@ pub async fn remove_staging_but_quarantine(out: &Location, run_id: &str) -> Resu
             out.delete(&rel).await?;
         }
     }
-    if let Some(local) = &out.local_dir {
+    if let Some(local) = &out.local_dir
+        && out.link_on_path(&format!("{dir}/-")).is_none()
+    {
         remove_empty_dirs(&local.join(&dir));
     }
     Ok(())

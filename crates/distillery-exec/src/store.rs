@@ -131,6 +131,18 @@ impl Location {
         }
     }
 
+    /// On local disk, the first directory on the way to `rel` that is a symbolic link (see
+    /// [`crate::confine`]); always `None` for object stores.
+    pub fn link_on_path(&self, rel: &str) -> Option<PathBuf> {
+        let dir = self.local_dir.as_ref()?;
+        let mut full = self.root.as_ref().to_string();
+        for part in rel.split('/').filter(|s| !s.is_empty()) {
+            full.push('/');
+            full.push_str(part);
+        }
+        crate::confine::link_on_path(dir, &full)
+    }
+
     pub async fn exists(&self, rel: &str) -> Result<bool, ExecError> {
         match self.store.head(&self.path(rel)).await {
             Ok(_) => Ok(true),
@@ -163,6 +175,9 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         None => None,
     };
     if let Some(p) = local {
+        if create {
+            check_local_target(&p).map_err(bad)?;
+        }
         if create && p.exists() && !p.is_dir() {
             return Err(bad("not a directory".to_string()));
         } else if create {
@@ -178,7 +193,10 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         let store =
             LocalFileSystem::new_with_prefix(&abs).map_err(|e| ExecError::store(location, e))?;
         return Ok(Location {
-            store: crate::faults::wrap(Arc::new(store)),
+            store: crate::faults::wrap(crate::confine::Confined::wrap(
+                Arc::new(store),
+                abs.clone(),
+            )),
             root: Path::default(),
             display: location.to_string(),
             local_dir: Some(abs),
@@ -220,6 +238,72 @@ pub fn open_location(location: &str, create: bool) -> Result<Location, ExecError
         display: location.to_string(),
         local_dir: None,
     })
+}
+
+/// Checks that a local directory can be written by this process: it is not in a special
+/// file system (`/proc`, `/sys`, `/dev`, cgroup, debugfs, ...), where writes either fail
+/// late or walk endless links, and its nearest existing directory accepts writes.
+pub fn check_local_target(p: &FsPath) -> Result<(), String> {
+    let abs = absolute(p).map_err(|e| e.to_string())?;
+    // The nearest part of the path that exists: the directory itself or the one it would be
+    // made in.
+    let mut at = abs.as_path();
+    while std::fs::symlink_metadata(at).is_err() {
+        match at.parent() {
+            Some(up) => at = up,
+            None => return Err("no part of this path exists".to_string()),
+        }
+    }
+    let real = std::fs::canonicalize(at).map_err(|e| format!("{}: {e}", at.display()))?;
+    // `/dev/shm` is memory a user may write an output to; the rest of `/dev` is devices.
+    let special_dir = ["/proc", "/sys", "/dev"]
+        .iter()
+        .find(|d| real.starts_with(d) && !real.starts_with("/dev/shm"));
+    if let Some(d) = special_dir {
+        return Err(format!(
+            "{} is inside {d}, a special file system: choose a directory on a disk",
+            real.display()
+        ));
+    }
+    if let Some(name) = special_fs(&real) {
+        return Err(format!(
+            "{} is on a {name} file system, not a disk: choose another directory",
+            real.display()
+        ));
+    }
+    if real.exists() && !real.is_dir() {
+        return Err(format!("{} is not a directory", real.display()));
+    }
+    rustix::fs::access(&real, rustix::fs::Access::WRITE_OK).map_err(|e| {
+        format!(
+            "{} cannot be written by this user ({e}): choose a writable directory",
+            real.display()
+        )
+    })
+}
+
+/// The name of the pseudo file system `p` lies on, if it is one (by `statfs`'s magic number).
+fn special_fs(p: &FsPath) -> Option<&'static str> {
+    let st = rustix::fs::statfs(p).ok()?;
+    // From linux/magic.h.
+    let magic = st.f_type as i64;
+    [
+        (0x9fa0, "proc"),
+        (0x6265_6572, "sysfs"),
+        (0x0027_e0eb, "cgroup"),
+        (0x6367_7270, "cgroup2"),
+        (0x6462_6720, "debugfs"),
+        (0x7472_6163, "tracefs"),
+        (0x7363_6673, "securityfs"),
+        (0xcafe_4a11, "bpf"),
+        (0x6165_676c, "pstore"),
+        (0xde5e_81e4, "efivarfs"),
+        (0x6265_6570, "configfs"),
+        (0x1cd1, "devpts"),
+    ]
+    .iter()
+    .find(|(m, _)| *m == magic)
+    .map(|(_, name)| *name)
 }
 
 /// One process-wide in-memory store, so `memory://` outputs outlive a single run in tests.

@@ -360,8 +360,13 @@ pub async fn remove(root: &Root, version: &str) -> Result<(), IndexError> {
         }
     }
     if let Some(d) = &root.local_dir {
-        // Local stores leave empty directories behind.
-        let _ = std::fs::remove_dir_all(d.join(version_rel(version)));
+        // Local stores leave empty directories behind. A linked `versions` is not entered
+        // (what it points to is not the root's); a linked version is removed as a link.
+        let linked =
+            std::fs::symlink_metadata(d.join("versions")).is_ok_and(|m| m.file_type().is_symlink());
+        if !linked {
+            let _ = std::fs::remove_dir_all(d.join(version_rel(version)));
+        }
     }
     Ok(())
 }

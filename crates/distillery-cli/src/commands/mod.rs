@@ -26,6 +26,16 @@ use distillery_core::spec::Pipeline;
 /// Reads and checks a pipeline file with its `--set` overrides: `Ok(Err(text))` holds every
 /// problem of the file (missing input files included), as printed.
 pub fn load(file: &Path, set: &[String]) -> Result<std::result::Result<Pipeline, String>> {
+    // A file far too big to be a pipeline is refused before it is read whole.
+    let size = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+    if size > distillery_core::spec::MAX_PIPELINE_BYTES as u64 {
+        return Ok(Err(format!(
+            "{}: the pipeline file is {size} bytes, over the limit of {} MiB: it travels with \
+             every task, so keep data and long prompt templates in files it names\n",
+            file.display(),
+            distillery_core::spec::MAX_PIPELINE_BYTES >> 20
+        )));
+    }
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
     // Missing input files are reported with the file's other problems.

@@ -3,13 +3,14 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use distillery_exec::confine::check_output;
 use distillery_exec::run::plan_pipeline;
 
 use super::load;
 use crate::args::ValidateArgs;
 use crate::out::outln;
 
-pub fn run(a: &ValidateArgs) -> Result<ExitCode> {
+pub async fn run(a: &ValidateArgs) -> Result<ExitCode> {
     let file = &a.file;
     match load(file, &a.set)? {
         Err(errors) => {
@@ -18,6 +19,12 @@ pub fn run(a: &ValidateArgs) -> Result<ExitCode> {
         }
         Ok(p) => match plan_pipeline(&p) {
             Ok(plan) => {
+                // The output a run would refuse (on /proc, read-only, a directory of the
+                // user's).
+                if let Err(e) = check_output(&p.output).await {
+                    eprintln!("{}: {e}", file.display());
+                    return Ok(ExitCode::FAILURE);
+                }
                 outln!(
                     "{}: ok (pipeline `{}`, {} input file(s), {} stage(s), output {})",
                     file.display(),

@@ -80,6 +80,10 @@ impl CoordinatorService {
         let lock = OutputLock::new(&job_id, &p.name);
         {
             let _serial = self.output_locks.lock().await;
+            // A directory of the user's is never written (or cleaned) as an output.
+            distillery_exec::confine::claim(&out, distillery_exec::confine::Owned::Output)
+                .await
+                .map_err(invalid)?;
             distillery_exec::lock::acquire(&out, &lock, |j| ended.contains(j))
                 .await
                 .map_err(invalid)?;

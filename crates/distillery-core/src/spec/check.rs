@@ -25,6 +25,10 @@ const TOP_KEYS: &[&str] = &[
     "llm",
 ];
 
+/// The largest pipeline file accepted (after `--set`, before parsing): the text is part of
+/// every task a coordinator hands out, and stays far below the gRPC message limit.
+pub const MAX_PIPELINE_BYTES: usize = 4 << 20;
+
 impl Pipeline {
     /// Parses and checks a pipeline file's text with overrides applied, reporting every problem.
     pub fn parse(
@@ -51,6 +55,18 @@ impl Pipeline {
             file: file.to_string(),
             errors,
         };
+        if text.len() > MAX_PIPELINE_BYTES {
+            return Err(fail(vec![SpecError {
+                path: "(file)".into(),
+                line: None,
+                message: format!(
+                    "the pipeline file is {} bytes, over the limit of {} MiB: it travels with \
+                     every task, so keep data and long prompt templates in files it names",
+                    text.len(),
+                    MAX_PIPELINE_BYTES >> 20
+                ),
+            }]));
+        }
         let mut root: toml::Table = match text.parse::<toml::Table>() {
             Ok(t) => t,
             Err(e) => {

@@ -49,6 +49,7 @@ mod stage;
 mod tests;
 
 pub use catalog::{StageCatalog, StageCheck};
+pub use check::MAX_PIPELINE_BYTES;
 pub use format::Format;
 pub use input::{
     Fb15kOptions, FormatOptions, FreebaseOptions, HybridQaOptions, InputSpec, MediaWikiOptions,

@@ -222,7 +222,9 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .root
         .clone()
         .unwrap_or_else(|| format!("{}/index", cx.pipeline.output.trim_end_matches('/')));
-    let root = root_of(open_location(&root_url, true)?);
+    let root_loc = open_location(&root_url, true)?;
+    crate::confine::claim(&root_loc, crate::confine::Owned::IndexRoot).await?;
+    let root = root_of(root_loc);
     let scratch = Scratch(std::env::temp_dir().join(format!(
         "distillery-index-{}-{}",
         std::process::id(),
