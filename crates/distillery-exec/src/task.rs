@@ -5,7 +5,8 @@
 //! `stage/<name>/shard-NNNNN` per shard (`run.shards`), followed for stages that cut their
 //! questions by shard by one `stage/<name>/merge` task on the level above. A level starts
 //! when every task of the levels below it committed, and its tasks read what those wrote
-//! ([`inputs_below`], cut to a task's shard by [`task_inputs`]): a barrier per level rather
+//! ([`inputs_below`], cut to a task's shard by [`task_inputs`], or found by shard in a
+//! [`LevelInputs`] built once per level): a barrier per level rather
 //! than an edge per task pair, so a job of 100,000 tasks plans in linear time and space.
 //!
 //! [`run_task`] runs one task, writing only under the directory it is given (the attempt's
@@ -406,6 +407,75 @@ pub fn task_inputs(p: &Pipeline, task: &TaskDef, parts: &[WrittenPart]) -> Vec<W
         .collect()
 }
 
+/// The parts below one level, indexed once by shard so that each task of the level finds its
+/// own ([`task_inputs`]'s answer, in the same path order) without a pass over every part: a
+/// level of `n` tasks over `m` parts costs `O(m + n)` lookups, not `O(n * m)`.
+#[derive(Debug, Default)]
+pub struct LevelInputs {
+    /// Every part below the level, in path order.
+    parts: Vec<WrittenPart>,
+    /// Positions in `parts` by the part's shard: every table, and only `questions` and
+    /// `subgraphs` (what a questions-partitioned task reads of its shard alone).
+    by_shard: std::collections::HashMap<u32, Vec<usize>>,
+    question_by_shard: std::collections::HashMap<u32, Vec<usize>>,
+    /// Positions of the parts every questions-partitioned task reads whole.
+    shared: Vec<usize>,
+    max_shard: u32,
+}
+
+impl LevelInputs {
+    /// The index of `parts` (in path order, as [`inputs_below`] gives them).
+    pub fn new(parts: Vec<WrittenPart>) -> LevelInputs {
+        let mut l = LevelInputs::default();
+        for (i, w) in parts.iter().enumerate() {
+            l.by_shard.entry(w.shard).or_default().push(i);
+            if matches!(w.table, TableKind::Questions | TableKind::Subgraphs) {
+                l.question_by_shard.entry(w.shard).or_default().push(i);
+            } else {
+                l.shared.push(i);
+            }
+            l.max_shard = l.max_shard.max(w.shard);
+        }
+        l.parts = parts;
+        l
+    }
+
+    /// What `task` reads: [`task_inputs`] of the level's parts.
+    pub fn for_task(&self, p: &Pipeline, task: &TaskDef) -> Vec<WrittenPart> {
+        let TaskKind::Stage {
+            stage,
+            shard: Some(n),
+        } = task.kind
+        else {
+            return self.parts.clone();
+        };
+        let Some(spec) = p.stages.get(stage) else {
+            return self.parts.clone();
+        };
+        let (how, count) = partitioning(p, spec);
+        // The shards `s` with `s % count == n`.
+        let mine = (n as u64..=self.max_shard as u64)
+            .step_by(count.max(1) as usize)
+            .map(|s| s as u32);
+        let mut at: Vec<usize> = match how {
+            Partitioning::Whole => return self.parts.clone(),
+            Partitioning::Shards => mine
+                .filter_map(|s| self.by_shard.get(&s))
+                .flatten()
+                .copied()
+                .collect(),
+            Partitioning::Questions => mine
+                .filter_map(|s| self.question_by_shard.get(&s))
+                .flatten()
+                .chain(&self.shared)
+                .copied()
+                .collect(),
+        };
+        at.sort_unstable();
+        at.into_iter().map(|i| self.parts[i].clone()).collect()
+    }
+}
+
 /// The committed outputs a task reads besides its parts, in plan order: for a merge task the
 /// outputs of its stage's shard tasks (`None` when one of them has not committed); for a
 /// stage task the files of the stage tasks below it (so a stage reads another's declared
@@ -622,4 +692,96 @@ pub async fn publish_job(
         manifest,
         output: p.output.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A level's index gives every task what a pass over all the parts gives it, in the same
+    /// order, for tasks by shard, by shard of the questions (with fewer tasks than shards), and
+    /// whole.
+    #[test]
+    fn level_inputs_answer_as_task_inputs() {
+        let text = r#"
+version = 1
+name = "t"
+output = "out/t"
+[run]
+shards = 8
+[[inputs]]
+name = "wiki"
+format = "mediawiki"
+paths = ["a.xml"]
+[[inputs]]
+name = "hp"
+format = "hotpotqa"
+paths = ["h.json"]
+[[stages]]
+kind = "hseq"
+[[stages]]
+kind = "label"
+inputs = ["hp"]
+tasks = 3
+"#;
+        let p = crate::stages::parse_pipeline("t.toml", text, &[]).unwrap();
+        let tables = [
+            TableKind::Documents,
+            TableKind::Questions,
+            TableKind::Segments,
+            TableKind::Subgraphs,
+            TableKind::Tables,
+        ];
+        let mut parts: Vec<WrittenPart> = (0..400u32)
+            .map(|i| {
+                let table = tables[(i as usize * 7 + 3) % tables.len()];
+                let shard = (i * 13 + i / 5) % 8;
+                WrittenPart {
+                    table,
+                    shard,
+                    rel: format!("{}/part-{shard:05}-x-{i:04}.parquet", table.name()),
+                    base: "b".into(),
+                    rows: 1,
+                    bytes: 1,
+                }
+            })
+            .collect();
+        parts.sort_by(|a, b| a.rel.cmp(&b.rel));
+        let level = LevelInputs::new(parts.clone());
+        let mut tasks: Vec<TaskDef> = (0..8)
+            .map(|n| TaskDef {
+                id: format!("stage/hseq/shard-{n:05}"),
+                kind: TaskKind::Stage {
+                    stage: 0,
+                    shard: Some(n),
+                },
+                level: 1,
+                gpus: 0,
+                group: "hseq".into(),
+                file: None,
+                side: Vec::new(),
+            })
+            .collect();
+        for n in 0..3 {
+            tasks.push(TaskDef {
+                id: format!("stage/label/shard-{n:05}"),
+                kind: TaskKind::Stage {
+                    stage: 1,
+                    shard: Some(n),
+                },
+                group: "label".into(),
+                ..tasks[0].clone()
+            });
+        }
+        tasks.push(TaskDef {
+            id: "stage/label/merge".into(),
+            kind: TaskKind::Merge { stage: 1 },
+            ..tasks[0].clone()
+        });
+        for t in &tasks {
+            let want = task_inputs(&p, t, &parts);
+            assert!(!want.is_empty(), "{}", t.id);
+            assert_eq!(level.for_task(&p, t), want, "{}", t.id);
+        }
+    }
 }

@@ -11,7 +11,7 @@ use distillery_core::spec::Pipeline;
 use distillery_exec::ExecError;
 use distillery_exec::store::{Location, open_location};
 use distillery_exec::task::{
-    JobPlan, TaskDef, TaskKind, TaskOutput, check_bad_ratio, inputs_below, task_inputs,
+    JobPlan, LevelInputs, TaskDef, TaskKind, TaskOutput, check_bad_ratio, inputs_below,
     upstream_outputs,
 };
 
@@ -233,6 +233,8 @@ pub(crate) struct JobRt {
     /// What the tasks of a (level, shard) read, as JSON, built once when first handed out
     /// (`u32::MAX`: unsharded).
     pub(crate) inputs_json: HashMap<(u32, u32), Arc<str>>,
+    /// The parts below each level that has dispatched a task, indexed by shard.
+    pub(crate) level_inputs: HashMap<u32, LevelInputs>,
     pub(crate) committed: BTreeMap<String, TaskOutput>,
     /// Tasks not committed yet.
     pub(crate) left: usize,
@@ -286,6 +288,7 @@ impl JobRt {
             released: 0,
             phase: Phase::Ingesting,
             inputs_json: HashMap::new(),
+            level_inputs: HashMap::new(),
             record: rec,
             p: Arc::new(p),
             plan: Arc::new(plan),
@@ -399,12 +402,18 @@ impl JobRt {
         if let Some(v) = self.inputs_json.get(&(level, shard)) {
             return v.clone();
         }
-        let all = if level == 0 {
-            Vec::new()
-        } else {
-            inputs_below(level, &self.plan.tasks, &self.committed)
-        };
-        let parts = task_inputs(&self.p, &self.tasks[t].def, &all);
+        // The parts below a level, indexed by shard once: every task of the level looks its
+        // own up instead of rebuilding the list from every committed task (quadratic in the
+        // tasks of a job).
+        let below = self.level_inputs.entry(level).or_insert_with(|| {
+            let all = if level == 0 {
+                Vec::new()
+            } else {
+                inputs_below(level, &self.plan.tasks, &self.committed)
+            };
+            LevelInputs::new(all)
+        });
+        let parts = below.for_task(&self.p, &self.tasks[t].def);
         let v: Arc<str> = serde_json::to_string(&parts)
             .expect("parts serialize")
             .into();
