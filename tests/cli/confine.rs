@@ -72,12 +72,32 @@ fn a_directory_of_the_users_is_refused_and_left_byte_for_byte() {
 }
 
 #[test]
-fn special_and_read_only_outputs_are_refused_by_validate() {
+fn validate_refuses_special_outputs_empty_shards_and_huge_files() {
     for (output, says) in [("/proc/self", "special file system"), ("/sys/x", "special")] {
         let set_out = format!("output={output}");
         let e = stderr_of(&["validate", "pipelines/quickstart.toml", "--set", &set_out]);
         assert!(e.contains(says), "{output}: {e}");
     }
+    // 65,536 shards for a few small files would only schedule empty tasks.
+    let e = stderr_of(&[
+        "validate",
+        "pipelines/quickstart.toml",
+        "--set",
+        "run.shards=65536",
+        "--set",
+        "stages.hseq.tasks=5000",
+    ]);
+    assert!(
+        e.contains("run.shards = 65536, stages.hseq.tasks = 5000")
+            && e.contains("only schedule empty tasks"),
+        "{e}"
+    );
+    ok(&[
+        "validate",
+        "pipelines/quickstart.toml",
+        "--set",
+        "run.shards=1024",
+    ]);
     // A pipeline file far over the limit is refused before it is read.
     let tmp = tempfile::tempdir().unwrap();
     let big = tmp.path().join("big.toml");

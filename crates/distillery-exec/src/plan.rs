@@ -239,6 +239,9 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
             Err(e) => errors.push(inputs_message(e)),
         }
     }
+    if let Some(e) = shard_bound(p, &files) {
+        errors.push(e);
+    }
     let side = match resolve_side(p) {
         Ok(side) => side,
         Err(e) => {
@@ -250,6 +253,41 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
         return Err(ExecError::Inputs(errors.join("\n")));
     }
     plan_known(p, files, side)
+}
+
+/// Below this many shards (or tasks of a stage) any input is accepted.
+pub const SHARDS_ALWAYS_ALLOWED: u32 = 1024;
+
+/// Input bytes per shard beyond which more shards only make empty tasks.
+pub const BYTES_PER_SHARD: u64 = 4096;
+
+/// Refuses a shard count (`run.shards`, or a stage's `tasks`) that can only make empty tasks:
+/// more than [`SHARDS_ALWAYS_ALLOWED`], one per input file, and one per [`BYTES_PER_SHARD`]
+/// bytes of input. Inputs of unknown size (URLs) are not judged.
+fn shard_bound(p: &Pipeline, files: &[PlannedFile]) -> Option<String> {
+    let sizes: Option<Vec<u64>> = files.iter().map(|f| f.size).collect();
+    let bytes: u64 = sizes?.iter().sum();
+    let bound = (bytes / BYTES_PER_SHARD)
+        .max(files.len() as u64)
+        .max(SHARDS_ALWAYS_ALLOWED as u64);
+    let asked = std::iter::once(("run.shards".to_string(), p.run.shards)).chain(
+        p.stages
+            .iter()
+            .filter_map(|s| Some((format!("stages.{}.tasks", s.name), s.tasks?))),
+    );
+    let over: Vec<String> = asked
+        .filter(|(_, n)| *n as u64 > bound)
+        .map(|(k, n)| format!("{k} = {n}"))
+        .collect();
+    (!over.is_empty()).then(|| {
+        format!(
+            "{} for {} input file(s) of {bytes} bytes in all: at most {bound} (one per input \
+             file or per {BYTES_PER_SHARD} bytes of input, and never fewer than \
+             {SHARDS_ALWAYS_ALLOWED}); more would only schedule empty tasks",
+            over.join(", "),
+            files.len()
+        )
+    })
 }
 
 /// The files each stage reads besides the inputs, resolved now; every problem at once.
