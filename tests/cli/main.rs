@@ -11,6 +11,7 @@ mod fault;
 #[path = "../support/files.rs"]
 mod files;
 mod freebase;
+mod hostile;
 mod index;
 mod label;
 mod planner;

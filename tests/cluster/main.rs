@@ -10,6 +10,7 @@ mod files;
 mod s3;
 #[path = "../support/stand_in.rs"]
 mod stand_in;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

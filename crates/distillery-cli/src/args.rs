@@ -255,10 +255,16 @@ pub struct LabelArgs {
 #[derive(clap::Args)]
 pub struct InspectArgs {
     pub url: String,
+    /// The query. It may only read the output's tables: CREATE [EXTERNAL] TABLE, CREATE VIEW,
+    /// DROP, INSERT, COPY ... TO and SET are refused unless --allow-writes is given.
     #[arg(long)]
     pub sql: Option<String>,
     #[arg(long, value_enum, default_value_t = OutFormat::Table)]
     pub format: OutFormat,
+    /// Let --sql run DDL, DML and statements: CREATE EXTERNAL TABLE (reads any file),
+    /// COPY ... TO and INSERT (write any file this user may write), DROP, SET.
+    #[arg(long, requires = "sql")]
+    pub allow_writes: bool,
 }
 
 /// The arguments of `coordinator`.

@@ -1,7 +1,9 @@
 //! Shared-token authentication: every call carries `authorization: Bearer <token>`; the
 //! coordinator refuses calls without the right one. The token never appears in logs or in
-//! `Debug` output.
+//! `Debug` output. Tokens are compared in constant time (`subtle`), and the embedded cluster's
+//! random token comes from the operating system's random source (`getrandom`).
 
+use subtle::ConstantTimeEq;
 use tonic::metadata::MetadataValue;
 use tonic::{Request, Status};
 
@@ -52,13 +54,20 @@ impl Token {
         }
     }
 
-    /// A random token for an embedded cluster that only this process talks to.
-    pub fn random() -> Token {
-        let mut s = String::with_capacity(32);
-        for _ in 0..32 {
-            s.push(fastrand::alphanumeric());
+    /// A random token for an embedded cluster that only this process talks to: 256 bits from
+    /// the operating system's random source, as 64 hex digits.
+    pub fn random() -> Result<Token, ClusterError> {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| {
+            ClusterError::Config(format!("cannot read the system's random source: {e}"))
+        })?;
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut s = String::with_capacity(64);
+        for b in bytes {
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 0x0f)] as char);
         }
-        Token(s)
+        Ok(Token(s))
     }
 
     fn bearer(&self) -> MetadataValue<tonic::metadata::Ascii> {
@@ -89,12 +98,10 @@ impl Token {
     }
 }
 
-/// Compares without an early exit, so the time taken says nothing about the token.
+/// Compares in constant time (`subtle`), so the time taken says nothing about the token's
+/// bytes (only a length mismatch returns early, and the length is no secret).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 #[cfg(test)]
@@ -115,5 +122,30 @@ mod tests {
         let req = t.attach(Request::new(())).unwrap();
         assert!(t.check(req).is_ok());
         assert!(Token::new("  ").is_err());
+    }
+
+    #[test]
+    fn random_tokens_are_long_distinct_and_accepted_only_by_themselves() {
+        let a = Token::random().unwrap();
+        let b = Token::random().unwrap();
+        assert_eq!(a.0.len(), 64);
+        assert!(a.0.bytes().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a.0, b.0);
+        // Usable as a bearer value, and checked both ways.
+        assert!(a.check(a.attach(Request::new(())).unwrap()).is_ok());
+        assert!(a.check(b.attach(Request::new(())).unwrap()).is_err());
+        // A prefix or a longer token is refused too.
+        let prefix = Token::new(&a.0[..63]).unwrap();
+        assert!(a.check(prefix.attach(Request::new(())).unwrap()).is_err());
+        let longer = Token::new(format!("{}0", a.0)).unwrap();
+        assert!(a.check(longer.attach(Request::new(())).unwrap()).is_err());
+    }
+
+    #[test]
+    fn constant_time_eq_compares_bytes_and_lengths() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(constant_time_eq(b"", b""));
     }
 }

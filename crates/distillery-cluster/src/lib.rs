@@ -21,8 +21,10 @@
 //! optional TLS), `object_store` (create-if-absent commit records), `tokio` + `tokio-stream`
 //! (the runtime; serving on a bound listener), `tokio-util` (`TaskTracker`: what ended jobs
 //! still do in the background, awaited before an embedded run exits), `serde`/`serde_json` (records and the task
-//! payloads inside messages), `fastrand` (ids, tokens and backoff jitter), `tracing`,
-//! `thiserror`.
+//! payloads inside messages), `fastrand` (ids and backoff jitter), `tracing`,
+//! `thiserror`, `subtle` (the token compared in constant time), `getrandom` (the embedded
+//! cluster's token from the operating system's random source), `tempfile` (the embedded run's
+//! private state directory, removed on every exit path).
 
 pub mod auth;
 pub mod client;

@@ -119,6 +119,10 @@ pub async fn outcome_of(status: pb::JobStatus) -> Result<RunOutcome, ClusterErro
 
 /// Runs a pipeline through an embedded cluster: a coordinator on a loopback port with its
 /// state in a temporary directory, and one in-process worker with `parallelism` slots.
+///
+/// The state directory (`distillery-run-<pid>-<random>` in the temporary directory) is
+/// private to the user (mode 0700) and removed when the run ends, fails or panics; the ones
+/// that runs killed before their end left behind are swept first ([`sweep_stale_temp_dirs`]).
 pub async fn run_embedded(
     file: &str,
     text: &str,
@@ -126,14 +130,112 @@ pub async fn run_embedded(
     parallelism: usize,
     mode: ProgressMode,
 ) -> Result<RunOutcome, ClusterError> {
-    let state_dir = std::env::temp_dir().join(format!(
-        "distillery-run-{}-{}",
-        std::process::id(),
-        fastrand::u64(..)
-    ));
-    let result = run_embedded_in(&state_dir, file, text, overrides, parallelism, mode).await;
-    let _ = std::fs::remove_dir_all(&state_dir);
-    result
+    let tmp = std::env::temp_dir();
+    let state_dir = private_temp_dir(&tmp, RUN_DIR_PREFIX)?;
+    sweep_stale_temp_dirs(&tmp, state_dir.path());
+    // `state_dir` is removed when dropped: at the end, on an error and on a panic alike.
+    run_embedded_in(state_dir.path(), file, text, overrides, parallelism, mode).await
+}
+
+/// The name prefix of the embedded run's state directories (followed by `<pid>-<random>`).
+pub const RUN_DIR_PREFIX: &str = "distillery-run-";
+
+/// The name prefixes of the temporary directories this program makes (each followed by
+/// `<pid>-<random>`): the embedded run's state, and the index stage's scratch.
+pub const TEMP_DIR_PREFIXES: &[&str] = &[RUN_DIR_PREFIX, "distillery-index-"];
+
+/// Creates `<prefix><pid>-<random>` under `parent`, readable by this user only (0700) and
+/// removed when the returned value is dropped.
+pub fn private_temp_dir(
+    parent: &std::path::Path,
+    prefix: &str,
+) -> Result<tempfile::TempDir, ClusterError> {
+    let mut b = tempfile::Builder::new();
+    let name = format!("{prefix}{}-", std::process::id());
+    b.prefix(&name);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    b.tempdir_in(parent).map_err(|e| {
+        ClusterError::Config(format!(
+            "cannot create a temporary directory in {}: {e}",
+            parent.display()
+        ))
+    })
+}
+
+/// The pid in a name `<prefix><pid>-<rest>` of one of [`TEMP_DIR_PREFIXES`], else `None`.
+fn temp_dir_pid(name: &str) -> Option<u32> {
+    let rest = TEMP_DIR_PREFIXES
+        .iter()
+        .find_map(|p| name.strip_prefix(p))?;
+    let (pid, suffix) = rest.split_once('-')?;
+    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || suffix.is_empty() {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Removes from `parent` the temporary directories of this program ([`TEMP_DIR_PREFIXES`])
+/// whose process no longer runs (no `/proc/<pid>`): what runs killed before their end left
+/// behind. Only directories (never a symbolic link, never followed), only of the same owner as
+/// `ours` (a directory this process just made there), never this process's own; nothing where
+/// there is no `/proc`. Returns how many were removed.
+pub fn sweep_stale_temp_dirs(parent: &std::path::Path, ours: &std::path::Path) -> usize {
+    let proc = std::path::Path::new("/proc");
+    if !proc.join("self").exists() {
+        return 0;
+    }
+    #[cfg(unix)]
+    let owner = {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(ours) {
+            Ok(m) => m.uid(),
+            Err(_) => return 0,
+        }
+    };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let me = std::process::id();
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_dir_pid) else {
+            continue;
+        };
+        if pid == me || proc.join(pid.to_string()).exists() {
+            continue;
+        }
+        let path = entry.path();
+        // `symlink_metadata`: a link named like ours is not a directory and is left alone.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !meta.file_type().is_dir() {
+            continue;
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if meta.uid() != owner {
+                continue;
+            }
+        }
+        // `remove_dir_all` removes links inside without following them.
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => {
+                removed += 1;
+                info!(path = %path.display(), pid, "removed a stale temporary directory");
+            }
+            Err(e) => {
+                warn!(path = %path.display(), error = %e, "cannot remove a stale temporary directory")
+            }
+        }
+    }
+    removed
 }
 
 async fn run_embedded_in(
@@ -162,7 +264,7 @@ async fn run_embedded_in(
             .local_addr()
             .map_err(|e| ClusterError::Config(e.to_string()))?
     );
-    let token = Token::random();
+    let token = Token::random()?;
     let (stop_tx, mut stop_rx) = watch::channel(false);
     let svc_done = svc.clone();
     let server = tokio::spawn(serve(svc, listener, token.clone(), None, async move {
@@ -223,4 +325,98 @@ async fn run_embedded_in(
         warn!("the failed job's staging is still being removed; leaving it");
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid that no process has now.
+    fn dead_pid() -> u32 {
+        (100_000..4_000_000u32)
+            .rev()
+            .find(|p| !std::path::Path::new(&format!("/proc/{p}")).exists())
+            .unwrap()
+    }
+
+    #[test]
+    fn temp_dir_names_are_parsed_strictly() {
+        assert_eq!(temp_dir_pid("distillery-run-123-abc"), Some(123));
+        assert_eq!(temp_dir_pid("distillery-index-9-0a1b"), Some(9));
+        assert_eq!(temp_dir_pid("distillery-run-123-"), None);
+        assert_eq!(temp_dir_pid("distillery-run-12x-abc"), None);
+        assert_eq!(temp_dir_pid("distillery-run--abc"), None);
+        assert_eq!(temp_dir_pid("distillery-runs-1-abc"), None);
+        assert_eq!(temp_dir_pid("other-123-abc"), None);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_run_directory_is_private_and_removed_on_drop_and_on_panic() {
+        use std::os::unix::fs::PermissionsExt;
+        let parent = tempfile::tempdir().unwrap();
+        let d = private_temp_dir(parent.path(), RUN_DIR_PREFIX).unwrap();
+        let name = d.path().file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(temp_dir_pid(&name), Some(std::process::id()), "{name}");
+        let mode = std::fs::metadata(d.path()).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let path = d.path().to_path_buf();
+        std::fs::write(path.join("f"), b"x").unwrap();
+        drop(d);
+        assert!(!path.exists());
+
+        let p = parent.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = std::panic::catch_unwind(move || {
+            let d = private_temp_dir(&p, RUN_DIR_PREFIX).unwrap();
+            tx.send(d.path().to_path_buf()).unwrap();
+            panic!("a run that panics");
+        });
+        assert!(r.is_err());
+        assert!(!rx.recv().unwrap().exists());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_sweep_removes_only_our_directories_of_dead_processes() {
+        let parent = tempfile::tempdir().unwrap();
+        let p = parent.path();
+        let ours = private_temp_dir(p, RUN_DIR_PREFIX).unwrap();
+        let dead = dead_pid();
+        let me = std::process::id();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep.txt"), b"keep").unwrap();
+
+        let stale_run = p.join(format!("distillery-run-{dead}-abc123"));
+        let stale_index = p.join(format!("distillery-index-{dead}-0a1b2c3d"));
+        for d in [&stale_run, &stale_index] {
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+            std::fs::write(d.join("sub/state.json"), b"{}").unwrap();
+        }
+        // A link inside a stale directory is removed, not followed.
+        std::os::unix::fs::symlink(outside.path(), stale_run.join("out")).unwrap();
+        // Kept: a live process's, this process's, a link, a file, other names.
+        let live = p.join("distillery-run-1-abc");
+        let own = p.join(format!("distillery-run-{me}-zzz"));
+        let other = p.join(format!("someone-{dead}-abc"));
+        let bad = p.join(format!("distillery-run-{dead}"));
+        for d in [&live, &own, &other, &bad] {
+            std::fs::create_dir(d).unwrap();
+        }
+        let link = p.join(format!("distillery-run-{dead}-link"));
+        std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+        let file = p.join(format!("distillery-run-{dead}-file"));
+        std::fs::write(&file, b"x").unwrap();
+
+        assert_eq!(sweep_stale_temp_dirs(p, ours.path()), 2);
+        assert!(!stale_run.exists() && !stale_index.exists());
+        for kept in [&live, &own, &other, &bad, &file, &ours.path().to_path_buf()] {
+            assert!(kept.exists(), "{} was removed", kept.display());
+        }
+        assert!(std::fs::symlink_metadata(&link).is_ok());
+        assert_eq!(
+            std::fs::read(outside.path().join("keep.txt")).unwrap(),
+            b"keep"
+        );
+    }
 }

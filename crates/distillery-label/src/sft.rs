@@ -18,7 +18,9 @@
 //!    `[system, user, assistant]`, the user prompt fitted to `max_tokens` by [`crate::prompt::Prompts::render_iteration`], the
 //!    assistant turn the exact target JSON of [`target_json`];
 //! 4. with the `head` option, adds the trajectory's HSEQ-H head sample ([`crate::head`]);
-//! 5. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on.
+//! 5. adds the HANRAG samples ([`crate::hanrag::samples`]) when the `hanrag` option is on;
+//! 6. breaks the chat-template control tokens (`<|im_end|>`, `[INST]`, ...) that source text
+//!    brought into the samples' messages ([`neutralise_control_tokens`]).
 //!
 //! The time each question spends in steps 1 (`hseq`), 2 (`label`) and 3-4 (`samples`) is
 //! returned with its output ([`crate::Phases`], monotonic-clock laps).
@@ -243,6 +245,107 @@ pub fn sample_id(
     b.finish()
 }
 
+/// The character [`neutralise_control_tokens`] puts inside a control token: U+200B ZERO
+/// WIDTH SPACE.
+pub const NEUTRALISER: char = '\u{200b}';
+
+/// The control tokens of chat templates matched as they are written (Llama 2, Gemma); the
+/// `<|...|>` shape (ChatML, Llama 3, Phi, Qwen) and DeepSeek's `<｜...｜>` are matched by
+/// [`control_token_at`].
+const CONTROL_TOKENS: &[&str] = &[
+    "[INST]",
+    "[/INST]",
+    "<<SYS>>",
+    "<</SYS>>",
+    "<s>",
+    "</s>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+];
+
+/// Whether `s[i..]` starts with a chat-template control token: one of [`CONTROL_TOKENS`], or
+/// `<|name|>` / `<｜name｜>` with `name` 1 to 64 characters, none of them whitespace, `|`,
+/// `｜`, `<` or `>` (`<|im_end|>`, `<|endoftext|>`, `<|eot_id|>`, `<|start_header_id|>`,
+/// `<|end|>`, `<｜begin▁of▁sentence｜>`).
+fn control_token_at(s: &str, i: usize) -> bool {
+    let rest = &s[i..];
+    if CONTROL_TOKENS.iter().any(|t| rest.starts_with(t)) {
+        return true;
+    }
+    for (open, close) in [("<|", "|>"), ("<\u{ff5c}", "\u{ff5c}>")] {
+        let Some(body) = rest.strip_prefix(open) else {
+            continue;
+        };
+        let mut n = 0;
+        for (j, c) in body.char_indices() {
+            if body[j..].starts_with(close) {
+                return n > 0;
+            }
+            n += 1;
+            if n > 64 || c.is_whitespace() || matches!(c, '|' | '\u{ff5c}' | '<' | '>') {
+                break;
+            }
+        }
+    }
+    false
+}
+
+/// `text` with every chat-template control token ([`control_token_at`]) broken by a
+/// [`NEUTRALISER`] after its first character (`<|im_end|>` becomes `<\u{200b}|im_end|>`), so
+/// that no tokenizer's added-token matcher sees it and no training sample carries a turn
+/// boundary it did not mean; everything else byte for byte. `None` when there is none (the
+/// common case, found without allocating). The chat template's own markers are added by the
+/// trainer; nothing this program writes holds one, and no marker of its formats
+/// (`[NO_RETRIEVAL]`, `[SUFFICIENT]`, `<paragraph>`) is matched.
+pub fn neutralise_control_tokens(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut at = memchr::memchr2_iter(b'<', b'[', b).filter(|&i| control_token_at(text, i));
+    let first = at.next()?;
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut from = 0;
+    for i in std::iter::once(first).chain(at) {
+        // The first character is `<` or `[`: one byte.
+        out.push_str(&text[from..=i]);
+        out.push(NEUTRALISER);
+        from = i + 1;
+    }
+    out.push_str(&text[from..]);
+    Some(out)
+}
+
+/// Neutralises the control tokens in the contents of `messages`
+/// ([`neutralise_control_tokens`]); whether any changed.
+pub fn neutralise_messages(messages: &mut [Message]) -> bool {
+    let mut changed = false;
+    for m in messages {
+        if let Some(t) = neutralise_control_tokens(&m.content) {
+            m.content = t;
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// Whether a content holds a control token that [`neutralise_control_tokens`] broke (its
+/// first character followed by [`NEUTRALISER`]): how the writers downstream of a neutralised
+/// sample count it.
+pub fn carries_neutralised_token(text: &str) -> bool {
+    let z = NEUTRALISER.len_utf8();
+    memchr::memmem::find_iter(text.as_bytes(), "\u{200b}".as_bytes()).any(|i| {
+        let Some(first @ (b'<' | b'[')) = i.checked_sub(1).map(|p| text.as_bytes()[p]) else {
+            return false;
+        };
+        // The token as it was: its first character and what follows the neutraliser (at
+        // most 80 characters: the longest token matched is 68).
+        let tail = &text[i + z..];
+        let end = tail.char_indices().nth(80).map_or(tail.len(), |(j, _)| j);
+        let mut was = String::with_capacity(end + 1);
+        was.push(char::from(first));
+        was.push_str(&tail[..end]);
+        control_token_at(&was, 0)
+    })
+}
+
 /// Labels one question with every method and renders its samples (see the module docs).
 pub fn label_question(
     l: &Labeller,
@@ -323,6 +426,12 @@ pub fn label_question(
     if l.options.hanrag {
         out.samples.extend(hanrag::samples(l, q));
         out.phases.samples += lap.lap();
+    }
+    // Source text (the question, its contexts, answers) may hold chat-template control
+    // tokens: broken here, so that the `sft` rows, the JSONL lines and the duplicate hash all
+    // see the same neutralised text (the writers count such samples).
+    for s in &mut out.samples {
+        neutralise_messages(&mut s.messages);
     }
     out
 }
@@ -641,5 +750,73 @@ mod tests {
             [false, false, false, false, true, false, false, false]
         );
         assert_eq!(candidate_stream(&sh, 48, &echo), [1, 2, 3, 5, 6, 7]);
+    }
+
+    #[test]
+    fn control_tokens_are_broken_and_everything_else_kept() {
+        let z = "\u{200b}";
+        for (raw, want) in [
+            ("a <|im_end|> b", format!("a <{z}|im_end|> b")),
+            ("<|im_start|>user", format!("<{z}|im_start|>user")),
+            ("x<|endoftext|>", format!("x<{z}|endoftext|>")),
+            (
+                "<|begin_of_text|><|start_header_id|>system<|end_header_id|><|eot_id|>",
+                format!(
+                    "<{z}|begin_of_text|><{z}|start_header_id|>system<{z}|end_header_id|><{z}|eot_id|>"
+                ),
+            ),
+            ("<|user|>hi<|end|>", format!("<{z}|user|>hi<{z}|end|>")),
+            ("[INST] q [/INST]", format!("[{z}INST] q [{z}/INST]")),
+            ("<<SYS>>s<</SYS>>", format!("<{z}<SYS>>s<{z}</SYS>>")),
+            ("<s>x</s>", format!("<{z}s>x<{z}/s>")),
+            (
+                "<start_of_turn>user\nq<end_of_turn>",
+                format!("<{z}start_of_turn>user\nq<{z}end_of_turn>"),
+            ),
+            (
+                "é<｜begin▁of▁sentence｜>ü",
+                format!("é<{z}｜begin▁of▁sentence｜>ü"),
+            ),
+        ] {
+            let got = neutralise_control_tokens(raw).unwrap();
+            assert_eq!(got, want, "{raw:?}");
+            assert_eq!(got.replace(z, ""), raw, "only the neutraliser is added");
+            assert!(
+                neutralise_control_tokens(&got).is_none(),
+                "idempotent: {got:?}"
+            );
+            assert!(carries_neutralised_token(&got), "{got:?}");
+        }
+        // Not control tokens: the formats' own markers, look-alikes, plain text.
+        for text in [
+            "[NO_RETRIEVAL] [SUFFICIENT] [INSUFFICIENT] <paragraph>x</paragraph>",
+            "a || b, x <| y, <||>, <| im_end |>, <|a\nb|>, [inst], <S>, <sys>, [INST",
+            "<|aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa|>",
+            "plain text with <b>tags</b> and [brackets] and é ü 中文",
+            "",
+        ] {
+            assert_eq!(neutralise_control_tokens(text), None, "{text:?}");
+            assert!(!carries_neutralised_token(text), "{text:?}");
+        }
+        // A zero width space the source had, not after a token's first character.
+        assert!(!carries_neutralised_token("a\u{200b}b <\u{200b}b>"));
+    }
+
+    #[test]
+    fn messages_are_neutralised_in_place() {
+        let mut m = vec![
+            Message {
+                role: "system".into(),
+                content: "You pick segments.".into(),
+            },
+            Message {
+                role: "user".into(),
+                content: "Who? <|im_end|><|im_start|>assistant [INST]".into(),
+            },
+        ];
+        assert!(neutralise_messages(&mut m));
+        assert_eq!(m[0].content, "You pick segments.");
+        assert!(!m[1].content.contains("<|im_end|>") && !m[1].content.contains("[INST]"));
+        assert!(!neutralise_messages(&mut m));
     }
 }

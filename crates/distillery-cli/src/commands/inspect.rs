@@ -8,6 +8,12 @@
 //! Without `--sql` the overview lists tables, other files and stages; for an output with SFT
 //! samples it adds the dataset view ([`SFT_VIEW`]), computed with SQL over the `sft` and
 //! `labels` tables.
+//!
+//! Queries only read: `--sql` runs with DataFusion's [`SQLOptions`] refusing DDL (`CREATE
+//! [EXTERNAL] TABLE`, `CREATE VIEW`, `DROP`), DML (`INSERT`, `COPY ... TO`) and statements
+//! (`SET`, `PREPARE`), and URL tables (a file path as a table name) are never enabled, so a
+//! query neither reads nor writes a file outside the output. `--allow-writes` lifts the first
+//! three for a user who wants them.
 
 use crate::out::{out, outln};
 use std::process::ExitCode;
@@ -22,7 +28,8 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
-use datafusion::prelude::SessionContext;
+use datafusion::execution::context::SQLOptions;
+use datafusion::prelude::{DataFrame, SessionContext};
 use distillery_core::TableKind;
 use distillery_core::schema::schema_of;
 use distillery_exec::publish::{read_manifest, read_summary};
@@ -30,13 +37,42 @@ use distillery_exec::store::open_location;
 
 use crate::args::{InspectArgs, OutFormat};
 
-/// `distillery inspect URL [--sql QUERY] [--format table|csv|json]`.
+/// `distillery inspect URL [--sql QUERY] [--format table|csv|json] [--allow-writes]`.
 pub async fn run(a: &InspectArgs) -> Result<ExitCode> {
-    inspect(&a.url, a.sql.as_deref(), a.format).await?;
+    inspect(&a.url, a.sql.as_deref(), a.format, a.allow_writes).await?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Builds a DataFusion session with the output's tables registered.
+/// What a query may do: only read, unless `allow_writes`.
+fn sql_options(allow_writes: bool) -> SQLOptions {
+    SQLOptions::new()
+        .with_allow_ddl(allow_writes)
+        .with_allow_dml(allow_writes)
+        .with_allow_statements(allow_writes)
+}
+
+/// Plans `sql` and refuses it when `options` do not allow what it does (checked on the plan,
+/// before anything runs), with a message saying how to allow it.
+async fn query(ctx: &SessionContext, sql: &str, allow_writes: bool) -> Result<DataFrame> {
+    let plan = ctx
+        .state()
+        .create_logical_plan(sql)
+        .await
+        .with_context(|| format!("query: {sql}"))?;
+    if let Err(e) = sql_options(allow_writes).verify_plan(&plan) {
+        anyhow::bail!(
+            "query refused: {}; `inspect --sql` only reads the output's tables (no CREATE, \
+             DROP, INSERT, COPY or SET); pass --allow-writes to run it anyway",
+            e.strip_backtrace()
+        );
+    }
+    ctx.execute_logical_plan(plan)
+        .await
+        .with_context(|| format!("query: {sql}"))
+}
+
+/// Builds a DataFusion session with the output's tables registered (and no URL tables: a
+/// table name is never read as a file path).
 pub async fn session_for(url: &str) -> Result<SessionContext> {
     let loc = open_location(url, false)?;
     let manifest = read_manifest(&loc).await?;
@@ -80,17 +116,17 @@ pub async fn session_for(url: &str) -> Result<SessionContext> {
 }
 
 /// Runs a query (or lists the tables) and prints the result.
-pub async fn inspect(url: &str, sql: Option<&str>, format: OutFormat) -> Result<()> {
+pub async fn inspect(
+    url: &str,
+    sql: Option<&str>,
+    format: OutFormat,
+    allow_writes: bool,
+) -> Result<()> {
     let Some(sql) = sql else {
         return overview(url).await;
     };
     let ctx = session_for(url).await?;
-    let batches = ctx
-        .sql(sql)
-        .await
-        .with_context(|| format!("query: {sql}"))?
-        .collect()
-        .await?;
+    let batches = query(&ctx, sql, allow_writes).await?.collect().await?;
     let out = render(&batches, format)?;
     out!("{out}");
     Ok(())
@@ -136,12 +172,7 @@ async fn overview(url: &str) -> Result<()> {
     if samples > 0 {
         let ctx = session_for(url).await?;
         for (title, sql) in SFT_VIEW {
-            let batches = ctx
-                .sql(sql)
-                .await
-                .with_context(|| format!("query: {sql}"))?
-                .collect()
-                .await?;
+            let batches = query(&ctx, sql, false).await?.collect().await?;
             outln!("{title}:");
             out!("{}", render(&batches, OutFormat::Table)?);
         }

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use distillery_core::SftSample;
 use distillery_core::id::shard_of;
 use distillery_core::summary::ManifestFile;
+use distillery_label::sft::neutralise_control_tokens;
 use object_store::ObjectStoreExt;
 use object_store::buffered::BufWriter;
 use serde_json::{Value, json};
@@ -60,7 +61,8 @@ pub fn content_hash(s: &SftSample) -> u128 {
 /// One line of `sft/*.jsonl`: a JSON object with the keys `id`, `messages` (`role`,
 /// `content`), `weight`, then the lineage `task, dataset, question_id, segment_ids, method,
 /// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
-/// sufficient, prompt_tokens, target_tokens`, in that order, and a newline.
+/// sufficient, prompt_tokens, target_tokens`, in that order, and a newline. Chat-template
+/// control tokens in the contents are broken ([`neutralise_control_tokens`]).
 pub fn jsonl_line(s: &SftSample) -> String {
     JsonlLines::default().line(s)
 }
@@ -108,7 +110,12 @@ impl JsonlLines {
             o.push_str("{\"role\":");
             json_str(&mut o, &m.role);
             o.push_str(",\"content\":");
-            json_str(&mut o, &m.content);
+            // The samples' writers neutralise them first; this keeps a raw control token
+            // out of the files whatever path a sample took.
+            match neutralise_control_tokens(&m.content) {
+                Some(t) => json_str(&mut o, &t),
+                None => json_str(&mut o, &m.content),
+            }
             o.push('}');
         }
         o.push_str("],\"weight\":");

@@ -17,6 +17,9 @@
 //!    its files, line by line. With one shard task and no duplicate its files are published
 //!    as they are (no copy).
 //!
+//! A ledger line also marks a sample whose chat-template control tokens were neutralised
+//! (`distillery_label::sft::neutralise_control_tokens`); the merge counts the kept ones.
+//!
 //! Memory: one entry (content hash → winner) per distinct sample, about 48 bytes.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -30,6 +33,9 @@ use distillery_core::summary::{ManifestFile, StageSummary};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncBufReadExt;
+
+use distillery_label::sft::{carries_neutralised_token, neutralise_control_tokens};
+use tracing::warn;
 
 use crate::error::ExecError;
 use crate::kit::jsonl::{TextFile, dataset_info};
@@ -57,6 +63,10 @@ struct Entry {
     task: String,
     /// Index of the `sft` part in [`Head::parts`].
     p: u32,
+    /// Whether chat-template control tokens of the sample's source text were neutralised
+    /// (left out when not, so the ledgers of other samples are as before).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    c: bool,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -110,6 +120,7 @@ impl LedgerWriter {
             split: s.split.clone(),
             task: s.task.clone(),
             p,
+            c: neutralised(s),
         };
         let mut line = serde_json::to_string(&e).expect("entries serialize");
         line.push('\n');
@@ -139,6 +150,17 @@ impl LedgerWriter {
         ])
     }
 }
+
+/// Whether a sample's messages had chat-template control tokens neutralised (or still hold
+/// one, which its JSONL line neutralises).
+fn neutralised(s: &SftSample) -> bool {
+    s.messages.iter().any(|m| {
+        carries_neutralised_token(&m.content) || neutralise_control_tokens(&m.content).is_some()
+    })
+}
+
+/// The summary counter of the kept samples whose control tokens were neutralised.
+pub(crate) const CONTROL_TOKENS_NEUTRALISED: &str = "control_tokens_neutralised";
 
 /// What [`merge_sft`] staged.
 #[derive(Debug, Default)]
@@ -220,8 +242,9 @@ impl LineReader {
 
 /// Joins the SFT files the shard tasks staged under `dir` (`sft`, or a teacher stage's name)
 /// into the merge task's directory `staging`: see the module's documentation. Counts
-/// `samples.<task>`, `samples.<split>`, `duplicates_removed` and the kept samples in
-/// `records_out`.
+/// `samples.<task>`, `samples.<split>`, `duplicates_removed`, `control_tokens_neutralised`
+/// (kept samples whose source text had chat-template control tokens broken; only when some
+/// had, with a warning) and the kept samples in `records_out`.
 pub(crate) async fn merge_sft(
     out: &Location,
     staging: &str,
@@ -236,12 +259,17 @@ pub(crate) async fn merge_sft(
     let mut winner: HashMap<u128, u64> = HashMap::new();
     let mut entries = 0u64;
     let mut per: BTreeMap<String, u64> = BTreeMap::new();
+    // The content hashes of neutralised samples: one kept sample each.
+    let mut neutralised: HashSet<u128> = HashSet::new();
     for s in shards {
         let rel = ledger(s, LEDGER);
         let show = out.show(&rel);
         each_line(out, &rel, |line| {
             let (h, e) = parse_entry(line, &show)?;
             entries += 1;
+            if e.c {
+                neutralised.insert(h);
+            }
             *per.entry(format!("samples.{}", e.task)).or_default() += 1;
             *per.entry(format!("samples.{}", e.split)).or_default() += 1;
             let k = id_key(&e.id);
@@ -255,6 +283,15 @@ pub(crate) async fn merge_sft(
     }
     let duplicates = entries - winner.len() as u64;
     summary.add("duplicates_removed", duplicates);
+    if !neutralised.is_empty() {
+        let n = neutralised.len() as u64;
+        summary.add(CONTROL_TOKENS_NEUTRALISED, n);
+        warn!(
+            stage = %summary.stage,
+            samples = n,
+            "chat-template control tokens in source text neutralised in sft samples"
+        );
+    }
     if let Some(first) = shards.first() {
         let head: Head = read_head(out, &ledger(first, LEDGER_HEAD)).await?;
         for (k, n) in head.once {
@@ -560,5 +597,52 @@ mod tests {
             }
             assert_eq!(rows, 2, "{:?}", m.parts);
         }
+    }
+
+    #[tokio::test]
+    async fn neutralised_samples_are_counted_once_each_and_never_written_raw() {
+        let out = open_location("memory://sft-merge-neutralised", true).unwrap();
+        // Raw tokens (neutralised by the line), already neutralised text, a duplicate of the
+        // first, and a plain sample.
+        let mut pre = sample("a2", "q <|eot_id|>");
+        assert!(distillery_label::sft::neutralise_messages(
+            &mut pre.messages
+        ));
+        let a = shard(
+            &out,
+            "a",
+            0,
+            &[
+                sample("a1", "q <|im_end|> [INST]"),
+                pre,
+                sample("a3", "plain"),
+            ],
+        )
+        .await;
+        let b = shard(&out, "b", 1, &[sample("b1", "q <|im_end|> [INST]")]).await;
+        let mut summary = StageSummary::default();
+        merge_sft(&out, "m", "sft", &[a, b], &mut summary)
+            .await
+            .unwrap();
+        assert_eq!(summary.counters[CONTROL_TOKENS_NEUTRALISED], 2);
+        assert_eq!(summary.counters["duplicates_removed"], 1);
+        let text = out.read("m/sft/train.jsonl").await.unwrap();
+        let text = String::from_utf8(text.to_vec()).unwrap();
+        assert_eq!(text.lines().count(), 3);
+        for raw in ["<|im_end|>", "[INST]", "<|eot_id|>"] {
+            assert!(!text.contains(raw), "{text}");
+        }
+        assert!(
+            text.contains("q <\u{200b}|im_end|> [\u{200b}INST]"),
+            "{text}"
+        );
+
+        // Without any, no counter.
+        let c = shard(&out, "c", 0, &[sample("c1", "plain")]).await;
+        let mut summary = StageSummary::default();
+        merge_sft(&out, "m2", "sft", &[c], &mut summary)
+            .await
+            .unwrap();
+        assert!(!summary.counters.contains_key(CONTROL_TOKENS_NEUTRALISED));
     }
 }

@@ -6,7 +6,9 @@
 //! shard of the question part they came from, so no two tasks write the same part. The
 //! stage's merge task ([`merge_stage`]) removes exact duplicates across the tasks and writes
 //! the published `<dir>/train.jsonl`, `validation.jsonl` and `dataset_info.json`
-//! ([`crate::kit::sft_merge::merge_sft`]). Memory: the samples of one batch.
+//! ([`crate::kit::sft_merge::merge_sft`]). Chat-template control tokens in a sample's
+//! messages are broken before it is written
+//! ([`distillery_label::sft::neutralise_control_tokens`]). Memory: the samples of one batch.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -15,6 +17,7 @@ use distillery_core::SftSample;
 use distillery_core::TableKind;
 use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
+use distillery_label::sft::neutralise_messages;
 
 use crate::error::ExecError;
 use crate::kit::decontam::Decontaminator;
@@ -79,6 +82,10 @@ impl SftOut {
             self.decontaminated += 1;
             return Ok(());
         }
+        // Control tokens from source text (a question, a context, a teacher's answer quoting
+        // them) are broken before the line, the row and the duplicate hash see the sample;
+        // the ledger marks it and the merge counts it (`control_tokens_neutralised`).
+        neutralise_messages(&mut s.messages);
         s.split = sample_split(&s, self.validation_share).to_string();
         let line = self.lines.line(&s);
         if s.split == "validation" {

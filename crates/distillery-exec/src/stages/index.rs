@@ -170,15 +170,6 @@ impl Stage for IndexStage {
     }
 }
 
-/// A scratch directory removed when dropped.
-struct Scratch(std::path::PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The parts of `table` from the stage's inputs (read or derived), in part order.
 fn parts(cx: &RunCx<'_>, table: TableKind) -> Vec<WrittenPart> {
     let mut v: Vec<(String, u32, WrittenPart)> = cx
@@ -225,15 +216,14 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let root_loc = open_location(&root_url, true)?;
     crate::confine::claim(&root_loc, crate::confine::Owned::IndexRoot).await?;
     let root = root_of(root_loc);
-    let scratch = Scratch(std::env::temp_dir().join(format!(
-        "distillery-index-{}-{}",
-        std::process::id(),
-        fastrand_suffix()
-    )));
-    std::fs::create_dir_all(&scratch.0)
-        .map_err(|e| ExecError::Task(format!("{}: {e}", scratch.0.display())))?;
+    // Private (0700), uniquely named, removed when dropped (an error or a panic too); one
+    // left by a killed process is swept by the next `distillery run` (its pid is in the name).
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("distillery-index-{}-", std::process::id()))
+        .tempdir()
+        .map_err(|e| ExecError::Task(format!("cannot make a scratch directory: {e}")))?;
     let has = |k: IndexKind| o.kinds.contains(&k);
-    let mut spool = Spool::new(&scratch.0.join("spool"), o.shards, o.max_shard_passages > 0);
+    let mut spool = Spool::new(&scratch.path().join("spool"), o.shards, o.max_shard_passages > 0);
     let mut summary = StageSummary::new(&cx.stage.name);
     let (mut records_in, mut bytes_in) = (0u64, 0u64);
     let mut push = |p| spool.push(p).map_err(ExecError::from);
@@ -275,7 +265,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     }
     let mut merged = 0;
     let edges = if has(IndexKind::Kg) {
-        let mut kg = KgBuilder::new(&scratch.0.join("build").join("kg"), kg::SORT_MEMORY)?;
+        let mut kg = KgBuilder::new(&scratch.path().join("build").join("kg"), kg::SORT_MEMORY)?;
         let aliases = if o.same_as.is_empty() {
             Aliases::default()
         } else {
@@ -358,7 +348,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         keep_versions: o.keep_versions,
         pipeline_hash: cx.pipeline.hash.clone(),
         source: format!("{} ({})", cx.pipeline.output, cx.stage.name),
-        scratch: scratch.0.join("build"),
+        scratch: scratch.path().join("build"),
         batch: o.embedding.as_ref().map_or(32, |e| e.batch),
     };
     let built = build(
@@ -436,13 +426,4 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         }],
         ..Default::default()
     })
-}
-
-/// A few random hex digits for scratch names.
-fn fastrand_suffix() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    format!("{t:08x}")
 }
