@@ -366,10 +366,73 @@ pub fn resolve_each(paths: &[String]) -> (Vec<String>, Vec<String>) {
         } else if FsPath::new(local).is_file() {
             out.push(local.to_string());
         } else {
-            missing.push(format!("{p}: no such file"));
+            missing.push(format!("{p}: {}", not_a_file(FsPath::new(local))));
         }
     }
     (out, missing)
+}
+
+/// Why a local path that is not a regular file cannot be an input: it does not exist, or what
+/// it is instead (a directory, a FIFO, a socket, a device).
+fn not_a_file(path: &FsPath) -> String {
+    let Ok(meta) = std::fs::metadata(path) else {
+        return "no such file".to_string();
+    };
+    let t = meta.file_type();
+    let what = if t.is_dir() {
+        "a directory"
+    } else {
+        special_kind(&t)
+    };
+    format!("not a regular file ({what})")
+}
+
+#[cfg(unix)]
+fn special_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_char_device() {
+        "a character device"
+    } else {
+        "a special file"
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_: &std::fs::FileType) -> &'static str {
+    "a special file"
+}
+
+#[cfg(all(test, unix))]
+mod resolve_each_tests {
+    use super::resolve_each;
+
+    #[test]
+    fn a_fifo_is_named_as_such_not_as_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("in.fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("skipping: mkfifo is not available");
+            return;
+        }
+        let gone = dir.path().join("gone.json");
+        let paths =
+            [&fifo, &gone, &dir.path().to_path_buf()].map(|p| p.to_string_lossy().into_owned());
+        let (ok, bad) = resolve_each(&paths);
+        assert!(ok.is_empty());
+        assert!(bad[0].ends_with("not a regular file (a FIFO)"), "{bad:?}");
+        assert!(bad[1].ends_with("no such file"), "{bad:?}");
+        assert!(
+            bad[2].ends_with("not a regular file (a directory)"),
+            "{bad:?}"
+        );
+    }
 }
 
 /// An [`distillery_ingest::Opener`] over object_store URLs, for readers running on blocking

@@ -31,13 +31,17 @@ pub enum SplitError {
         line: u64,
         excerpt: Vec<u8>,
     },
-    /// An element grew past [`JsonItems::max_item`]: the structure is broken (an unbalanced
-    /// bracket swallowing the following elements) or the input is not what the reader expects.
-    /// Reading cannot resynchronise reliably, so the input fails as a whole.
+    /// An element longer than [`JsonItems::max_item`]: it was read past without being held
+    /// (its first bytes kept as `excerpt`), and reading goes on with the next element.
     TooLarge {
         offset: u64,
         line: u64,
+        /// 0-based index of the element.
+        index: u64,
+        /// The element's length in bytes.
+        len: u64,
         limit: usize,
+        excerpt: Vec<u8>,
     },
 }
 
@@ -51,15 +55,11 @@ impl std::fmt::Display for SplitError {
                     "input ends inside the element at byte {offset} (line {line})"
                 )
             }
-            SplitError::TooLarge {
-                offset,
-                line,
-                limit,
-            } => write!(
+            SplitError::TooLarge { len, limit, .. } => write!(
                 f,
-                "the element at byte {offset} (line {line}) grows past {limit} bytes: an \
-                 unbalanced bracket or quote makes it swallow what follows; the input cannot be \
-                 split reliably"
+                "record of {len} bytes is over the limit of {limit} bytes; it was read past, \
+                 not parsed (raise the limit if it is a real record; else a bracket or quote \
+                 may be unbalanced)"
             ),
         }
     }
@@ -77,7 +77,7 @@ pub struct JsonItems<R> {
     done: bool,
     /// Bytes of a broken element kept as its excerpt.
     pub max_excerpt: usize,
-    /// Largest element accepted (default 256 MiB); see [`SplitError::TooLarge`].
+    /// Largest element accepted (default 64 MiB); see [`SplitError::TooLarge`].
     pub max_item: usize,
 }
 
@@ -92,7 +92,7 @@ impl<R: BufRead> JsonItems<R> {
             in_array: false,
             done: false,
             max_excerpt: 512,
-            max_item: 256 << 20,
+            max_item: distillery_core::spec::DEFAULT_MAX_RECORD_BYTES as usize,
         }
     }
 
@@ -187,6 +187,9 @@ impl<R: BufRead> JsonItems<R> {
         let offset = self.offset;
         let line = self.line;
         let mut bytes: Vec<u8> = Vec::with_capacity(256);
+        // Bytes of the element so far; past `max_item`, `bytes` keeps only the excerpt.
+        let mut len: u64 = 0;
+        let mut skipping = false;
         let mut depth: i64 = 0;
         let mut in_str = false;
         let mut esc = false;
@@ -194,12 +197,20 @@ impl<R: BufRead> JsonItems<R> {
             let buf = self.reader.fill_buf().map_err(SplitError::Io)?;
             if buf.is_empty() {
                 self.done = true;
-                if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+                if !skipping && bytes.iter().all(|b| b.is_ascii_whitespace()) {
                     return Ok(None);
                 }
                 if depth == 0 && !in_str {
                     // A scalar element running to the end of input.
                     break;
+                }
+                if skipping {
+                    // Reported as cut, with the excerpt of its start.
+                    return Err(SplitError::Truncated {
+                        offset,
+                        line,
+                        excerpt: std::mem::take(&mut bytes),
+                    });
                 }
                 let excerpt = bytes[..bytes.len().min(self.max_excerpt)].to_vec();
                 return Err(SplitError::Truncated {
@@ -267,21 +278,34 @@ impl<R: BufRead> JsonItems<R> {
                     break;
                 }
             }
-            bytes.extend_from_slice(&buf[..n]);
+            if !skipping {
+                bytes.extend_from_slice(&buf[..n]);
+            }
+            len += n as u64;
             self.reader.consume(n);
             self.offset += n as u64;
             self.line += lines;
-            if bytes.len() > self.max_item {
-                self.done = true;
-                return Err(SplitError::TooLarge {
-                    offset,
-                    line,
-                    limit: self.max_item,
-                });
+            if !skipping && bytes.len() > self.max_item {
+                // Keep the start as the excerpt and read past the rest.
+                skipping = true;
+                bytes.truncate(self.max_excerpt.min(self.max_item));
+                bytes.shrink_to_fit();
             }
             if end {
                 break;
             }
+        }
+        if skipping {
+            let index = self.index;
+            self.index += 1;
+            return Err(SplitError::TooLarge {
+                offset,
+                line,
+                index,
+                len,
+                limit: self.max_item,
+                excerpt: bytes,
+            });
         }
         if bytes.is_empty()
             && !(self.in_array && self.peek_byte().map_err(SplitError::Io)? == Some(b']'))
@@ -309,6 +333,8 @@ impl<R: BufRead> Iterator for JsonItems<R> {
         match self.next_item() {
             Ok(Some(i)) => Some(Ok(i)),
             Ok(None) => None,
+            // An oversized element is skipped: the next one follows.
+            Err(e @ SplitError::TooLarge { .. }) => Some(Err(e)),
             Err(e) => {
                 self.done = true;
                 Some(Err(e))
@@ -386,7 +412,7 @@ mod tests {
     }
 
     #[test]
-    fn an_element_swallowing_the_rest_is_fatal() {
+    fn an_element_swallowing_the_rest_is_one_oversized_element() {
         let mut s = String::from("[{\"a\": [1, 2}, ");
         for i in 0..1000 {
             s.push_str(&format!("{{\"n\": {i}}}, "));
@@ -395,11 +421,45 @@ mod tests {
         let mut it = JsonItems::new(s.as_bytes());
         it.max_item = 2048;
         let r: Vec<_> = it.collect();
+        assert_eq!(r.len(), 1, "{r:?}");
         assert!(
-            matches!(r.last(), Some(Err(SplitError::TooLarge { offset: 1, .. }))),
+            matches!(&r[0], Err(SplitError::TooLarge { offset: 1, len, excerpt, .. })
+                if *len == s.len() as u64 - 1 && excerpt.len() == 512),
             "{:?}",
-            r.last()
+            r[0]
         );
+    }
+
+    #[test]
+    fn an_oversized_element_is_skipped_and_the_next_ones_read() {
+        for (open, close) in [("[", "]"), ("", "")] {
+            let sep = if open.is_empty() { "\n" } else { ",\n" };
+            let big = format!("{{\"big\": \"{}\"}}", "x".repeat(10_000));
+            let s = format!("{open}{{\"a\":1}}{sep}{big}{sep}{{\"b\":2}}{close}\n");
+            let mut it = JsonItems::new(s.as_bytes());
+            it.max_item = 1000;
+            let r: Vec<_> = it.collect();
+            assert_eq!(r.len(), 3, "{r:?}");
+            assert_eq!(r[0].as_ref().unwrap().bytes, b"{\"a\":1}");
+            match &r[1] {
+                Err(SplitError::TooLarge {
+                    offset,
+                    len,
+                    index,
+                    excerpt,
+                    ..
+                }) => {
+                    assert_eq!(*offset as usize, s.find("{\"big").unwrap());
+                    assert_eq!(*len as usize, big.len());
+                    assert_eq!(*index, 1);
+                    assert!(excerpt.starts_with(b"{\"big\""));
+                    assert_eq!(excerpt.len(), 512);
+                }
+                other => panic!("{other:?}"),
+            }
+            let last = r[2].as_ref().unwrap();
+            assert_eq!((last.bytes.as_slice(), last.index), (&b"{\"b\":2}"[..], 2));
+        }
     }
 
     #[test]

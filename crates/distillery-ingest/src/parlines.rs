@@ -26,49 +26,102 @@ use std::sync::{Mutex, mpsc};
 
 use distillery_core::sharded::ShardedBatches;
 use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
-use memchr::{memchr, memchr_iter, memrchr};
+use memchr::{memchr2, memchr2_iter, memrchr2};
 
 use crate::IngestError;
-use crate::kb::LineRef;
+use crate::kb::{EXCERPT, LineRef, UTF8_BOM};
 
 /// Decompressed bytes per chunk (more when a line is longer).
 const CHUNK: usize = 1 << 20;
 
-/// A run of whole lines of the decompressed input.
+/// A run of whole lines of the decompressed input, or one line over the limit.
 #[derive(Debug)]
 pub(crate) struct LineChunk {
+    /// The lines; for an oversized line, its excerpt.
     pub bytes: Vec<u8>,
     /// Offset of `bytes[0]` in the decompressed input.
     pub offset: u64,
     /// 1-based number of the first line.
     pub first_line: u64,
+    /// `Some(length)` when the chunk is one line over the limit, of which `bytes` holds the
+    /// first bytes only.
+    pub oversized: Option<u64>,
+    /// The line limit: a longer line of `bytes` is given as its excerpt and length.
+    pub max_line: usize,
 }
 
 impl LineChunk {
-    /// The chunk's lines without their `\n` / `\r\n` terminators, as `ByteLines` gives them.
+    /// The chunk's lines without their `\n`, `\r\n` or `\r` terminators, as `ByteLines`
+    /// gives them (a UTF-8 byte order mark at offset 0 dropped).
     pub fn lines(&self) -> impl Iterator<Item = LineRef<'_>> {
         let mut start = 0usize;
         let mut number = self.first_line;
+        if self.offset == 0 && self.bytes.starts_with(UTF8_BOM) {
+            start = UTF8_BOM.len();
+        }
+        let oversized = self.oversized;
         std::iter::from_fn(move || {
+            if let Some(len) = oversized {
+                if start == usize::MAX {
+                    return None;
+                }
+                let r = LineRef {
+                    bytes: &self.bytes[start.min(self.bytes.len())..],
+                    offset: self.offset + start as u64,
+                    number: Some(number),
+                    len: len - start as u64,
+                };
+                start = usize::MAX;
+                return Some(r);
+            }
             if start >= self.bytes.len() {
                 return None;
             }
             let rest = &self.bytes[start..];
-            let (len, next) = match memchr(b'\n', rest) {
+            let (len, next) = match memchr2(b'\n', b'\r', rest) {
+                Some(i) if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') => {
+                    (i, start + i + 2)
+                }
                 Some(i) => (i, start + i + 1),
                 None => (rest.len(), self.bytes.len()),
             };
-            let line = &rest[..len];
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            let line = match len > self.max_line {
+                true => &rest[..EXCERPT.min(self.max_line)],
+                false => &rest[..len],
+            };
             let r = LineRef {
                 bytes: line,
                 offset: self.offset + start as u64,
                 number: Some(number),
+                len: len as u64,
             };
             start = next;
             number += 1;
             Some(r)
         })
+    }
+}
+
+/// Number of line ends in `bytes`: `\n`, `\r\n` and lone `\r` (a chunk never ends between
+/// the two bytes of a `\r\n`).
+fn count_lines(bytes: &[u8]) -> u64 {
+    let mut n = 0;
+    for i in memchr2_iter(b'\n', b'\r', bytes) {
+        if !(bytes[i] == b'\n' && i > 0 && bytes[i - 1] == b'\r') {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Where a buffer of whole lines ends: after its last line end, but never between a `\r` at
+/// the very end and the `\n` that may follow it (unless the input ended).
+fn cut_point(buf: &[u8], eof: bool) -> usize {
+    match buf.last() {
+        None => 0,
+        Some(_) if eof => buf.len(),
+        Some(b'\n') => buf.len(),
+        Some(_) => memrchr2(b'\n', b'\r', &buf[..buf.len() - 1]).map_or(0, |i| i + 1),
     }
 }
 
@@ -140,6 +193,7 @@ pub(crate) fn parsers() -> usize {
 pub(crate) fn run<T, P, E>(
     reader: &mut (dyn BufRead + Send),
     parsers: usize,
+    max_line: u64,
     parse: P,
     mut emit: E,
 ) -> Result<Option<Cut>, IngestError>
@@ -160,7 +214,7 @@ where
             let _ = tok_tx.send(());
         }
         let stop = &stop;
-        let cutter = s.spawn(move || cut_chunks(reader, &tok_rx, &job_tx, stop));
+        let cutter = s.spawn(move || cut_chunks(reader, max_line, &tok_rx, &job_tx, stop));
         for _ in 0..parsers {
             let (job_rx, res_tx, parse) = (&job_rx, res_tx.clone(), &parse);
             s.spawn(move || {
@@ -206,27 +260,45 @@ where
     })
 }
 
-/// The cutter: reads the input into chunks of whole lines and queues them.
+/// The cutter: reads the input into chunks of whole lines and queues them. A line over
+/// `max_line` goes alone in a chunk holding its excerpt and length, and is read past without
+/// being held.
 fn cut_chunks(
     reader: &mut (dyn BufRead + Send),
+    max_line: u64,
     tokens: &mpsc::Receiver<()>,
     jobs: &mpsc::SyncSender<(u64, LineChunk)>,
     stop: &AtomicBool,
 ) -> Option<Cut> {
+    let max_line = usize::try_from(max_line).unwrap_or(usize::MAX).max(1);
     let mut carry: Vec<u8> = Vec::new();
     let (mut offset, mut line, mut index) = (0u64, 1u64, 0u64);
+    // Queues a chunk; false when the consumer is gone.
+    let mut send = |chunk: LineChunk| -> bool {
+        if tokens.recv().is_err() || stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        if jobs.send((index, chunk)).is_err() {
+            return false;
+        }
+        index += 1;
+        true
+    };
     loop {
         let mut buf = std::mem::take(&mut carry);
         buf.reserve(CHUNK + (1 << 16));
-        let mut searched = 0;
+        // Where the last (incomplete) line of `buf` starts.
+        let mut tail = memrchr2(b'\n', b'\r', &buf).map_or(0, |i| i + 1);
         let mut eof = false;
         let mut failure = None;
+        let mut long = false;
         loop {
-            if buf.len() >= CHUNK {
-                if memchr(b'\n', &buf[searched..]).is_some() {
-                    break;
-                }
-                searched = buf.len();
+            if buf.len() >= CHUNK && tail > 0 && cut_point(&buf, false) > 0 {
+                break;
+            }
+            if buf.len() - tail > max_line {
+                long = true;
+                break;
             }
             match reader.fill_buf() {
                 Ok([]) => {
@@ -235,8 +307,12 @@ fn cut_chunks(
                 }
                 Ok(b) => {
                     let n = b.len();
+                    let at = buf.len();
                     buf.extend_from_slice(b);
                     reader.consume(n);
+                    if let Some(i) = memrchr2(b'\n', b'\r', &buf[at..]) {
+                        tail = at + i + 1;
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -245,28 +321,54 @@ fn cut_chunks(
                 }
             }
         }
-        let cut = if eof {
-            buf.len()
-        } else {
-            memrchr(b'\n', &buf).map_or(0, |i| i + 1)
-        };
+        let cut = if long { tail } else { cut_point(&buf, eof) };
         carry = buf.split_off(cut);
         if !buf.is_empty() {
-            if tokens.recv().is_err() || stop.load(Ordering::Relaxed) {
-                return None;
-            }
-            let (len, lines) = (buf.len() as u64, memchr_iter(b'\n', &buf).count() as u64);
+            let (len, lines) = (buf.len() as u64, count_lines(&buf));
             let chunk = LineChunk {
                 bytes: buf,
                 offset,
                 first_line: line,
+                oversized: None,
+                max_line,
             };
-            if jobs.send((index, chunk)).is_err() {
+            if !send(chunk) {
                 return None;
             }
-            index += 1;
             offset += len;
             line += lines;
+        }
+        if long {
+            // `carry` is the start of a line over the limit: keep its excerpt, read past it.
+            let mut excerpt = std::mem::take(&mut carry);
+            let mut len = excerpt.len() as u64;
+            excerpt.truncate(EXCERPT.min(max_line));
+            excerpt.shrink_to_fit();
+            let (terminator, failed) = skip_line(reader, &mut len);
+            let chunk = LineChunk {
+                bytes: excerpt,
+                offset,
+                first_line: line,
+                oversized: Some(len),
+                max_line,
+            };
+            if let Some(error) = failed {
+                // The line is cut: like any partial last line, it is dropped.
+                return Some(Cut {
+                    error,
+                    offset,
+                    line,
+                });
+            }
+            if !send(chunk) {
+                return None;
+            }
+            offset += len + terminator;
+            line += 1;
+            if terminator == 0 {
+                return None;
+            }
+            continue;
         }
         if let Some(error) = failure {
             return Some(Cut {
@@ -277,6 +379,39 @@ fn cut_chunks(
         }
         if eof {
             return None;
+        }
+    }
+}
+
+/// Reads past the rest of a line, adding its bytes to `len`; returns the bytes of its
+/// terminator (0 at the end of the input) and the read error that cut it, if any.
+pub(crate) fn skip_line(reader: &mut dyn BufRead, len: &mut u64) -> (u64, Option<io::Error>) {
+    loop {
+        let avail = match reader.fill_buf() {
+            Ok([]) => return (0, None),
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return (0, Some(e)),
+        };
+        match memchr2(b'\n', b'\r', avail) {
+            Some(i) => {
+                let cr = avail[i] == b'\r';
+                *len += i as u64;
+                reader.consume(i + 1);
+                if cr {
+                    // A `\n` right after belongs to the same line end.
+                    if let Ok([b'\n', ..]) = reader.fill_buf() {
+                        reader.consume(1);
+                        return (2, None);
+                    }
+                }
+                return (1, None);
+            }
+            None => {
+                let n = avail.len();
+                *len += n as u64;
+                reader.consume(n);
+            }
         }
     }
 }
@@ -315,6 +450,7 @@ mod tests {
             let cut = run(
                 &mut reader,
                 parsers,
+                u64::MAX,
                 |chunk| {
                     chunk
                         .lines()
@@ -341,6 +477,7 @@ mod tests {
         let r = run(
             &mut reader,
             2,
+            u64::MAX,
             |chunk| chunk.bytes.len(),
             |_| {
                 calls += 1;

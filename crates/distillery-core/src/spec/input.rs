@@ -12,6 +12,37 @@ fn yes() -> bool {
     true
 }
 
+/// Default of `max_line_bytes`: a line longer than this is quarantined (`record_too_large`)
+/// and read past without being held. Real Wikidata entity lines reach a few MB.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
+/// Default of `max_page_bytes`: enwiki caps a revision's wikitext at 2 MiB, so a
+/// pages-articles `<page>` element is a few MB at most; parsing a page costs about 15 times
+/// its size in memory.
+pub const DEFAULT_MAX_PAGE_BYTES: u64 = 16 << 20;
+/// Default of `max_record_bytes`: one JSON element of a QA file (an array element or a line).
+pub const DEFAULT_MAX_RECORD_BYTES: u64 = 64 << 20;
+
+fn default_max_line() -> u64 {
+    DEFAULT_MAX_LINE_BYTES
+}
+fn default_max_page() -> u64 {
+    DEFAULT_MAX_PAGE_BYTES
+}
+fn default_max_record() -> u64 {
+    DEFAULT_MAX_RECORD_BYTES
+}
+// A limit left at its default is not serialized, so the pipeline hash of a file that sets
+// none is what it was before the limits existed.
+fn is_default_line(v: &u64) -> bool {
+    *v == DEFAULT_MAX_LINE_BYTES
+}
+fn is_default_page(v: &u64) -> bool {
+    *v == DEFAULT_MAX_PAGE_BYTES
+}
+fn is_default_record(v: &u64) -> bool {
+    *v == DEFAULT_MAX_RECORD_BYTES
+}
+
 /// `mediawiki` options.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +59,12 @@ pub struct MediaWikiOptions {
     /// Prefix of document URIs (default `enwiki`).
     #[serde(default)]
     pub wiki: Option<String>,
+    /// Largest `<page>` element read, in bytes of XML (default 16 MiB); a longer page is
+    /// quarantined as `record_too_large` with its offset and length, skipped without being
+    /// held, and reading goes on. History dumps (every revision in one `<page>`) may need more.
+    #[serde(default = "default_max_page", skip_serializing_if = "is_default_page")]
+    #[schemars(extend("default" = DEFAULT_MAX_PAGE_BYTES))]
+    pub max_page_bytes: u64,
 }
 
 impl Default for MediaWikiOptions {
@@ -37,6 +74,7 @@ impl Default for MediaWikiOptions {
             redirects: true,
             parallel_streams: true,
             wiki: None,
+            max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
         }
     }
 }
@@ -54,6 +92,12 @@ pub struct FreebaseOptions {
     /// untagged. Default true.
     #[serde(default = "yes")]
     pub names: bool,
+    /// Longest line read, in bytes (default 64 MiB); a longer one is quarantined as
+    /// `record_too_large` with its offset and length, read past without being held, and
+    /// reading goes on.
+    #[serde(default = "default_max_line", skip_serializing_if = "is_default_line")]
+    #[schemars(extend("default" = DEFAULT_MAX_LINE_BYTES))]
+    pub max_line_bytes: u64,
 }
 
 impl Default for FreebaseOptions {
@@ -61,6 +105,7 @@ impl Default for FreebaseOptions {
         FreebaseOptions {
             english_only: true,
             names: true,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         }
     }
 }
@@ -76,37 +121,77 @@ pub struct WikidataOptions {
     /// Label/description/alias languages to keep (default `["en"]`).
     #[serde(default = "default_langs")]
     pub languages: Vec<String>,
+    /// Longest line (one entity) read, in bytes (default 64 MiB); a longer one is quarantined as
+    /// `record_too_large` with its offset and length, read past without being held, and
+    /// reading goes on.
+    #[serde(default = "default_max_line", skip_serializing_if = "is_default_line")]
+    #[schemars(extend("default" = DEFAULT_MAX_LINE_BYTES))]
+    pub max_line_bytes: u64,
 }
 
 impl Default for WikidataOptions {
     fn default() -> Self {
         WikidataOptions {
             languages: default_langs(),
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
         }
     }
 }
 
 /// `fb15k` options: the triple files are the input paths; names come from side files.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Fb15kOptions {
     /// mid-to-name files (`/m/x<TAB>name`), e.g. `FB15k_mid2name.txt` or `entity2text.txt`.
     #[serde(default)]
     pub names: Vec<String>,
+    /// Longest line read, in bytes (default 64 MiB); a longer one is quarantined as
+    /// `record_too_large` with its offset and length, read past without being held, and
+    /// reading goes on.
+    #[serde(default = "default_max_line", skip_serializing_if = "is_default_line")]
+    #[schemars(extend("default" = DEFAULT_MAX_LINE_BYTES))]
+    pub max_line_bytes: u64,
+}
+
+impl Default for Fb15kOptions {
+    fn default() -> Self {
+        Fb15kOptions {
+            names: Vec::new(),
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
 }
 
 /// `hybridqa` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HybridQaOptions {
     /// The WikiTables-WithLinks directory (holding `tables_tok/` and `request_tok/`).
     /// Default: `WikiTables-WithLinks` beside the question file.
     #[serde(default)]
     pub tables_dir: Option<String>,
+    /// Largest JSON record read (an array element or a line), in bytes (default 64 MiB); a
+    /// larger one is quarantined as `record_too_large` with its offset and length, read past
+    /// without being held, and reading goes on.
+    #[serde(
+        default = "default_max_record",
+        skip_serializing_if = "is_default_record"
+    )]
+    #[schemars(extend("default" = DEFAULT_MAX_RECORD_BYTES))]
+    pub max_record_bytes: u64,
+}
+
+impl Default for HybridQaOptions {
+    fn default() -> Self {
+        HybridQaOptions {
+            tables_dir: None,
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
 }
 
 /// `metaqa` options.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetaQaOptions {
     /// Hop count of the questions; default read from the path (`1-hop/`, `2-hop/`, ...).
@@ -116,9 +201,70 @@ pub struct MetaQaOptions {
     /// file named `qa_<split>_qtype.txt` beside it when present.
     #[serde(default)]
     pub qtype_file: Option<String>,
+    /// Longest line read, in bytes (default 64 MiB); a longer one is quarantined as
+    /// `record_too_large` with its offset and length, read past without being held, and
+    /// reading goes on.
+    #[serde(default = "default_max_line", skip_serializing_if = "is_default_line")]
+    #[schemars(extend("default" = DEFAULT_MAX_LINE_BYTES))]
+    pub max_line_bytes: u64,
 }
 
-/// Options of formats that take none.
+impl Default for MetaQaOptions {
+    fn default() -> Self {
+        MetaQaOptions {
+            hops: None,
+            qtype_file: None,
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// Options of the JSON readers that take no others (the QA sets in JSON arrays or JSON lines,
+/// `wikiofgraph`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonOptions {
+    /// Largest JSON record read (an array element or a line), in bytes (default 64 MiB); a
+    /// larger one is quarantined as `record_too_large` with its offset and length, read past
+    /// without being held, and reading goes on.
+    #[serde(
+        default = "default_max_record",
+        skip_serializing_if = "is_default_record"
+    )]
+    #[schemars(extend("default" = DEFAULT_MAX_RECORD_BYTES))]
+    pub max_record_bytes: u64,
+}
+
+impl Default for JsonOptions {
+    fn default() -> Self {
+        JsonOptions {
+            max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
+        }
+    }
+}
+
+/// Options of the line readers that take no others (`metaqa-kb`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LineOptions {
+    /// Longest line read, in bytes (default 64 MiB); a longer one is quarantined as
+    /// `record_too_large` with its offset and length, read past without being held, and
+    /// reading goes on.
+    #[serde(default = "default_max_line", skip_serializing_if = "is_default_line")]
+    #[schemars(extend("default" = DEFAULT_MAX_LINE_BYTES))]
+    pub max_line_bytes: u64,
+}
+
+impl Default for LineOptions {
+    fn default() -> Self {
+        LineOptions {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
+
+/// Options of formats that take none (no format does now: kept for callers that build
+/// options by hand; readers treat it as the defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoOptions {}
@@ -133,6 +279,8 @@ pub enum FormatOptions {
     Fb15k(Fb15kOptions),
     HybridQa(HybridQaOptions),
     MetaQa(MetaQaOptions),
+    Json(JsonOptions),
+    Lines(LineOptions),
     None(NoOptions),
 }
 
@@ -147,7 +295,8 @@ impl FormatOptions {
             Format::Fb15k => schemars::schema_for!(Fb15kOptions),
             Format::HybridQa => schemars::schema_for!(HybridQaOptions),
             Format::MetaQa => schemars::schema_for!(MetaQaOptions),
-            _ => schemars::schema_for!(NoOptions),
+            Format::MetaQaKb => schemars::schema_for!(LineOptions),
+            _ => schemars::schema_for!(JsonOptions),
         }
     }
 
@@ -160,7 +309,25 @@ impl FormatOptions {
             Format::Fb15k => FormatOptions::Fb15k(Default::default()),
             Format::HybridQa => FormatOptions::HybridQa(Default::default()),
             Format::MetaQa => FormatOptions::MetaQa(Default::default()),
-            _ => FormatOptions::None(NoOptions {}),
+            Format::MetaQaKb => FormatOptions::Lines(Default::default()),
+            _ => FormatOptions::Json(Default::default()),
+        }
+    }
+
+    /// The size limit of one record of the input (`max_line_bytes`, `max_page_bytes` or
+    /// `max_record_bytes`, whichever the format has) and the option's name; the default of
+    /// `max_record_bytes` for [`FormatOptions::None`].
+    pub fn record_limit(&self) -> (u64, &'static str) {
+        match self {
+            FormatOptions::MediaWiki(o) => (o.max_page_bytes, "max_page_bytes"),
+            FormatOptions::Freebase(o) => (o.max_line_bytes, "max_line_bytes"),
+            FormatOptions::Wikidata(o) => (o.max_line_bytes, "max_line_bytes"),
+            FormatOptions::Fb15k(o) => (o.max_line_bytes, "max_line_bytes"),
+            FormatOptions::HybridQa(o) => (o.max_record_bytes, "max_record_bytes"),
+            FormatOptions::MetaQa(o) => (o.max_line_bytes, "max_line_bytes"),
+            FormatOptions::Json(o) => (o.max_record_bytes, "max_record_bytes"),
+            FormatOptions::Lines(o) => (o.max_line_bytes, "max_line_bytes"),
+            FormatOptions::None(_) => (DEFAULT_MAX_RECORD_BYTES, "max_record_bytes"),
         }
     }
 }

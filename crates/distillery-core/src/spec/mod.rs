@@ -52,8 +52,9 @@ pub use catalog::{StageCatalog, StageCheck};
 pub use check::MAX_PIPELINE_BYTES;
 pub use format::Format;
 pub use input::{
-    Fb15kOptions, FormatOptions, FreebaseOptions, HybridQaOptions, InputSpec, MediaWikiOptions,
-    MetaQaOptions, NoOptions, WikidataOptions, input_schema,
+    DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_RECORD_BYTES, Fb15kOptions,
+    FormatOptions, FreebaseOptions, HybridQaOptions, InputSpec, JsonOptions, LineOptions,
+    MediaWikiOptions, MetaQaOptions, NoOptions, WikidataOptions, input_schema,
 };
 pub use llm::{BudgetSpec, LlmSpec, PriceSpec};
 pub use locate::{SpecError, SpecErrors};

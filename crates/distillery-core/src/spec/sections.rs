@@ -6,7 +6,7 @@ use super::collect::Collector;
 use super::input::RawInput;
 use super::locate::{PathSeg, key};
 use super::stage::RawStage;
-use super::{Format, FormatOptions, InputSpec, LlmSpec, NoOptions, StageCatalog, StageSpec};
+use super::{Format, FormatOptions, InputSpec, LlmSpec, StageCatalog, StageSpec};
 
 pub(super) fn check_input(
     c: &mut Collector<'_>,
@@ -65,9 +65,8 @@ pub(super) fn check_input(
         Format::Fb15k => c.de(&ob, opts_val).map(FormatOptions::Fb15k),
         Format::HybridQa => c.de(&ob, opts_val).map(FormatOptions::HybridQa),
         Format::MetaQa => c.de(&ob, opts_val).map(FormatOptions::MetaQa),
-        _ => c
-            .de::<NoOptions>(&ob, opts_val)
-            .map(|_| FormatOptions::None(NoOptions {})),
+        Format::MetaQaKb => c.de(&ob, opts_val).map(FormatOptions::Lines),
+        _ => c.de(&ob, opts_val).map(FormatOptions::Json),
     };
     if raw.split.is_some() && !format.is_qa() {
         c.push(

@@ -41,7 +41,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         load_names(ctx, file, &mut names)?;
     }
     let mut seen: HashSet<String> = HashSet::new();
-    let mut lines = ByteLines::new(ctx.open()?);
+    let mut lines = ByteLines::new(ctx.open()?).limit(ctx.options.record_limit().0);
     loop {
         let line = match lines.next_line() {
             Ok(Some(l)) => l,
@@ -134,7 +134,7 @@ fn load_names(
         .to_ascii_lowercase()
         .contains("mid2name");
     let (reader, _) = open_decompressed(ctx.opener, &location, Arc::new(AtomicU64::new(0)))?;
-    let mut lines = ByteLines::new(reader);
+    let mut lines = ByteLines::new(reader).limit(ctx.options.record_limit().0);
     let mut skipped = 0u64;
     while let Some(line) = lines
         .next_line()
@@ -175,6 +175,7 @@ mod tests {
     fn run(dir: &std::path::Path, names: &[&str]) -> VecSink {
         let options = FormatOptions::Fb15k(Fb15kOptions {
             names: names.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
         });
         let p = dir.join("train.txt");
         let ctx = InputCtx::local(p.to_str().unwrap(), &options);
@@ -227,6 +228,7 @@ mod tests {
         std::fs::write(dir.path().join("train.txt"), "/m/a\t/r\t/m/b\n").unwrap();
         let options = FormatOptions::Fb15k(Fb15kOptions {
             names: vec!["nope.txt".into()],
+            ..Default::default()
         });
         let p = dir.path().join("train.txt");
         let ctx = InputCtx::local(p.to_str().unwrap(), &options);

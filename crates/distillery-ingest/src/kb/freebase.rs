@@ -92,7 +92,8 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     match read_mode(Shape::NTriples, ctx)? {
         ReadMode::Lines(range) => {
             let (reader, first) = LineRange::open(ctx, range)?;
-            read_lines(&line_ctx, ByteLines::ranged(reader, first), &mut n, sink)?;
+            let lines = ByteLines::ranged(reader, first).limit(opts.max_line_bytes);
+            read_lines(&line_ctx, lines, &mut n, sink)?;
         }
         _ => {
             let counter = ctx.bytes_read.clone();
@@ -101,7 +102,8 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             if compression != Compression::None && parsers > 0 {
                 read_parallel(&line_ctx, &mut *reader, parsers, &mut n, sink)?;
             } else {
-                read_lines(&line_ctx, ByteLines::new(reader), &mut n, sink)?;
+                let lines = ByteLines::new(reader).limit(opts.max_line_bytes);
+                read_lines(&line_ctx, lines, &mut n, sink)?;
             }
         }
     }
@@ -155,7 +157,7 @@ fn read_parallel(
         }
         Ok::<_, IngestError>((Parsed::new(out.records, shards)?, counts))
     };
-    let cut = parlines::run(reader, parsers, parse, |parsed| {
+    let cut = parlines::run(reader, parsers, lc.opts.max_line_bytes, parse, |parsed| {
         let (parsed, counts) = parsed?;
         n.add(counts);
         Ok(parsed.emit(sink)?)
@@ -911,6 +913,7 @@ mod tests {
             FreebaseOptions {
                 english_only: false,
                 names: false,
+                ..Default::default()
             },
         );
         assert_eq!(all.edges().len(), 8);

@@ -16,7 +16,7 @@ const DATASET: &str = "metaqa-kb";
 
 /// Reads a MetaQA KB file.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
-    let mut lines = ByteLines::new(ctx.open()?);
+    let mut lines = ByteLines::new(ctx.open()?).limit(ctx.options.record_limit().0);
     loop {
         let line = match lines.next_line() {
             Ok(Some(l)) => l,

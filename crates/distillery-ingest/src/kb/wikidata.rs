@@ -39,7 +39,7 @@ use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple, VecS
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ByteLines, LineRef, truncated};
+use super::{ByteLines, LineRef, too_large_line, truncated};
 use crate::input::{Compression, open_decompressed};
 use crate::jsonstream::{JsonItems, SplitError};
 use crate::parlines::{self, LineChunk, Parsed};
@@ -111,7 +111,8 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     };
     if let ReadMode::Lines(range) = read_mode(Shape::WikidataJson, ctx)? {
         let (reader, first) = LineRange::open(ctx, range)?;
-        return read_lines(ctx, opts, ByteLines::ranged(reader, first), sink);
+        let lines = ByteLines::ranged(reader, first).limit(opts.max_line_bytes);
+        return read_lines(ctx, opts, lines, sink);
     }
     let counter = ctx.bytes_read.clone();
     let (mut reader, compression) = open_decompressed(ctx.opener, &ctx.location, counter)?;
@@ -128,7 +129,12 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     } else if compression != Compression::None && parsers > 0 {
         read_parallel(ctx, opts, &mut *reader, parsers, sink)
     } else {
-        read_lines(ctx, opts, ByteLines::new(reader), sink)
+        read_lines(
+            ctx,
+            opts,
+            ByteLines::new(reader).limit(opts.max_line_bytes),
+            sink,
+        )
     }
 }
 
@@ -199,7 +205,7 @@ fn read_parallel(
         Ok::<_, IngestError>((Parsed::new(out.records, shards)?, entities))
     };
     let mut base = 0;
-    let cut = parlines::run(reader, parsers, parse, |parsed| {
+    let cut = parlines::run(reader, parsers, opts.max_line_bytes, parse, |parsed| {
         let (mut parsed, entities) = parsed?;
         parsed.map_quarantine(|q| match q.record {
             Some(i) => q.at_record(base + i),
@@ -229,6 +235,15 @@ fn entity_line(
     index: &mut u64,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
+    if line.oversized() {
+        *index += 1;
+        let q = too_large_line(DATASET, ctx, line);
+        sink.emit(match (q, line.number) {
+            (Record::Quarantine(q), Some(_)) => Record::Quarantine(q.at_record(*index - 1)),
+            (q, _) => q,
+        })?;
+        return Ok(());
+    }
     let bytes = line.bytes.trim_ascii();
     if bytes.is_empty() || bytes == b"[" || bytes == b"]" {
         return Ok(());
@@ -252,7 +267,9 @@ fn read_items(
 ) -> Result<(), IngestError> {
     // End of the last complete element: where a mid-stream failure is reported.
     let (mut end, mut end_line) = (0u64, 1u64);
-    for item in JsonItems::new(reader) {
+    let mut items = JsonItems::new(reader);
+    items.max_item = usize::try_from(opts.max_line_bytes).unwrap_or(usize::MAX);
+    for item in items {
         match item {
             Ok(it) => {
                 end = it.offset + it.bytes.len() as u64;
@@ -268,8 +285,31 @@ fn read_items(
                 sink.emit(truncated(DATASET, ctx, e, end, Some(end_line))?)?;
                 break;
             }
-            Err(e @ SplitError::TooLarge { .. }) => {
-                return Err(IngestError::invalid(&ctx.location, e.to_string()));
+            Err(SplitError::TooLarge {
+                offset,
+                line,
+                index,
+                len,
+                limit,
+                excerpt,
+            }) => {
+                end = offset + len;
+                sink.emit(Record::Quarantine(
+                    QuarantineRecord::new(
+                        DATASET,
+                        &ctx.location,
+                        "record_too_large",
+                        format!(
+                            "entity of {len} bytes is over the limit of {limit} bytes; it was \
+                             read past, not parsed (raise the reader option `max_line_bytes` \
+                             if it is a real entity)"
+                        ),
+                        &excerpt,
+                    )
+                    .at_byte(offset)
+                    .at_line(line)
+                    .at_record(index),
+                ))?;
             }
             Err(SplitError::Truncated {
                 offset,
@@ -648,6 +688,7 @@ mod tests {
         std::fs::write(&p, content).unwrap();
         let options = FormatOptions::Wikidata(WikidataOptions {
             languages: langs(languages),
+            ..Default::default()
         });
         let ctx = InputCtx::local(p.to_str().unwrap(), &options);
         let mut sink = VecSink::default();

@@ -24,7 +24,7 @@
 //!
 //! Bad input never stops the reader: a page with invalid UTF-8 (`invalid_utf8`), broken XML
 //! (`malformed_xml`, resynchronised at the next `<page>`), no title or text (`missing_field`)
-//! or over 256 MiB (`too_large`) is quarantined with its byte offset in the decompressed input
+//! or over `max_page_bytes` (`record_too_large`, read past without being held) is quarantined with its byte offset in the decompressed input
 //! and its page index, and reading goes on. A cut input keeps every complete page and
 //! quarantines the cut (`truncated_input`; `corrupt_input` when the compressed data is damaged
 //! rather than short).
@@ -101,6 +101,8 @@ pub(crate) struct PageCtx {
     pub wiki: String,
     pub namespaces: Vec<i32>,
     pub redirects: bool,
+    /// The `max_page_bytes` option: longer pages are quarantined and read past.
+    pub max_page: usize,
 }
 
 impl PageCtx {
@@ -115,6 +117,7 @@ impl PageCtx {
                 .unwrap_or_else(|| "enwiki".to_string()),
             namespaces: opts.namespaces.clone(),
             redirects: opts.redirects,
+            max_page: usize::try_from(opts.max_page_bytes).unwrap_or(usize::MAX),
         }
     }
 }
@@ -246,9 +249,13 @@ pub(crate) fn process_split(split: Split, pctx: &PageCtx) -> Vec<Item> {
             "<page> not closed before the next <page>",
             &page,
         )],
-        Split::Oversized(page) => vec![pending(
-            "too_large",
-            format!("page larger than {} bytes", xml::MAX_PAGE_BYTES),
+        Split::Oversized(page, len) => vec![pending(
+            "record_too_large",
+            format!(
+                "page of {len} bytes is over the limit of {} bytes; it was read past, not parsed \
+                 (raise the reader option `max_page_bytes` if it is a real page)",
+                pctx.max_page
+            ),
             &page,
         )],
     }
@@ -346,7 +353,7 @@ pub(crate) fn read_sequential(
     pctx: &PageCtx,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
-    let mut splitter = PageSplitter::new();
+    let mut splitter = PageSplitter::with_limit(pctx.max_page);
     let mut failure: Option<io::Error> = None;
     loop {
         let chunk = match reader.fill_buf() {
@@ -445,6 +452,7 @@ mod tests {
             wiki: "testwiki".into(),
             namespaces: vec![0],
             redirects: true,
+            max_page: distillery_core::spec::DEFAULT_MAX_PAGE_BYTES as usize,
         }
     }
 

@@ -60,7 +60,7 @@ fn decode(stream: &Stream, pctx: &PageCtx) -> Outcome {
         return fail;
     }
     let mut items = Vec::new();
-    let mut splitter = PageSplitter::new();
+    let mut splitter = PageSplitter::with_limit(pctx.max_page);
     let fed = splitter.feed::<()>(&xml, &mut |split| {
         items.extend(process_split(split, pctx));
         Ok(())

@@ -3,7 +3,7 @@
 //!
 //! [`PageSplitter`] is a byte-level state machine fed with chunks of the decompressed input. It
 //! finds `<page>` ... `</page>` with `memchr::memmem` and hands each page's bytes over whole,
-//! so memory is bounded by one page (and by [`MAX_PAGE_BYTES`] for a page that never ends).
+//! so memory is bounded by one page, at most its limit (the `max_page_bytes` option): a longer page is read past, keeping only its start and length.
 //! Everything outside pages (the `<mediawiki>` root, `<siteinfo>`) is skipped; only the root's
 //! start and end tags are noted, to tell a complete input from a cut one. Splitting first and
 //! parsing each page on its own means a malformed page, or one with invalid UTF-8, costs that
@@ -18,9 +18,6 @@
 use memchr::memmem;
 use quick_xml::XmlVersion;
 use quick_xml::events::{BytesStart, Event};
-
-/// Largest page kept (bytes of XML); a longer one is quarantined and skipped.
-pub(crate) const MAX_PAGE_BYTES: usize = 256 << 20;
 
 /// Bytes kept between chunks outside pages so markers split across chunks are still found
 /// (`</mediawiki>` is 12 bytes).
@@ -43,8 +40,9 @@ pub(crate) enum Split {
     Page(PageBytes),
     /// A `<page>` that another `<page>` interrupted before its `</page>`.
     Unterminated(PageBytes),
-    /// A page over [`MAX_PAGE_BYTES`]: its start only.
-    Oversized(PageBytes),
+    /// A page over the limit: its start only, and its length in bytes (to `</page>`, or to
+    /// the next `<page>` when it has no end tag).
+    Oversized(PageBytes, u64),
 }
 
 /// The splitter's state at the end of its input.
@@ -69,6 +67,9 @@ pub(crate) struct PageSplitter {
     in_page: bool,
     /// Inside an oversized page: bytes are dropped until `</page>` or the next `<page`.
     skipping: bool,
+    /// The start of the oversized page being skipped, and its bytes dropped so far.
+    skipped: Vec<u8>,
+    skipped_len: u64,
     page_off: u64,
     page_index: u64,
     pages: u64,
@@ -104,16 +105,14 @@ fn find_page_start(buf: &[u8], from: usize) -> PageStart {
 }
 
 impl PageSplitter {
-    pub(crate) fn new() -> PageSplitter {
-        PageSplitter::with_limit(MAX_PAGE_BYTES)
-    }
-
     pub(crate) fn with_limit(max_page: usize) -> PageSplitter {
         PageSplitter {
             buf: Vec::new(),
             buf_off: 0,
             in_page: false,
             skipping: false,
+            skipped: Vec::new(),
+            skipped_len: 0,
             page_off: 0,
             page_index: 0,
             pages: 0,
@@ -199,8 +198,13 @@ impl PageSplitter {
                 };
                 if let Some(k) = next {
                     // A new page starts before this one ended.
+                    if !self.skipping && k > self.max_page {
+                        self.start_skipping();
+                    }
                     if self.skipping {
                         self.drain(k);
+                        self.skipped_len += k as u64;
+                        out(self.oversized())?;
                     } else {
                         let page = self.take_page(k);
                         out(Split::Unterminated(page))?;
@@ -208,8 +212,13 @@ impl PageSplitter {
                     self.start_page();
                 } else if let Some(j) = end {
                     let len = j + b"</page>".len();
+                    if !self.skipping && len > self.max_page {
+                        self.start_skipping();
+                    }
                     if self.skipping {
                         self.drain(len);
+                        self.skipped_len += len as u64;
+                        out(self.oversized())?;
                     } else {
                         let page = self.take_page(len);
                         out(Split::Page(page))?;
@@ -219,17 +228,12 @@ impl PageSplitter {
                     self.scan = 0;
                 } else {
                     if !self.skipping && self.buf.len() > self.max_page {
-                        let excerpt = self.buf[..self.buf.len().min(512)].to_vec();
-                        out(Split::Oversized(PageBytes {
-                            bytes: excerpt,
-                            offset: self.page_off,
-                            index: self.page_index,
-                        }))?;
-                        self.skipping = true;
+                        self.start_skipping();
                     }
                     if self.skipping {
                         let keep = self.buf.len().saturating_sub(8);
                         self.drain(keep);
+                        self.skipped_len += keep as u64;
                         self.scan = 0;
                     } else {
                         self.scan = self.buf.len().saturating_sub(7).max(1);
@@ -238,6 +242,23 @@ impl PageSplitter {
                 }
             }
         }
+    }
+
+    /// Starts skipping the page at the start of `buf`: over the limit.
+    fn start_skipping(&mut self) {
+        self.skipped = self.buf[..self.buf.len().min(512)].to_vec();
+        self.skipped_len = 0;
+        self.skipping = true;
+    }
+
+    /// The oversized page just skipped.
+    fn oversized(&mut self) -> Split {
+        let page = PageBytes {
+            bytes: std::mem::take(&mut self.skipped),
+            offset: self.page_off,
+            index: self.page_index,
+        };
+        Split::Oversized(page, std::mem::take(&mut self.skipped_len))
     }
 
     /// Ends the input.
@@ -461,7 +482,7 @@ mod tests {
                         )
                     }
                     Split::Unterminated(p) => format!("open@{}#{}", p.offset, p.index),
-                    Split::Oversized(p) => format!("big@{}", p.offset),
+                    Split::Oversized(p, _) => format!("big@{}", p.offset),
                 });
                 Ok(())
             })
@@ -512,13 +533,14 @@ mod tests {
                 got.push(match s {
                     Split::Page(p) => format!("page#{}", p.index),
                     Split::Unterminated(p) => format!("open#{}", p.index),
-                    Split::Oversized(p) => format!("big#{}@{}", p.index, p.offset),
+                    Split::Oversized(p, len) => format!("big#{}@{}+{len}", p.index, p.offset),
                 });
                 Ok(())
             })
             .unwrap();
         }
-        assert_eq!(got, vec!["big#0@11", "page#1"]);
+        // `<page>` + 3000 bytes + `</page>`: 3013 bytes, reported when the page ends.
+        assert_eq!(got, vec!["big#0@11+3013", "page#1"]);
         assert!(sp.finish().saw_root_end);
     }
 

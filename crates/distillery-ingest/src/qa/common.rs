@@ -6,8 +6,9 @@
 //! - [`Qa::for_each_json`] streams the elements of a JSON array or JSON-lines file with
 //!   [`JsonItems`] and turns every failure of one element into a quarantine record: invalid
 //!   UTF-8 (`invalid_utf8`), a syntax error (`bad_json`), a missing required field
-//!   (`missing_field`), a value of the wrong type (`bad_value`), the input ending inside an
-//!   element or a compressed stream cut short (`truncated_input`). Reading goes on with the next
+//!   (`missing_field`), a value of the wrong type (`bad_value`), an element over the
+//!   `max_record_bytes` option (`record_too_large`: read past without being held), the input
+//!   ending inside an element or a compressed stream cut short (`truncated_input`). Reading goes on with the next
 //!   element; records read before a cut are kept.
 //! - Builders for documents (sentences given by the dataset, or found by
 //!   [`crate::text::sentence_spans`]), questions and answers.
@@ -285,7 +286,7 @@ impl<'c, 's> Qa<'c, 's> {
         F: FnMut(&mut Self, T, &RawItem) -> Result<(), ItemError>,
     {
         let ctx = self.ctx;
-        let items = match read_mode(Shape::JsonQa, ctx)? {
+        let mut items = match read_mode(Shape::JsonQa, ctx)? {
             ReadMode::Lines(range) => {
                 let (reader, first) = LineRange::open(ctx, range)?;
                 self.numbered = false;
@@ -293,6 +294,8 @@ impl<'c, 's> Qa<'c, 's> {
             }
             _ => JsonItems::new(ctx.open()? as Box<dyn BufRead + '_>),
         };
+        let (limit, option) = ctx.options.record_limit();
+        items.max_item = usize::try_from(limit).unwrap_or(usize::MAX);
         let mut end = 0u64;
         for item in items {
             let raw = match item {
@@ -328,8 +331,33 @@ impl<'c, 's> Qa<'c, 's> {
                     break;
                 }
                 Err(SplitError::Io(e)) => return Err(IngestError::io(&self.ctx.location, e)),
-                Err(e @ SplitError::TooLarge { .. }) => {
-                    return Err(IngestError::invalid(&self.ctx.location, e.to_string()));
+                Err(SplitError::TooLarge {
+                    offset,
+                    line,
+                    index,
+                    len,
+                    limit,
+                    excerpt,
+                }) => {
+                    end = offset + len;
+                    let q = self
+                        .quarantine_record(
+                            "record_too_large",
+                            format!(
+                                "record of {len} bytes is over the limit of {limit} bytes; it \
+                                 was read past, not parsed (raise the reader option `{option}` \
+                                 if it is a real record; else a bracket or quote may be \
+                                 unbalanced)"
+                            ),
+                            &excerpt,
+                        )
+                        .at_byte(offset);
+                    let q = match self.numbered {
+                        true => q.at_line(line).at_record(index),
+                        false => q,
+                    };
+                    self.quarantine(q)?;
+                    continue;
                 }
             };
             end = raw.offset + raw.bytes.len() as u64;

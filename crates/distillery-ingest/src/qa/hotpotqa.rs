@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{IdString, ItemError, Join, Qa, answers_from, meta_string};
+use crate::jsonstream::RawItem;
 use crate::{IngestError, InputCtx};
 
 const DATASET: &str = "hotpotqa";
@@ -48,11 +49,12 @@ struct Raw {
 /// Reads a HotpotQA JSON file.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let mut qa = Qa::new(ctx, DATASET, sink);
-    qa.for_each_json(|qa, r: Raw, _raw| {
+    qa.for_each_json(|qa, r: Raw, raw| {
         let answers = answers_from(r.answer.as_ref(), "answer")?;
         let has_answer = !matches!(r.answer, None | Some(Value::Null));
         let mut q = qa.question(&r.id.0, r.question);
-        read_sentence_context(qa, &mut q, &r.context, &r.supporting_facts, Join::Exact)?;
+        let facts = &r.supporting_facts;
+        read_sentence_context(qa, raw, &mut q, &r.context, facts, Join::Exact)?;
         q.answers = answers;
         q.answerable = has_answer.then_some(true);
         q.question_type = r.qtype;
@@ -65,9 +67,14 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
 
 /// Turns a `[[title, [sentences]]]` context and its `[[title, sent_idx]]` supporting facts into
 /// documents (written once per file) and evidence, filling `context_documents` and `evidence`
-/// of `q`.
+/// of `q`. A fact whose title is in the context but whose sentence index is not one of that
+/// paragraph's sentences (negative, or past its last) is dropped from the evidence and
+/// quarantined as `bad_evidence` (one record per such fact, the question is kept); a fact whose
+/// title is not in the context is kept without a record id (the fullwiki setting's retrieved
+/// contexts often miss a gold paragraph).
 pub(crate) fn read_sentence_context(
     qa: &mut Qa<'_, '_>,
+    raw: &RawItem,
     q: &mut Question,
     context: &[(String, Vec<String>)],
     supporting_facts: &[(String, i32)],
@@ -77,7 +84,18 @@ pub(crate) fn read_sentence_context(
         .iter()
         .map(|(title, sentences)| qa.document_from_sentences(title, sentences, join))
         .collect();
-    q.evidence.extend(fact_evidence(&docs, supporting_facts));
+    let (evidence, bad) = fact_evidence(&docs, supporting_facts);
+    q.evidence.extend(evidence);
+    for (k, sentences) in bad {
+        let (title, idx) = &supporting_facts[k];
+        let detail = format!(
+            "supporting fact {k} points at sentence {idx} of {title:?}, which has {sentences} \
+             sentences: the fact is dropped, the question kept"
+        );
+        let excerpt = serde_json::json!([title, idx]).to_string();
+        let bad = qa.quarantine_part(raw, k, "bad_evidence", detail, excerpt.as_bytes());
+        qa.quarantine(bad)?;
+    }
     for d in docs {
         q.context_documents.push(d.id.clone());
         qa.emit_once(Record::Document(d))?;
@@ -85,14 +103,26 @@ pub(crate) fn read_sentence_context(
     Ok(())
 }
 
-/// Sentence evidence per fact, then paragraph evidence per distinct title.
-fn fact_evidence(docs: &[Document], facts: &[(String, i32)]) -> Vec<Evidence> {
+/// Sentence evidence per fact, then paragraph evidence per distinct title; and the facts left
+/// out because their index names no sentence of their paragraph (the fact's index in `facts`,
+/// the paragraph's sentence count).
+fn fact_evidence(
+    docs: &[Document],
+    facts: &[(String, i32)],
+) -> (Vec<Evidence>, Vec<(usize, usize)>) {
     let position = |title: &str| docs.iter().position(|d| d.title == title);
     let mut out = Vec::with_capacity(facts.len() * 2);
+    let mut bad = Vec::new();
     let mut titles: Vec<&str> = Vec::new();
-    for (title, idx) in facts {
+    for (k, (title, idx)) in facts.iter().enumerate() {
         let pos = position(title);
         let doc = pos.map(|p| &docs[p]);
+        if let Some(d) = doc
+            && usize::try_from(*idx).map_or(true, |i| i >= d.sentences.len())
+        {
+            bad.push((k, d.sentences.len()));
+            continue;
+        }
         let text = doc.and_then(|d| {
             let s = usize::try_from(*idx)
                 .ok()
@@ -121,7 +151,7 @@ fn fact_evidence(docs: &[Document], facts: &[(String, i32)]) -> Vec<Evidence> {
             ..Default::default()
         });
     }
-    out
+    (out, bad)
 }
 
 #[cfg(test)]
@@ -148,7 +178,15 @@ mod tests {
                  "context":[["T",["First.", " ", " Third é."]],["U",["Only."]]],"type":"bridge","level":"easy"},
                 {"_id":"b","question":"Q2?","context":[["U",["Only."]]]}]"#,
         );
-        assert_eq!(s.quarantine().len(), 0);
+        let bad = s.quarantine();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].reason, "bad_evidence");
+        assert!(
+            bad[0].detail.contains("sentence 5 of \"U\""),
+            "{}",
+            bad[0].detail
+        );
+        assert_eq!(bad[0].record, Some(0));
         let docs = s.documents();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[0].text, "First.  Third é.");
@@ -159,17 +197,13 @@ mod tests {
         assert_eq!(qs[0].answerable, Some(true));
         assert_eq!(qs[0].question_type.as_deref(), Some("bridge"));
         let ev = &qs[0].evidence;
-        assert_eq!(ev.len(), 4 + 3);
+        // The fact with index 5 of a one-sentence paragraph is dropped (and quarantined).
+        assert_eq!(ev.len(), 3 + 2);
         assert_eq!(ev[0].text.as_deref(), Some(" "));
         assert_eq!(ev[1].text.as_deref(), Some("First."));
-        assert_eq!(
-            ev[2].text, None,
-            "index out of range keeps the fact, no text"
-        );
-        assert_eq!(ev[3].record_id, None, "title absent from the context");
-        assert_eq!(ev[4].kind, "paragraph");
-        assert_eq!(ev[4].index, Some(0));
-        assert_eq!(ev[5].index, Some(1));
+        assert_eq!(ev[2].record_id, None, "title absent from the context");
+        assert_eq!(ev[3].kind, "paragraph");
+        assert_eq!(ev[3].index, Some(0));
         // The test-form record: no answer.
         assert!(qs[1].answers.is_empty());
         assert_eq!(qs[1].answerable, None);

@@ -48,15 +48,14 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         None => None,
     };
     let mut qtype_buf = Vec::new();
-    let mut reader = ctx.open()?;
-    let mut buf = Vec::with_capacity(256);
-    let mut offset = 0u64;
-    let mut line_no = 0u64;
+    let mut lines = crate::kb::ByteLines::new(ctx.open()?).limit(ctx.options.record_limit().0);
     loop {
-        buf.clear();
-        let n = match reader.read_until(b'\n', &mut buf) {
-            Ok(n) => n,
+        let line = match lines.next_line() {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
             Err(e) if is_data_error(&e) => {
+                let (offset, number) = lines.position();
+                let line_no = number.unwrap_or(1) - 1;
                 let q = qa
                     .quarantine_record(
                         "truncated_input",
@@ -72,12 +71,7 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             }
             Err(e) => return Err(IngestError::io(&ctx.location, e)),
         };
-        if n == 0 {
-            break;
-        }
-        let start = offset;
-        offset += n as u64;
-        line_no += 1;
+        let (start, line_no) = (line.offset, line.number.unwrap_or(0));
         let qtype = match &mut qtypes {
             Some(r) => {
                 qtype_buf.clear();
@@ -88,15 +82,31 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
             }
             None => None,
         };
-        while buf.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
-            buf.pop();
+        let buf = line.bytes;
+        if line.oversized() {
+            let (limit, option) = ctx.options.record_limit();
+            let q = qa
+                .quarantine_record(
+                    "record_too_large",
+                    format!(
+                        "line of {} bytes is over the limit of {limit} bytes; it was read \
+                         past, not parsed (raise the reader option `{option}` if it is a real \
+                         record)",
+                        line.len
+                    ),
+                    buf,
+                )
+                .at_byte(start)
+                .at_line(line_no);
+            qa.quarantine(q)?;
+            continue;
         }
         let bad = |reason: &str, detail: String| {
-            qa.quarantine_record(reason, detail, &buf)
+            qa.quarantine_record(reason, detail, buf)
                 .at_byte(start)
                 .at_line(line_no)
         };
-        let line = match std::str::from_utf8(&buf) {
+        let line = match std::str::from_utf8(buf) {
             Ok(l) => l,
             Err(e) => {
                 let q = bad(
@@ -189,6 +199,7 @@ mod tests {
         let o = FormatOptions::MetaQa(MetaQaOptions {
             hops: Some(2),
             qtype_file: Some(t.to_str().unwrap().to_string()),
+            ..Default::default()
         });
         let ctx = InputCtx::local(p.to_str().unwrap(), &o);
         let mut s = VecSink::default();

@@ -61,7 +61,7 @@ struct RawStep {
 /// Reads a MuSiQue JSON-lines file.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let mut qa = Qa::new(ctx, DATASET, sink);
-    qa.for_each_json(|qa, r: Raw, _raw| {
+    qa.for_each_json(|qa, r: Raw, raw| {
         let mut answers = answers_from(r.answer.as_ref(), "answer")?;
         push_aliases(
             &mut answers,
@@ -73,18 +73,36 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         q.answerable = r.answerable;
         q.question_type = (!hops.is_empty() && hops != r.id.0).then_some(hops);
         let position = |idx: i32| r.paragraphs.iter().position(|p| p.idx == Some(idx));
+        // A support index naming no paragraph of the record is dropped from its step and
+        // quarantined (`bad_evidence`, one record per step); the question is kept.
+        let mut bad = Vec::new();
         q.decomposition = r
             .question_decomposition
             .iter()
-            .map(|s| DecompositionStep {
+            .enumerate()
+            .map(|(k, s)| DecompositionStep {
                 question: s.question.clone(),
                 answer: s.answer.clone(),
-                support: s
-                    .paragraph_support_idx
-                    .map(|i| vec![position(i).map(|p| p as i32).unwrap_or(i)])
-                    .unwrap_or_default(),
+                support: match s.paragraph_support_idx.map(|i| (i, position(i))) {
+                    Some((_, Some(p))) => vec![p as i32],
+                    Some((i, None)) => {
+                        bad.push((k, i));
+                        Vec::new()
+                    }
+                    None => Vec::new(),
+                },
             })
             .collect();
+        for (k, i) in bad {
+            let detail = format!(
+                "question_decomposition[{k}].paragraph_support_idx {i} names no paragraph of \
+                 the record ({} paragraphs): the support is dropped, the question kept",
+                r.paragraphs.len()
+            );
+            let excerpt = format!("\"paragraph_support_idx\": {i}");
+            let q = qa.quarantine_part(raw, k, "bad_evidence", detail, excerpt.as_bytes());
+            qa.quarantine(q)?;
+        }
         let mut meta = r.extra;
         if r.question_decomposition.iter().any(|s| s.id.is_some()) {
             let ids = r
@@ -127,6 +145,7 @@ mod tests {
         let lines = [
             r##"{"id":"3hop1__1_2_3","paragraphs":[{"idx":4,"title":"A","paragraph_text":"Alpha one. Alpha two.","is_supporting":false},{"idx":7,"title":"B","paragraph_text":"Beta.","is_supporting":true}],"question":"Q?","question_decomposition":[{"id":1,"question":"q1","answer":"a1","paragraph_support_idx":7},{"id":2,"question":"#1 q2","answer":"a2","paragraph_support_idx":null}],"answer":"a2","answer_aliases":["A2","a2"],"answerable":false}"##,
             r#"{"id":"2hop__9","paragraphs":[{"idx":0,"title":"B","paragraph_text":"Beta.","is_supporting":true}],"question":"Q2?","answer":"x","answer_aliases":[],"answerable":true}"#,
+            r#"{"id":"2hop__10","paragraphs":[{"idx":0,"title":"B","paragraph_text":"Beta.","is_supporting":true}],"question":"Q3?","question_decomposition":[{"id":1,"question":"q1","answer":"a1","paragraph_support_idx":1000000000},{"id":2,"question":"q2","answer":"a2","paragraph_support_idx":-1},{"id":3,"question":"q3","answer":"a3","paragraph_support_idx":0}],"answer":"x","answerable":true}"#,
         ];
         std::fs::write(&p, lines.join("\n")).unwrap();
         let o = FormatOptions::default_for(Format::Musique);
@@ -145,5 +164,22 @@ mod tests {
         assert_eq!(q[0].meta, r#"{"decomposition_ids":[1,2]}"#);
         assert_eq!(q[1].question_type.as_deref(), Some("2hop"));
         assert_eq!(q[1].context_documents, vec![s.documents()[1].id.clone()]);
+        // Support indexes naming no paragraph: dropped, one quarantine record each, the
+        // question kept with its valid support.
+        assert_eq!(q.len(), 3);
+        let steps: Vec<_> = q[2]
+            .decomposition
+            .iter()
+            .map(|d| d.support.clone())
+            .collect();
+        assert_eq!(steps, vec![vec![], vec![], vec![0]]);
+        let bad = s.quarantine();
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(
+            bad.iter()
+                .all(|b| b.reason == "bad_evidence" && b.record == Some(2))
+        );
+        assert!(bad[0].detail.contains("1000000000"), "{}", bad[0].detail);
+        assert_ne!(bad[0].id, bad[1].id);
     }
 }

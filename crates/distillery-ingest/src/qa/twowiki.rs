@@ -41,12 +41,13 @@ struct Raw {
 /// Reads a 2WikiMultihopQA JSON file.
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
     let mut qa = Qa::new(ctx, DATASET, sink);
-    qa.for_each_json(|qa, r: Raw, _raw| {
+    qa.for_each_json(|qa, r: Raw, raw| {
         let answers = answers_from(r.answer.as_ref(), "answer")?;
         let has_answer = !matches!(r.answer, None | Some(Value::Null));
         let mut q = qa.question(&r.id.0, r.question);
         read_sentence_context(
             qa,
+            raw,
             &mut q,
             &r.context,
             &r.supporting_facts,

@@ -26,6 +26,7 @@ fn freebase_opts(english_only: bool, names: bool) -> FormatOptions {
     FormatOptions::Freebase(FreebaseOptions {
         english_only,
         names,
+        ..Default::default()
     })
 }
 
@@ -315,6 +316,7 @@ fn wikidata_real_sample() {
         Format::Wikidata,
         FormatOptions::Wikidata(WikidataOptions {
             languages: vec!["en".into(), "fr".into()],
+            ..Default::default()
         }),
         &p,
     );
@@ -392,6 +394,7 @@ fn wikidata_truncated_gzip_keeps_the_head() {
 fn fb15k_opts(names: &[&str]) -> FormatOptions {
     FormatOptions::Fb15k(Fb15kOptions {
         names: names.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
     })
 }
 

@@ -3,6 +3,7 @@
 
 mod common;
 mod kb;
+mod limits;
 mod mediawiki;
 mod qa;
 mod ranges;

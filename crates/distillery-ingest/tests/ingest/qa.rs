@@ -1064,6 +1064,7 @@ fn hybridqa_tables_passages_and_answer_nodes() {
     .unwrap();
     let opts = FormatOptions::HybridQa(HybridQaOptions {
         tables_dir: Some(wt.to_str().unwrap().to_string()),
+        ..Default::default()
     });
     let s = read_with(Format::HybridQa, opts, &p);
     check(&s);
@@ -1379,6 +1380,7 @@ fn metaqa_qtype_option_and_missing_file() {
     let opts = FormatOptions::MetaQa(MetaQaOptions {
         hops: Some(1),
         qtype_file: None,
+        ..Default::default()
     });
     let s = read_with(Format::MetaQa, opts, &p);
     let q = s.questions();
@@ -1388,6 +1390,7 @@ fn metaqa_qtype_option_and_missing_file() {
     let opts = FormatOptions::MetaQa(MetaQaOptions {
         hops: None,
         qtype_file: Some(dir.path().join("nope.txt").to_str().unwrap().to_string()),
+        ..Default::default()
     });
     let loc = p.to_str().unwrap().to_string();
     let ctx = distillery_ingest::InputCtx::local(&loc, &opts);

@@ -202,6 +202,7 @@ fn freebase_sample_reads_the_same_in_ranges() {
         let options = FormatOptions::Freebase(FreebaseOptions {
             english_only: false,
             names,
+            ..Default::default()
         });
         let whole = assert_ranges_read_the_same(Format::Freebase, &options, &p, false);
         assert!(content(&whole).len() >= 9000, "{}", content(&whole).len());
@@ -375,6 +376,7 @@ fn compressed_line_files_read_on_threads_give_the_plain_records() {
     let options = FormatOptions::Freebase(FreebaseOptions {
         english_only: false,
         names: true,
+        ..Default::default()
     });
     let data = big_ntriples();
     let plain = write(dir.path(), "fb.nt", &data);
@@ -437,6 +439,7 @@ fn a_cut_gzip_read_on_threads_keeps_every_line_before_the_cut() {
     let options = FormatOptions::Freebase(FreebaseOptions {
         english_only: false,
         names: false,
+        ..Default::default()
     });
     let data = big_ntriples();
     let plain = write(dir.path(), "fb.nt", &data);
