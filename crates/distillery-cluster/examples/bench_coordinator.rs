@@ -204,6 +204,8 @@ async fn main() {
                         free_slots: 1,
                         running: vec![],
                         draining: false,
+                        // Plain 1 Hz polls: the latency measured is the coordinator's answer.
+                        wait_ms: 0,
                     })
                     .await
                 else {

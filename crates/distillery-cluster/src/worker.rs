@@ -261,16 +261,27 @@ pub async fn run_worker(
                 let free = cfg.slots.saturating_sub(r.len() as u32);
                 (snap, free)
             };
+            let free = if draining { 0 } else { free };
             let req = pb::PullRequest {
                 worker_id: cfg.worker_id.clone(),
                 generation,
-                free_slots: if draining { 0 } else { free },
+                free_slots: free,
                 running: snapshot,
                 draining,
+                // With a free slot, the coordinator holds the pull until a task is ready
+                // (at most a heartbeat): a new level reaches idle workers at once.
+                wait_ms: if free > 0 {
+                    heartbeat.as_millis() as u32
+                } else {
+                    0
+                },
             };
+            let pulled = Instant::now();
+            let mut got_tasks = false;
             match client.pull(req).await {
                 Ok(resp) => {
                     let resp = resp.into_inner();
+                    got_tasks = !resp.tasks.is_empty();
                     for a in resp.abandon_attempts {
                         let removed = {
                             let mut r = running.lock().unwrap_or_else(|e| e.into_inner());
@@ -307,6 +318,17 @@ pub async fn run_worker(
                 Err(s) => {
                     warn!(coordinator = %cfg.coordinator, error = %s.message(), "pull failed");
                 }
+            }
+            // Pull again at once while slots are free and the last pull either brought
+            // tasks or was held by the coordinator (a long poll that timed out): the next one
+            // is held in turn, so an idle worker sends one pull a heartbeat. A pull answered
+            // at once with nothing (a coordinator without long polls) waits a heartbeat.
+            let free_now = cfg
+                .slots
+                .saturating_sub(running.lock().unwrap_or_else(|e| e.into_inner()).len() as u32);
+            let held = pulled.elapsed() >= heartbeat / 2;
+            if !draining && free_now > 0 && (got_tasks || held) {
+                continue;
             }
             tokio::select! {
                 _ = tokio::time::sleep(heartbeat) => {}

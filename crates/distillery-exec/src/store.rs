@@ -272,7 +272,10 @@ pub fn check_local_target(p: &FsPath) -> Result<(), String> {
         ));
     }
     if real.exists() && !real.is_dir() {
-        return Err(format!("{} is not a directory", real.display()));
+        return Err(match at == abs.as_path() {
+            true => "not a directory".to_string(),
+            false => format!("{} is not a directory", real.display()),
+        });
     }
     rustix::fs::access(&real, rustix::fs::Access::WRITE_OK).map_err(|e| {
         format!(

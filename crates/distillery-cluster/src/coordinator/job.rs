@@ -235,6 +235,9 @@ pub(crate) struct JobRt {
     pub(crate) inputs_json: HashMap<(u32, u32), Arc<str>>,
     /// The parts below each level that has dispatched a task, indexed by shard.
     pub(crate) level_inputs: HashMap<u32, LevelInputs>,
+    /// What the stage tasks of a level read besides their parts ([`upstream_outputs`]), as
+    /// sent, by level.
+    pub(crate) shards_json: HashMap<u32, Arc<str>>,
     pub(crate) committed: BTreeMap<String, TaskOutput>,
     /// Tasks not committed yet.
     pub(crate) left: usize,
@@ -289,6 +292,7 @@ impl JobRt {
             phase: Phase::Ingesting,
             inputs_json: HashMap::new(),
             level_inputs: HashMap::new(),
+            shards_json: HashMap::new(),
             record: rec,
             p: Arc::new(p),
             plan: Arc::new(plan),
@@ -424,13 +428,25 @@ impl JobRt {
     /// What a task reads besides its parts ([`upstream_outputs`]: a merge task its stage's
     /// shard tasks' committed outputs, a stage task the files published below it), as JSON;
     /// empty when there is nothing.
-    pub(crate) fn task_shards_json(&self, t: usize) -> String {
+    pub(crate) fn task_shards_json(&mut self, t: usize) -> Arc<str> {
         let def = &self.tasks[t].def;
-        let shards = upstream_outputs(&self.plan.tasks, def, &self.committed).unwrap_or_default();
-        if shards.is_empty() {
-            return String::new();
+        // A stage task's are those of every stage task below its level: the same for the
+        // whole level, so built once (a pass over every task per dispatch is quadratic).
+        let per_level = matches!(def.kind, TaskKind::Stage { .. }).then_some(def.level);
+        if let Some(v) = per_level.and_then(|l| self.shards_json.get(&l)) {
+            return v.clone();
         }
-        serde_json::to_string(&shards).expect("outputs serialize")
+        let shards = upstream_outputs(&self.plan.tasks, def, &self.committed).unwrap_or_default();
+        let v: Arc<str> = match shards.is_empty() {
+            true => "".into(),
+            false => serde_json::to_string(&shards)
+                .expect("outputs serialize")
+                .into(),
+        };
+        if let Some(l) = per_level {
+            self.shards_json.insert(l, v.clone());
+        }
+        v
     }
 }
 

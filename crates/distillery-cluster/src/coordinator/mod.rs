@@ -101,6 +101,8 @@ struct Inner {
     /// attempt id → (job, task index)
     running: HashMap<String, (String, usize)>,
     next_attempt: u64,
+    /// Notified whenever a task is queued: wakes the pulls held for tasks (long polls).
+    wake: Arc<tokio::sync::Notify>,
 }
 
 /// Counters exported on `/metrics`.

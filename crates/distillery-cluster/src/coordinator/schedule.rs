@@ -26,6 +26,7 @@ pub(super) fn push_ready(inner: &mut Inner, job: &str, t: usize, spec: bool, gpu
     } else {
         q.push_back((job.to_string(), t, false));
     }
+    inner.wake.notify_waiters();
 }
 
 /// Queues the tasks of a job made ready.
@@ -370,7 +371,7 @@ impl CoordinatorService {
                     task_json: serde_json::to_string(&task.def).expect("task serializes"),
                     inputs_json: inputs.to_string(),
                     dir,
-                    shards_json,
+                    shards_json: shards_json.to_string(),
                 });
             }
             for s in skipped.into_iter().rev() {

@@ -2,7 +2,7 @@
 //! that does it (registration is here), and how coordinator errors become gRPC statuses.
 
 use std::collections::HashSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tonic::{Request, Response, Status};
 use tracing::info;
@@ -65,7 +65,27 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         req: Request<pb::PullRequest>,
     ) -> Result<Response<pb::PullResponse>, Status> {
-        self.pull_inner(req.into_inner()).map(Response::new)
+        let req = req.into_inner();
+        let wait = Duration::from_millis(u64::from(req.wait_ms)).min(self.cfg.heartbeat);
+        if wait.is_zero() || req.free_slots == 0 || req.draining {
+            return self.pull_inner(req).map(Response::new);
+        }
+        // A long poll: held until a task is queued or `wait` passes. Armed before each look
+        // at the queues, so a task queued in between is not missed.
+        let deadline = tokio::time::Instant::now() + wait;
+        let wake = self.lock().wake.clone();
+        loop {
+            let queued = wake.notified();
+            tokio::pin!(queued);
+            queued.as_mut().enable();
+            let resp = self.pull_inner(req.clone())?;
+            if !resp.tasks.is_empty() || !resp.abandon_attempts.is_empty() {
+                return Ok(Response::new(resp));
+            }
+            if tokio::time::timeout_at(deadline, queued).await.is_err() {
+                return Ok(Response::new(resp));
+            }
+        }
     }
 
     async fn complete_task(

@@ -69,6 +69,7 @@ fn pull_running(
         free_slots: free,
         running,
         draining: false,
+        wait_ms: 0,
     })
     .unwrap()
     .tasks
@@ -81,6 +82,7 @@ fn pull(svc: &CoordinatorService, id: &str, free: u32) -> Vec<pb::Task> {
         free_slots: free,
         running: Vec::new(),
         draining: false,
+        wait_ms: 0,
     })
     .unwrap()
     .tasks
@@ -405,4 +407,66 @@ async fn a_restarted_coordinator_runs_the_files_planned_at_submission() {
     assert_eq!(replanned.len(), planned.len());
     assert!(location(&replanned).ends_with("b.json"), "planned again");
     assert!(side(&replanned).iter().all(|l| l.ends_with("test.json")));
+}
+
+/// Idle workers hold their pulls (long polls): when the ingest level commits, the next level's
+/// tasks go to the waiting workers at once, one each, instead of a heartbeat later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_level_reaches_idle_workers_at_once() {
+    use crate::pb::coordinator_server::Coordinator;
+    let tmp = tempfile::tempdir().unwrap();
+    let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+    let heartbeat = svc.cfg.heartbeat;
+    svc.submit("t.toml", &pipeline(tmp.path(), 0), &[])
+        .await
+        .unwrap();
+    for w in ["a", "b", "c"] {
+        register(&svc, w, 0);
+    }
+    let ingest = pull(&svc, "a", 4);
+    assert_eq!(ingest.len(), 2);
+    let wait = |id: &'static str| {
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            let req = pb::PullRequest {
+                worker_id: id.to_string(),
+                generation: svc.generation,
+                free_slots: 1,
+                running: Vec::new(),
+                draining: false,
+                wait_ms: heartbeat.as_millis() as u32,
+            };
+            let got = svc.pull(tonic::Request::new(req)).await.unwrap();
+            (got.into_inner().tasks, Instant::now())
+        })
+    };
+    let (b, c) = (wait("b"), wait("c"));
+    // Both are held: nothing is ready above the running ingest tasks.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!b.is_finished() && !c.is_finished());
+    let mut committed = Instant::now();
+    for t in &ingest {
+        assert!(complete(&svc, "a", t).await.accepted);
+        committed = Instant::now();
+    }
+    let mut ids = Vec::new();
+    for (w, h) in [("b", b), ("c", c)] {
+        let (tasks, at) = h.await.unwrap();
+        let after = at.saturating_duration_since(committed);
+        eprintln!(
+            "{w}: {} task(s) {:.1} ms after the level was ready",
+            tasks.len(),
+            after.as_secs_f64() * 1e3
+        );
+        // Answered on the wake-up, not when its wait ran out.
+        assert!(after < heartbeat / 2, "{w} waited {after:?}");
+        assert_eq!(tasks.len(), 1, "{w}");
+        ids.push(tasks[0].task_id.clone());
+    }
+    ids.sort();
+    assert_eq!(ids, ["stage/hseq/shard-00000", "stage/hseq/shard-00001"]);
+    // A held pull with nothing to give answers when its wait runs out, empty.
+    let t0 = Instant::now();
+    let (tasks, _) = wait("b").await.unwrap();
+    assert!(tasks.is_empty() && t0.elapsed() >= heartbeat);
 }
