@@ -134,6 +134,7 @@ async fn main() {
                 let _ = c
                     .get_job(pb::GetJobRequest {
                         job_id: "none".into(),
+                        ..Default::default()
                     })
                     .await;
                 lat.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
@@ -245,6 +246,7 @@ async fn main() {
         let s = client
             .get_job(pb::GetJobRequest {
                 job_id: job.clone(),
+                ..Default::default()
             })
             .await
             .map(|r| r.into_inner());

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use distillery_core::summary::RunSummary;
-use distillery_exec::publish::read_manifest;
+use distillery_exec::publish::{read_manifest, read_summary};
 use distillery_exec::run::{ProgressMode, RunOutcome};
 use distillery_exec::store::open_location;
 use tokio::net::TcpListener;
@@ -75,6 +75,7 @@ pub async fn wait_job(
         match client
             .get_job(pb::GetJobRequest {
                 job_id: job.to_string(),
+                ..Default::default()
             })
             .await
         {
@@ -106,9 +107,13 @@ pub async fn outcome_of(status: pb::JobStatus) -> Result<RunOutcome, ClusterErro
             message: status.error.clone(),
         });
     }
-    let summary: RunSummary = serde_json::from_str(&status.summary_json)
-        .map_err(|e| ClusterError::State(format!("bad run summary: {e}")))?;
+    // The output's summary, whole: a status carries it without its per-task lists.
     let out = open_location(&status.output, false)?;
+    let summary: RunSummary = match read_summary(&out).await {
+        Ok(s) => s,
+        Err(_) => serde_json::from_str(&status.summary_json)
+            .map_err(|e| ClusterError::State(format!("bad run summary: {e}")))?,
+    };
     let manifest = read_manifest(&out).await?;
     Ok(RunOutcome {
         summary,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use distillery_cluster::client::rpc_err;
 use distillery_cluster::pb;
-use distillery_core::summary::{RunSummary, TaskRun};
+use distillery_core::summary::TaskRun;
 
 use crate::args::{ReportFormat, StatusArgs};
 use crate::out::outln;
@@ -14,23 +14,24 @@ use crate::out::outln;
 pub async fn run(a: StatusArgs) -> Result<ExitCode> {
     let (conn, job, json) = (&a.conn, a.job, a.format == ReportFormat::Json);
     let mut client = conn.client()?;
-    let jobs = match job {
-        Some(id) => vec![
-            client
-                .get_job(pb::GetJobRequest { job_id: id })
-                .await
-                .map_err(|s| rpc_err(&conn.coordinator, s))?
-                .into_inner(),
-        ],
-        None => {
-            client
-                .list_jobs(pb::ListJobsRequest {})
-                .await
-                .map_err(|s| rpc_err(&conn.coordinator, s))?
-                .into_inner()
-                .jobs
-        }
+    let ids: Vec<String> = match job {
+        Some(id) => vec![id],
+        None => client
+            .list_jobs(pb::ListJobsRequest {})
+            .await
+            .map_err(|s| rpc_err(&conn.coordinator, s))?
+            .into_inner()
+            .jobs
+            .into_iter()
+            .map(|j| j.job_id)
+            .collect(),
     };
+    let mut jobs = Vec::with_capacity(ids.len());
+    for id in ids {
+        // The table shows per-stage counts; JSON lists every task, a page at a time.
+        let limit = if json { TASK_PAGE } else { 0 };
+        jobs.push(job_status(&mut client, &conn.coordinator, &id, limit).await?);
+    }
     if json {
         // One object a line, whatever the number of jobs.
         for s in &jobs {
@@ -45,6 +46,38 @@ pub async fn run(a: StatusArgs) -> Result<ExitCode> {
         print_status(s);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Task rows asked for a page.
+const TASK_PAGE: u32 = 10_000;
+
+/// A job's status, with its task rows fetched `limit` at a time and gathered into their
+/// stages (none with a limit of 0): one answer stays small for a job of any size.
+async fn job_status(
+    client: &mut distillery_cluster::client::Client,
+    addr: &str,
+    id: &str,
+    limit: u32,
+) -> Result<pb::JobStatus> {
+    let ask = |task_offset| pb::GetJobRequest {
+        job_id: id.to_string(),
+        task_offset,
+        task_limit: limit,
+    };
+    let err = |s| rpc_err(addr, s);
+    let mut status = client.get_job(ask(0)).await.map_err(err)?.into_inner();
+    while status.task_next > 0 {
+        let page = client
+            .get_job(ask(status.task_next))
+            .await
+            .map_err(err)?
+            .into_inner();
+        for (st, more) in status.stages.iter_mut().zip(page.stages) {
+            st.task_list.extend(more.task_list);
+        }
+        status.task_next = page.task_next;
+    }
+    Ok(status)
 }
 
 fn state_name(s: i32) -> &'static str {
@@ -120,31 +153,9 @@ pub fn print_status(s: &pb::JobStatus) {
     }
 }
 
-/// A job's status as JSON: its state, stages and each stage's tasks (of a finished job, from
-/// its published summary).
+/// A job's status as JSON: its state, stages and each stage's tasks (of a job known only by its
+/// final record, from its published summary).
 fn status_json(s: &pb::JobStatus) -> serde_json::Value {
-    let published: Option<RunSummary> = (s.stages.is_empty() && !s.summary_json.is_empty())
-        .then(|| serde_json::from_str(&s.summary_json).ok())
-        .flatten();
-    if let Some(summary) = published {
-        let stages: Vec<serde_json::Value> = summary
-            .stages
-            .iter()
-            .map(|st| {
-                let tasks: Vec<serde_json::Value> =
-                    st.tasks.iter().map(|t| task_json(t, "committed")).collect();
-                serde_json::json!({
-                    "stage": st.stage,
-                    "tasks": tasks,
-                    "done": st.tasks.len(),
-                    "running": 0,
-                    "records": st.records_out,
-                    "bytes": st.bytes_out,
-                })
-            })
-            .collect();
-        return job_json(s, stages);
-    }
     let stages: Vec<serde_json::Value> = s
         .stages
         .iter()

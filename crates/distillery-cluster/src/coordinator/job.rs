@@ -238,6 +238,8 @@ pub(crate) struct JobRt {
     /// What the stage tasks of a level read besides their parts ([`upstream_outputs`]), as
     /// sent, by level.
     pub(crate) shards_json: HashMap<u32, Arc<str>>,
+    /// The published summary without its per-task lists, as a status carries it (made once).
+    pub(crate) brief_summary: std::sync::OnceLock<String>,
     pub(crate) committed: BTreeMap<String, TaskOutput>,
     /// Tasks not committed yet.
     pub(crate) left: usize,
@@ -293,6 +295,7 @@ impl JobRt {
             inputs_json: HashMap::new(),
             level_inputs: HashMap::new(),
             shards_json: HashMap::new(),
+            brief_summary: std::sync::OnceLock::new(),
             record: rec,
             p: Arc::new(p),
             plan: Arc::new(plan),

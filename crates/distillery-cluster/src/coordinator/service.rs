@@ -8,6 +8,7 @@ use tonic::{Request, Response, Status};
 use tracing::info;
 
 use super::schedule::expire_now;
+use super::status::TaskPage;
 use super::{CoordinatorService, WorkerRt, now_ms};
 use crate::{ClusterError, PROTOCOL_VERSION, pb};
 
@@ -120,11 +121,11 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         &self,
         req: Request<pb::GetJobRequest>,
     ) -> Result<Response<pb::JobStatus>, Status> {
-        let id = req.into_inner().job_id;
+        let req = req.into_inner();
         let inner = self.lock();
-        self.status_of(&inner, &id)
+        self.status_of(&inner, &req.job_id, TaskPage::of(&req))
             .map(Response::new)
-            .ok_or_else(|| Status::not_found(format!("no job {id}")))
+            .ok_or_else(|| Status::not_found(format!("no job {}", req.job_id)))
     }
 
     async fn cancel_job(
@@ -134,7 +135,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         let id = req.into_inner().job_id;
         self.cancel(&id);
         let inner = self.lock();
-        self.status_of(&inner, &id)
+        self.status_of(&inner, &id, TaskPage::NONE)
             .map(Response::new)
             .ok_or_else(|| Status::not_found(format!("no job {id}")))
     }
@@ -149,7 +150,7 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
         ids.dedup();
         let jobs = ids
             .into_iter()
-            .filter_map(|id| self.status_of(&inner, id))
+            .filter_map(|id| self.status_of(&inner, id, TaskPage::NONE))
             .collect();
         Ok(Response::new(pb::ListJobsResponse { jobs }))
     }

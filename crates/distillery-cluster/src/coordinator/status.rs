@@ -11,6 +11,7 @@ use super::{CoordinatorService, Inner};
 use crate::metrics::Text;
 use crate::pb;
 use crate::state::FinalRecord;
+use distillery_core::summary::RunSummary;
 
 impl Phase {
     /// The phase in words, for messages and logs.
@@ -164,6 +165,66 @@ pub(crate) fn unstarted_final(
     }
 }
 
+/// Failed tasks listed in a status at most (the job's error names the one that ended it).
+const MAX_FAILURES: usize = 1000;
+
+/// Task rows a status holds at most, whatever the page asked for: a page of them stays far
+/// below the gRPC message limit (about 100 bytes a row).
+pub const MAX_TASK_PAGE: u32 = 50_000;
+
+/// Which of a job's tasks (in plan order across its stages) a status lists.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TaskPage {
+    pub offset: u32,
+    pub limit: u32,
+}
+
+impl TaskPage {
+    /// No task rows: the per-stage counts only.
+    pub(crate) const NONE: TaskPage = TaskPage {
+        offset: 0,
+        limit: 0,
+    };
+
+    /// The page a request asks for, its limit cut to [`MAX_TASK_PAGE`].
+    pub(crate) fn of(req: &pb::GetJobRequest) -> TaskPage {
+        TaskPage {
+            offset: req.task_offset,
+            limit: req.task_limit.min(MAX_TASK_PAGE),
+        }
+    }
+
+    fn holds(self, i: usize) -> bool {
+        i >= self.offset as usize && i < self.offset as usize + self.limit as usize
+    }
+
+    /// The offset of the page after this one, 0 when this one ends the `total` tasks.
+    fn next(self, total: usize) -> u32 {
+        let end = self.offset as usize + self.limit as usize;
+        if self.limit > 0 && end < total {
+            end as u32
+        } else {
+            0
+        }
+    }
+}
+
+/// A published summary without its per-task lists (what a status carries), and the summary
+/// whole (`None` when there is none or it does not parse: then the text is kept as it is).
+fn brief_summary(json: &str) -> (String, Option<RunSummary>) {
+    match serde_json::from_str::<RunSummary>(json) {
+        Ok(full) => {
+            let mut brief = full.clone();
+            for st in &mut brief.stages {
+                st.tasks.clear();
+            }
+            let text = serde_json::to_string(&brief).expect("summary serializes");
+            (text, Some(full))
+        }
+        Err(_) => (json.to_string(), None),
+    }
+}
+
 fn attempt_reports(t: &TaskRt) -> Vec<pb::AttemptReport> {
     t.attempts
         .iter()
@@ -179,7 +240,12 @@ fn attempt_reports(t: &TaskRt) -> Vec<pb::AttemptReport> {
 impl CoordinatorService {
     /// A job's status: its progress per stage and task, its failed attempts and the workers,
     /// or how it ended once only its final record is left.
-    pub(super) fn status_of(&self, inner: &Inner, job_id: &str) -> Option<pb::JobStatus> {
+    pub(super) fn status_of(
+        &self,
+        inner: &Inner,
+        job_id: &str,
+        page: TaskPage,
+    ) -> Option<pb::JobStatus> {
         let workers: Vec<pb::WorkerStatus> = {
             let mut v: Vec<pb::WorkerStatus> = inner
                 .workers
@@ -199,7 +265,7 @@ impl CoordinatorService {
         if let Some(job) = inner.jobs.get(job_id) {
             let mut stages: Vec<pb::StageProgress> = Vec::new();
             let mut failures = Vec::new();
-            for t in &job.tasks {
+            for (i, t) in job.tasks.iter().enumerate() {
                 if stages.last().is_none_or(|s| s.stage != t.def.group) {
                     stages.push(pb::StageProgress {
                         stage: t.def.group.clone(),
@@ -237,13 +303,17 @@ impl CoordinatorService {
                     TaskState::Running => s.running += 1,
                     _ => {}
                 }
-                s.task_list.push(task);
-                if t.attempts.iter().any(|a| {
-                    matches!(
-                        a.state,
-                        AttemptState::Failed { .. } | AttemptState::Expired { .. }
-                    )
-                }) {
+                if page.holds(i) {
+                    s.task_list.push(task);
+                }
+                if failures.len() < MAX_FAILURES
+                    && t.attempts.iter().any(|a| {
+                        matches!(
+                            a.state,
+                            AttemptState::Failed { .. } | AttemptState::Expired { .. }
+                        )
+                    })
+                {
                     failures.push(pb::TaskReport {
                         task_id: t.def.id.clone(),
                         state: t.state.name().to_string(),
@@ -264,25 +334,70 @@ impl CoordinatorService {
                 workers,
                 tasks_total: job.tasks.len() as u32,
                 tasks_done: done,
-                summary_json: job.phase.summary_json().to_string(),
+                summary_json: match &job.phase {
+                    Phase::Published { summary_json } => job
+                        .brief_summary
+                        .get_or_init(|| brief_summary(summary_json).0)
+                        .clone(),
+                    _ => String::new(),
+                },
+                task_next: page.next(job.tasks.len()),
             });
         }
-        inner.finals.get(job_id).map(|f| pb::JobStatus {
-            job_id: f.job_id.clone(),
-            pipeline: f.pipeline.clone(),
-            output: f.output.clone(),
-            state: job_state_of(&f.state) as i32,
-            error_kind: kind_of(&f.error_kind) as i32,
-            error: f.error.clone(),
-            workers,
-            tasks_total: f.tasks_total,
-            tasks_done: if f.state == "succeeded" {
-                f.tasks_total
-            } else {
-                0
-            },
-            summary_json: f.summary_json.clone(),
-            ..Default::default()
+        inner.finals.get(job_id).map(|f| {
+            // A job known only by its final record: its stages and tasks from the published
+            // summary (none for a job that failed).
+            let (summary_json, summary) = brief_summary(&f.summary_json);
+            let mut i = 0;
+            let stages = summary
+                .map(|s| s.stages)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|st| {
+                    let mut task_list = Vec::new();
+                    for t in &st.tasks {
+                        if page.holds(i) {
+                            task_list.push(pb::TaskProgress {
+                                task: t.task.clone(),
+                                state: TaskState::Committed.name().to_string(),
+                                worker: t.worker.clone(),
+                                attempts: t.attempts,
+                                records_out: t.records_out,
+                                seconds: t.seconds,
+                            });
+                        }
+                        i += 1;
+                    }
+                    pb::StageProgress {
+                        stage: st.stage,
+                        tasks: st.tasks.len() as u32,
+                        done: st.tasks.len() as u32,
+                        running: 0,
+                        records: st.records_out,
+                        bytes: st.bytes_out,
+                        task_list,
+                    }
+                })
+                .collect();
+            pb::JobStatus {
+                job_id: f.job_id.clone(),
+                pipeline: f.pipeline.clone(),
+                output: f.output.clone(),
+                state: job_state_of(&f.state) as i32,
+                error_kind: kind_of(&f.error_kind) as i32,
+                error: f.error.clone(),
+                stages,
+                workers,
+                tasks_total: f.tasks_total,
+                tasks_done: if f.state == "succeeded" {
+                    f.tasks_total
+                } else {
+                    0
+                },
+                summary_json,
+                task_next: page.next(i),
+                ..Default::default()
+            }
         })
     }
 

@@ -187,7 +187,7 @@ async fn expired_leases_are_retried_then_the_job_fails_with_a_report() {
         svc.tick();
     }
     let inner = svc.lock();
-    let st = svc.status_of(&inner, &job).unwrap();
+    let st = svc.status_of(&inner, &job, status::TaskPage::NONE).unwrap();
     assert_eq!(st.state, pb::JobState::Failed as i32);
     assert!(
         st.error.contains("failed after 2 attempt(s)"),
@@ -267,7 +267,8 @@ async fn a_restarted_coordinator_takes_the_locks_of_resumed_jobs_again() {
     let svc3 = service(tmp.path(), CoordinatorConfig::default()).await;
     let st = {
         let inner = svc3.lock();
-        svc3.status_of(&inner, &job).unwrap()
+        svc3.status_of(&inner, &job, status::TaskPage::NONE)
+            .unwrap()
     };
     assert_eq!(st.state, pb::JobState::Failed as i32);
     assert!(
@@ -469,4 +470,57 @@ async fn a_new_level_reaches_idle_workers_at_once() {
     let t0 = Instant::now();
     let (tasks, _) = wait("b").await.unwrap();
     assert!(tasks.is_empty() && t0.elapsed() >= heartbeat);
+}
+
+/// A status is small for a job of any size: per-stage counts by default, its task rows in
+/// pages that together list every task once, in plan order.
+#[tokio::test]
+async fn a_status_lists_tasks_in_pages_and_stays_small_without_them() {
+    use prost::Message;
+    let tmp = tempfile::tempdir().unwrap();
+    let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+    let inputs = tmp.path().join("in");
+    std::fs::create_dir_all(&inputs).unwrap();
+    for i in 0..2000 {
+        std::fs::write(inputs.join(format!("q-{i:05}.json")), "[]").unwrap();
+    }
+    let text = format!(
+        "version = 1\nname = \"t\"\noutput = \"{}\"\n[run]\nshards = 2000\n\
+         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}/q-*.json\"]\n\
+         [[stages]]\nkind = \"hseq\"\n",
+        tmp.path().join("out").display(),
+        inputs.display()
+    );
+    let job = svc.submit("t.toml", &text, &[]).await.unwrap();
+    let inner = svc.lock();
+    let brief = svc.status_of(&inner, &job, status::TaskPage::NONE).unwrap();
+    assert_eq!(brief.tasks_total, 4000);
+    assert_eq!(brief.task_next, 0);
+    assert!(brief.stages.iter().all(|s| s.task_list.is_empty()));
+    assert_eq!(brief.stages.iter().map(|s| s.tasks).sum::<u32>(), 4000);
+    assert!(brief.encoded_len() < 4096, "{} bytes", brief.encoded_len());
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    loop {
+        let page = status::TaskPage {
+            offset,
+            limit: 1500,
+        };
+        let s = svc.status_of(&inner, &job, page).unwrap();
+        seen.extend(
+            s.stages
+                .iter()
+                .flat_map(|st| st.task_list.iter().map(|t| t.task.clone())),
+        );
+        if s.task_next == 0 {
+            break;
+        }
+        offset = s.task_next;
+    }
+    let planned: Vec<String> = inner.jobs[&job]
+        .tasks
+        .iter()
+        .map(|t| t.def.id.clone())
+        .collect();
+    assert_eq!(seen, planned);
 }
