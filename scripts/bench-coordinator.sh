@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Coordinator scale (release build): a `distillery coordinator` process driven by simulated
-# workers polling at 1 Hz on a job of ~100,000 tasks; reports pull latency percentiles against
-# a GetJob round-trip baseline in the same run, tasks/s, and the coordinator's CPU and peak RSS.
+# workers polling at 1 Hz; reports, per level, commits/s, pull latency percentiles and the
+# coordinator's CPU, then pull latency against a GetJob round-trip baseline in the same run,
+# tasks/s and peak RSS. Two shapes: ~100,000 tasks on two levels (50,000 input files, then
+# 50,000 hseq shards), then 30,000 tasks on three levels (10,000 shards each).
 #
 #   scripts/bench-coordinator.sh [WORKERS=1000] [TASKS=100000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q -p distillery-cli
 TARGET=${CARGO_TARGET_DIR:-target}
-cargo run --release -q -p distillery-cluster --example bench_coordinator -- \
-  "$TARGET/release/distillery" "${1:-1000}" "${2:-100000}"
+run() {
+  cargo run --release -q -p distillery-cluster --example bench_coordinator -- \
+    "$TARGET/release/distillery" "$@"
+}
+echo "== two levels"
+run "${1:-1000}" "${2:-100000}" 2
+echo "== three levels, 10,000 shards"
+run "${1:-1000}" 30000 3

@@ -7,7 +7,11 @@
 //! trip through the same server, auth and lock, without scheduling. Ratios are pull / baseline.
 //!
 //!   cargo run --release -p distillery-cluster --example bench_coordinator -- \
-//!       target/release/distillery [workers] [tasks]
+//!       target/release/distillery [workers] [tasks] [levels]
+//!
+//! `levels` (2 or 3, default 2) splits the tasks evenly: ingest tasks, then an `hseq` stage
+//! and (third level) an `export` stage, each of one task per shard (an export merge task
+//! follows); each level gets a line of its own (commits/s, pull latency, CPU).
 //!
 //! (`scripts/bench-coordinator.sh` builds and runs it.) Linux only (reads /proc).
 
@@ -54,29 +58,41 @@ async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let bin = args
         .get(1)
-        .expect("usage: bench_coordinator DISTILLERY_BIN [workers] [tasks]");
+        .expect("usage: bench_coordinator DISTILLERY_BIN [workers] [tasks] [levels]");
     let workers: usize = args.get(2).and_then(|v| v.parse().ok()).unwrap_or(1000);
     let tasks: usize = args.get(3).and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let levels: usize = args
+        .get(4)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+        .clamp(2, 3);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let token = "bench-token-0123456789";
     std::fs::write(dir.join("token"), token).unwrap();
-    // Half the tasks read input files (one ingest task each), half are the shards of an
-    // `hseq` stage. The simulated workers never open the files: they only need to exist.
-    let shards = (tasks / 2).clamp(1, 65_536);
-    let files = tasks.saturating_sub(shards).max(1);
+    // The tasks split evenly over the levels: one ingest task per input file, then `hseq`
+    // stages of one task per shard. The simulated workers never open the files: they only
+    // need to exist.
+    let shards = (tasks / levels).clamp(1, 65_536);
+    let files = tasks.saturating_sub(shards * (levels - 1)).max(1);
     let inputs = dir.join("in");
     std::fs::create_dir_all(&inputs).unwrap();
     for i in 0..files {
         std::fs::write(inputs.join(format!("q-{i:06}.json")), "[]").unwrap();
     }
-    let pipeline = format!(
+    let mut pipeline = format!(
         "version = 1\nname = \"bench\"\noutput = \"{}\"\n[run]\nshards = {shards}\n\
-         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}/q-*.json\"]\n\
-         [[stages]]\nkind = \"hseq\"\n",
+         [[inputs]]\nname = \"q\"\nformat = \"hotpotqa\"\npaths = [\"{}/q-*.json\"]\n",
         dir.join("out").display(),
         inputs.display()
     );
+    // Each level a stage of one task per shard (a pipeline runs each stage kind once).
+    for kind in ["hseq", "export"].iter().take(levels - 1) {
+        pipeline.push_str(&format!("[[stages]]\nkind = \"{kind}\"\n"));
+        if *kind == "export" {
+            pipeline.push_str("options = { formats = [\"ircot\"] }\n");
+        }
+    }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -116,7 +132,10 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    println!("coordinator pid {pid}; {workers} simulated workers polling at 1 Hz");
+    println!(
+        "coordinator pid {pid}; {workers} simulated workers polling at 1 Hz; {levels} levels: \
+         {files} ingest tasks, then {shards} tasks a level"
+    );
 
     // --- baseline: GetJob of an unknown job, 1 Hz per worker, 10 s ---
     let base_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
@@ -168,6 +187,11 @@ async fn main() {
     let submit_s = t_submit.elapsed().as_secs_f64();
     let pull_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
     let done_lat = Arc::new(Mutex::new(Vec::<f64>::new()));
+    // When each pull was sent and how long it took, and when each commit was accepted and
+    // for which level (its task's group): per-level windows, rates and latencies.
+    let started = Instant::now();
+    let pull_at = Arc::new(Mutex::new(Vec::<(f64, f64)>::new()));
+    let commit_at = Arc::new(Mutex::new(Vec::<(f64, String)>::new()));
     let completed = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut handles = Vec::new();
@@ -179,6 +203,7 @@ async fn main() {
             completed.clone(),
             stop.clone(),
         );
+        let (pa, ca) = (pull_at.clone(), commit_at.clone());
         handles.push(tokio::spawn(async move {
             let id = format!("sim-{w:05}");
             let reg = c
@@ -212,8 +237,14 @@ async fn main() {
                 else {
                     continue;
                 };
-                pl.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                pl.lock().await.push(ms);
+                pa.lock().await.push(((t - started).as_secs_f64(), ms));
                 for task in r.into_inner().tasks {
+                    let group = match task.task_id.split('/').collect::<Vec<_>>()[..] {
+                        ["stage", name, ..] => name.to_string(),
+                        _ => "ingest".to_string(),
+                    };
                     let out = TaskOutput {
                         dir: task.dir.clone(),
                         ..Default::default()
@@ -234,12 +265,29 @@ async fn main() {
                     dl.lock().await.push(t.elapsed().as_secs_f64() * 1e3);
                     if ok {
                         done.fetch_add(1, Ordering::Relaxed);
+                        ca.lock()
+                            .await
+                            .push((started.elapsed().as_secs_f64(), group));
                     }
                 }
             }
         }));
     }
     let (c1, t1) = (cpu_secs(pid), Instant::now());
+    // The coordinator's CPU seconds, sampled every 250 ms.
+    let cpu_at = Arc::new(Mutex::new(vec![((t1 - started).as_secs_f64(), c1)]));
+    let sampler = {
+        let (cpu_at, stop) = (cpu_at.clone(), stop.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                cpu_at
+                    .lock()
+                    .await
+                    .push((started.elapsed().as_secs_f64(), cpu_secs(pid)));
+            }
+        })
+    };
     let mut last = Instant::now();
     let state = loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -273,6 +321,7 @@ async fn main() {
     for h in handles {
         let _ = h.await;
     }
+    let _ = sampler.await;
     let mut pulls = pull_lat.lock().await.clone();
     let mut dones = done_lat.lock().await.clone();
     let n = completed.load(Ordering::Relaxed);
@@ -316,6 +365,51 @@ async fn main() {
         100.0 * base_cpu,
         peak_rss_mb(pid)
     );
+    per_level(
+        &commit_at.lock().await,
+        &pull_at.lock().await,
+        &cpu_at.lock().await,
+    );
     let _ = coord.kill();
     let _ = coord.wait();
+}
+
+/// One line per level: its window (first to last commit), commits/s, the latency of the
+/// pulls sent in the window, and the coordinator's CPU over it.
+fn per_level(commits: &[(f64, String)], pulls: &[(f64, f64)], cpu: &[(f64, f64)]) {
+    let mut order: Vec<&str> = Vec::new();
+    for (_, g) in commits {
+        if !order.contains(&g.as_str()) {
+            order.push(g);
+        }
+    }
+    let cpu_at = |t: f64| {
+        cpu.iter()
+            .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
+            .map_or(0.0, |x| x.1)
+    };
+    for g in order {
+        let times: Vec<f64> = commits
+            .iter()
+            .filter(|(_, x)| x == g)
+            .map(|(t, _)| *t)
+            .collect();
+        let (a, b) = (times[0], times[times.len() - 1]);
+        let span = (b - a).max(1e-3);
+        let mut lat: Vec<f64> = pulls
+            .iter()
+            .filter(|(t, _)| *t >= a && *t <= b)
+            .map(|(_, ms)| *ms)
+            .collect();
+        let used = (cpu_at(b) - cpu_at(a)) / span;
+        println!(
+            "level {g}: {} commits in {span:.1} s = {:.0} commits/s; pulls {}: p50 {:.2} ms  p99 {:.2} ms; coordinator CPU {:.0}% of one core",
+            times.len(),
+            times.len() as f64 / span,
+            lat.len(),
+            pct(&mut lat, 0.5),
+            pct(&mut lat, 0.99),
+            100.0 * used
+        );
+    }
 }
