@@ -223,7 +223,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         .tempdir()
         .map_err(|e| ExecError::Task(format!("cannot make a scratch directory: {e}")))?;
     let has = |k: IndexKind| o.kinds.contains(&k);
-    let mut spool = Spool::new(&scratch.path().join("spool"), o.shards, o.max_shard_passages > 0);
+    let mut spool = Spool::new(
+        &scratch.path().join("spool"),
+        o.shards,
+        o.max_shard_passages > 0,
+    );
     let mut summary = StageSummary::new(&cx.stage.name);
     let (mut records_in, mut bytes_in) = (0u64, 0u64);
     let mut push = |p| spool.push(p).map_err(ExecError::from);
