@@ -99,7 +99,7 @@ impl Stage for Text2Triple {
             cx.error("validation_share", "`validation_share` must be in [0, 1)");
         }
         if let Some(t) = &o.template {
-            match std::fs::read_to_string(t) {
+            match read_template(t) {
                 Ok(text) if text.contains("{text}") => {}
                 Ok(_) => cx.error("template", format!("{t}: the template has no `{{text}}`")),
                 Err(e) => cx.error("template", format!("{t}: {e}")),
@@ -135,6 +135,25 @@ impl Stage for Text2Triple {
     }
 }
 
+/// The largest prompt template read.
+const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+
+/// A prompt template file: a regular file of at most [`MAX_TEMPLATE_BYTES`] (a device or FIFO
+/// named by the pipeline would never end), as UTF-8.
+fn read_template(path: &str) -> Result<String, String> {
+    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".to_string());
+    }
+    if meta.len() > MAX_TEMPLATE_BYTES {
+        return Err(format!(
+            "{} bytes: a prompt template is at most {MAX_TEMPLATE_BYTES} bytes",
+            meta.len()
+        ));
+    }
+    std::fs::read_to_string(path).map_err(|e| e.to_string())
+}
+
 /// The paragraph (index) of `d` holding char offset `at`, if any.
 fn paragraph_at(d: &Document, at: u32) -> Option<usize> {
     d.paragraphs
@@ -147,9 +166,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let opts: &Text2TripleOptions = crate::stages::options(cx.stage)?;
     let started = Instant::now();
     let template = match &opts.template {
-        Some(path) => {
-            std::fs::read_to_string(path).map_err(|e| ExecError::Task(format!("{path}: {e}")))?
-        }
+        Some(path) => read_template(path).map_err(|e| ExecError::Task(format!("{path}: {e}")))?,
         None => TEMPLATE.to_string(),
     };
     let version = sha1_hex(&template)[..12].to_string();
@@ -307,5 +324,26 @@ mod tests {
         assert_eq!(paragraph_at(&d, 6), Some(1));
         assert_eq!(paragraph_at(&d, 4), None);
         assert_eq!(paragraph_at(&d, 9), None);
+    }
+
+    #[test]
+    fn templates_are_regular_files_of_bounded_size() {
+        if std::path::Path::new("/dev/zero").exists() {
+            assert_eq!(
+                read_template("/dev/zero").unwrap_err(),
+                "not a regular file"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.txt");
+        std::fs::write(&big, vec![b'x'; (MAX_TEMPLATE_BYTES + 1) as usize]).unwrap();
+        let e = read_template(big.to_str().unwrap()).unwrap_err();
+        assert!(e.contains("at most"), "{e}");
+        let ok = dir.path().join("t.txt");
+        std::fs::write(&ok, "Extract from {text}").unwrap();
+        assert_eq!(
+            read_template(ok.to_str().unwrap()).unwrap(),
+            "Extract from {text}"
+        );
     }
 }
