@@ -150,7 +150,9 @@ esac
 if [ "$what" = all ]; then
     mapfile -t chosen < <(targets)
 else
-    targets | grep -qx "$what" || {
+    # Not `grep -q`: it exits at the first match, and under pipefail the SIGPIPE of the
+    # listing would count as no match.
+    targets | grep -x "$what" >/dev/null || {
         echo "unknown target $what; targets: $(targets | tr '\n' ' ')" >&2
         exit 2
     }
