@@ -270,14 +270,25 @@ fn read_side<T: serde::de::DeserializeOwned>(
     let bad = |reason: &str, detail: String, excerpt: &[u8]| {
         QuarantineRecord::new(DATASET, loc, reason, detail, excerpt)
     };
+    // Held whole to be parsed, so bounded like a record: one byte past the limit says it is
+    // over, and the rest is never read.
+    let (limit, option) = qa.ctx.options.record_limit();
     let mut bytes = Vec::new();
-    let read = open_decompressed(qa.ctx.opener, loc, Arc::new(AtomicU64::new(0))).and_then(
-        |(mut r, _)| {
-            r.read_to_end(&mut bytes)
+    let read =
+        open_decompressed(qa.ctx.opener, loc, Arc::new(AtomicU64::new(0))).and_then(|(r, _)| {
+            r.take(limit.saturating_add(1))
+                .read_to_end(&mut bytes)
                 .map_err(|e| IngestError::io(loc, e))
-        },
-    );
+        });
     match read {
+        Ok(_) if bytes.len() as u64 > limit => {
+            let detail = format!(
+                "side file over the limit of {limit} bytes; not read further (raise the reader \
+                 option `{option}` if it is a real file)"
+            );
+            qa.quarantine(bad("record_too_large", detail, &bytes))?;
+            return Ok(None);
+        }
         Ok(_) => {}
         Err(IngestError::Io { source, .. }) if is_data_error(&source) => {
             qa.quarantine(bad("truncated_input", source.to_string(), &bytes))?;

@@ -1120,6 +1120,59 @@ fn hybridqa_tables_passages_and_answer_nodes() {
     assert!(broken.source.ends_with("Broken_0.json"));
 }
 
+/// A HybridQA table file is held whole to be parsed: one over `max_record_bytes` is
+/// quarantined as too large, not read further, and its question kept without the table.
+#[test]
+fn hybridqa_side_files_over_the_record_limit_are_quarantined() {
+    let dir = tempfile::tempdir().unwrap();
+    let wt = dir.path().join("tables");
+    std::fs::create_dir_all(wt.join("tables_tok")).unwrap();
+    std::fs::create_dir_all(wt.join("request_tok")).unwrap();
+    let table = |uid: &str, text: &str| {
+        format!(
+            r#"{{"title": "{uid}", "header": [["A", []]], "data": [[["x", []]]],
+                "section_text": "{text}", "uid": "{uid}"}}"#
+        )
+    };
+    std::fs::write(wt.join("tables_tok/Small_0.json"), table("Small_0", "")).unwrap();
+    let padding = "y".repeat(5000);
+    std::fs::write(wt.join("tables_tok/Huge_0.json"), table("Huge_0", &padding)).unwrap();
+    for t in ["Small_0", "Huge_0"] {
+        std::fs::write(wt.join(format!("request_tok/{t}.json")), "{}").unwrap();
+    }
+    let p = dir.path().join("dev.json");
+    std::fs::write(
+        &p,
+        r#"[{"question_id": "q1", "question": "Small?", "table_id": "Small_0", "answer-text": "x"},
+            {"question_id": "q2", "question": "Huge?", "table_id": "Huge_0", "answer-text": "x"}]"#,
+    )
+    .unwrap();
+    let opts = FormatOptions::HybridQa(HybridQaOptions {
+        tables_dir: Some(wt.to_str().unwrap().to_string()),
+        max_record_bytes: 1000,
+        ..Default::default()
+    });
+    let s = read_with(Format::HybridQa, opts, &p);
+    check(&s);
+    let q = s.questions();
+    assert_eq!(q.len(), 2);
+    assert_eq!(q[0].context_tables.len(), 1);
+    assert!(q[1].context_tables.is_empty());
+    let big: Vec<_> = s
+        .quarantine()
+        .into_iter()
+        .filter(|r| r.reason == "record_too_large")
+        .collect();
+    assert_eq!(big.len(), 1, "{:?}", s.quarantine());
+    assert!(big[0].source.ends_with("Huge_0.json"), "{}", big[0].source);
+    assert!(
+        big[0].detail.contains("max_record_bytes"),
+        "{}",
+        big[0].detail
+    );
+    assert!(big[0].excerpt.len() <= 512);
+}
+
 // --- Bad input, for every JSON reader. ---
 
 /// One good record, one missing `question`, one with a wrong type, per JSON format.
