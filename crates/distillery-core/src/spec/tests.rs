@@ -335,3 +335,16 @@ fn syntax_errors_have_a_position() {
     assert_eq!(e.errors.len(), 1);
     assert_eq!(e.errors[0].line.map(|l| l.0), Some(2));
 }
+
+/// A pipeline file found by the `pipeline` fuzz target: toml_edit 0.23 panicked ("all items
+/// have spans") while the locator parsed it; 0.25 reports it as a syntax error.
+#[test]
+fn the_fuzzed_toml_edit_panic_is_a_syntax_error() {
+    let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/regressions/pipeline/crash-a12a422a237e834bf389323dffcddae7974535c0");
+    let bytes = std::fs::read(file).unwrap();
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.split("\n--side--").next().unwrap();
+    let _ = super::locate::Locator::new(text);
+    assert!(text.parse::<toml::Table>().is_err());
+}
