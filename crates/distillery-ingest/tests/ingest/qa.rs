@@ -1150,7 +1150,6 @@ fn hybridqa_side_files_over_the_record_limit_are_quarantined() {
     let opts = FormatOptions::HybridQa(HybridQaOptions {
         tables_dir: Some(wt.to_str().unwrap().to_string()),
         max_record_bytes: 1000,
-        ..Default::default()
     });
     let s = read_with(Format::HybridQa, opts, &p);
     check(&s);
