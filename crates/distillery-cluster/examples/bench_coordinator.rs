@@ -13,9 +13,17 @@
 //! and (third level) an `export` stage, each of one task per shard (an export merge task
 //! follows); each level gets a line of its own (commits/s, pull latency, CPU).
 //!
+//! A fifth argument `restart` kills the coordinator (SIGKILL) once three quarters of the tasks
+//! have committed and starts it again on the same state: the bench reports how long the new
+//! process took to serve and to accept its first commit, against the submission (plan and
+//! record) of the same job as baseline; the simulated workers register again, as real ones do.
+//!
+//! When the job has ended, `distillery status` (the CLI, table and JSON) is asked about it.
+//!
 //! (`scripts/bench-coordinator.sh` builds and runs it.) Linux only (reads /proc).
 
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -33,6 +41,47 @@ fn cpu_secs(pid: u32) -> f64 {
     let ticks: f64 = f.get(11).and_then(|v| v.parse().ok()).unwrap_or(0.0)
         + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     ticks / 100.0
+}
+
+/// The coordinator's CPU seconds across restarts: those of the processes killed, plus the
+/// running one's.
+#[derive(Default)]
+struct CoordCpu {
+    pid: u32,
+    before: f64,
+}
+
+impl CoordCpu {
+    fn secs(m: &std::sync::Mutex<CoordCpu>) -> f64 {
+        let c = m.lock().unwrap();
+        c.before + cpu_secs(c.pid)
+    }
+}
+
+fn start_coordinator(bin: &str, dir: &Path, port: u16) -> Child {
+    Command::new(bin)
+        .args([
+            "-q",
+            "coordinator",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--state")
+        .arg(dir.join("state"))
+        .arg("--token-file")
+        .arg(dir.join("token"))
+        .args([
+            "--lease-secs",
+            "30",
+            "--heartbeat-ms",
+            "1000",
+            "--straggler-factor",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the coordinator")
 }
 
 fn peak_rss_mb(pid: u32) -> f64 {
@@ -66,6 +115,7 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2)
         .clamp(2, 3);
+    let restart = args.get(5).is_some_and(|a| a == "restart");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let token = "bench-token-0123456789";
@@ -98,30 +148,9 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut coord = Command::new(bin)
-        .args([
-            "-q",
-            "coordinator",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--state")
-        .arg(dir.join("state"))
-        .arg("--token-file")
-        .arg(dir.join("token"))
-        .args([
-            "--lease-secs",
-            "30",
-            "--heartbeat-ms",
-            "1000",
-            "--straggler-factor",
-            "0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the coordinator");
+    let mut coord = start_coordinator(bin, dir, port);
     let pid = coord.id();
+    let coord_cpu = Arc::new(std::sync::Mutex::new(CoordCpu { pid, before: 0.0 }));
     let url = format!("http://127.0.0.1:{port}");
     let token = Token::new(token).unwrap();
     let mut client = connect(&url, token.clone(), None).unwrap();
@@ -206,27 +235,29 @@ async fn main() {
         let (pa, ca) = (pull_at.clone(), commit_at.clone());
         handles.push(tokio::spawn(async move {
             let id = format!("sim-{w:05}");
-            let reg = c
-                .register_worker(pb::RegisterWorkerRequest {
-                    protocol_version: PROTOCOL_VERSION,
-                    worker_id: id.clone(),
-                    capabilities: Some(pb::Capabilities {
-                        slots: 1,
-                        ..Default::default()
-                    }),
-                })
+            let register = pb::RegisterWorkerRequest {
+                protocol_version: PROTOCOL_VERSION,
+                worker_id: id.clone(),
+                capabilities: Some(pb::Capabilities {
+                    slots: 1,
+                    ..Default::default()
+                }),
+            };
+            let mut generation = c
+                .register_worker(register.clone())
                 .await
                 .expect("register")
-                .into_inner();
+                .into_inner()
+                .generation;
             tokio::time::sleep(Duration::from_millis(fastrand::u64(0..1000))).await;
             let mut tick = tokio::time::interval(Duration::from_secs(1));
             while !stop.load(Ordering::Relaxed) {
                 tick.tick().await;
                 let t = Instant::now();
-                let Ok(r) = c
+                let r = match c
                     .pull(pb::PullRequest {
                         worker_id: id.clone(),
-                        generation: reg.generation,
+                        generation,
                         free_slots: 1,
                         running: vec![],
                         draining: false,
@@ -234,8 +265,16 @@ async fn main() {
                         wait_ms: 0,
                     })
                     .await
-                else {
-                    continue;
+                {
+                    Ok(r) => r,
+                    // A restarted coordinator: register again, as a worker does.
+                    Err(e) if e.code() == tonic::Code::FailedPrecondition => {
+                        if let Ok(r) = c.register_worker(register.clone()).await {
+                            generation = r.into_inner().generation;
+                        }
+                        continue;
+                    }
+                    Err(_) => continue,
                 };
                 let ms = t.elapsed().as_secs_f64() * 1e3;
                 pl.lock().await.push(ms);
@@ -273,23 +312,59 @@ async fn main() {
             }
         }));
     }
-    let (c1, t1) = (cpu_secs(pid), Instant::now());
+    let (c1, t1) = (CoordCpu::secs(&coord_cpu), Instant::now());
     // The coordinator's CPU seconds, sampled every 250 ms.
     let cpu_at = Arc::new(Mutex::new(vec![((t1 - started).as_secs_f64(), c1)]));
     let sampler = {
-        let (cpu_at, stop) = (cpu_at.clone(), stop.clone());
+        let (cpu_at, stop, coord_cpu) = (cpu_at.clone(), stop.clone(), coord_cpu.clone());
         tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 tokio::time::sleep(Duration::from_millis(250)).await;
+                let secs = CoordCpu::secs(&coord_cpu);
                 cpu_at
                     .lock()
                     .await
-                    .push((started.elapsed().as_secs_f64(), cpu_secs(pid)));
+                    .push((started.elapsed().as_secs_f64(), secs));
             }
         })
     };
     let mut last = Instant::now();
+    let total = (files + shards * (levels - 1)) as u64;
+    // (commits on record at the kill, when the new process started, when it served, when it
+    // accepted its first commit)
+    let mut restarted: Option<(u64, Instant, Option<f64>, Option<f64>)> = None;
     let state = loop {
+        if restart && restarted.is_none() && completed.load(Ordering::Relaxed) >= total * 3 / 4 {
+            let before = CoordCpu::secs(&coord_cpu);
+            let _ = coord.kill();
+            let _ = coord.wait();
+            let on_record = completed.load(Ordering::Relaxed);
+            let at = Instant::now();
+            coord = start_coordinator(bin, dir, port);
+            *coord_cpu.lock().unwrap() = CoordCpu {
+                pid: coord.id(),
+                before,
+            };
+            println!("  killed the coordinator with {on_record} commits on record; started again");
+            restarted = Some((on_record, at, None, None));
+        }
+        if let Some((on_record, at, serving, first)) = &mut restarted {
+            if serving.is_none() {
+                if client.list_jobs(pb::ListJobsRequest {}).await.is_ok() {
+                    *serving = Some(at.elapsed().as_secs_f64());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+            if first.is_none() {
+                if completed.load(Ordering::Relaxed) > *on_record {
+                    *first = Some(at.elapsed().as_secs_f64());
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            }
+        }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let s = client
             .get_job(pb::GetJobRequest {
@@ -316,7 +391,8 @@ async fn main() {
         }
     };
     let wall = t1.elapsed().as_secs_f64();
-    let cpu = cpu_secs(pid) - c1;
+    let cpu = CoordCpu::secs(&coord_cpu) - c1;
+    let pid = coord.id();
     stop.store(true, Ordering::Relaxed);
     for h in handles {
         let _ = h.await;
@@ -370,6 +446,15 @@ async fn main() {
         &pull_at.lock().await,
         &cpu_at.lock().await,
     );
+    if let Some((on_record, _, serving, first)) = restarted {
+        let (serving, first) = (serving.unwrap_or(f64::NAN), first.unwrap_or(f64::NAN));
+        println!(
+            "restart with {on_record} of {total} tasks committed: serving {serving:.2} s after the start, first commit accepted {first:.2} s after it; \
+             baseline submit (plan + record) {submit_s:.2} s; ratio {:.2}x",
+            first / submit_s.max(1e-9)
+        );
+    }
+    ask_status(bin, dir, &url, &job);
     let _ = coord.kill();
     let _ = coord.wait();
 }
@@ -410,6 +495,59 @@ fn per_level(commits: &[(f64, String)], pulls: &[(f64, f64)], cpu: &[(f64, f64)]
             pct(&mut lat, 0.5),
             pct(&mut lat, 0.99),
             100.0 * used
+        );
+    }
+}
+
+/// `distillery status` on the ended job, as a user would ask: its table and its JSON (every
+/// task, fetched in pages), how long each took and how big the answer was.
+fn ask_status(bin: &str, dir: &Path, url: &str, job: &str) {
+    for format in ["table", "json"] {
+        let t = Instant::now();
+        let out = Command::new(bin)
+            .args([
+                "-q",
+                "status",
+                job,
+                "--coordinator",
+                url,
+                "--format",
+                format,
+            ])
+            .arg("--token-file")
+            .arg(dir.join("token"))
+            .output()
+            .expect("run distillery status");
+        let secs = t.elapsed().as_secs_f64();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let detail = if format == "json" {
+            serde_json::from_str::<serde_json::Value>(&text).map_or_else(
+                |e| format!("unreadable JSON: {e}"),
+                |v| {
+                    let tasks: usize = v
+                        .pointer("/stages")
+                        .or_else(|| v.pointer("/0/stages"))
+                        .and_then(|s| s.as_array())
+                        .map_or(0, |st| {
+                            st.iter()
+                                .map(|s| s["tasks"].as_array().map_or(0, |t| t.len()))
+                                .sum()
+                        });
+                    format!("{tasks} task rows")
+                },
+            )
+        } else {
+            text.lines().next().unwrap_or("").to_string()
+        };
+        println!(
+            "distillery status --format {format}: {} in {secs:.2} s, {} bytes; {detail}{}",
+            out.status,
+            out.stdout.len(),
+            if out.status.success() {
+                String::new()
+            } else {
+                format!("; stderr: {}", String::from_utf8_lossy(&out.stderr).trim())
+            }
         );
     }
 }
