@@ -14,6 +14,9 @@
 #    in one task on 1 worker, parallel stream decoding off in both; the outputs compared.
 # 5. (run before 4) The single-stream bz2 dump of 1. on two cores (taskset -c 0,1) vs one:
 #    bz2 decoding on a thread of its own, parsing and HSEQ on the other core.
+# 6. (run before 4) The single-stream bz2 dump of 1. as block-range tasks (run.split_bytes =
+#    size / 8, cut at bz2 blocks) on 2 worker processes pinned to a core each, vs one task on
+#    1 worker, as in 4.; the outputs compared.
 #
 # BENCH_DIR keeps the generated inputs between runs; BENCH_SECTIONS (say "1 5") runs only
 # those sections; DISTILLERY_BIN uses a binary already built.
@@ -23,7 +26,7 @@ WIKI_MB=${1:-200}
 NT_LINES=${2:-2000000}
 BIG_MB=${3:-1100}
 WORK=${BENCH_DIR:-$(mktemp -d)}
-SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5}
+SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5 6}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
 if [ -z "${DISTILLERY_BIN:-}" ]; then
@@ -87,38 +90,52 @@ for t in documents segments; do
 done
 fi
 
-want 4 || exit 0
-echo "== 4. a multistream dump with its index: byte-range tasks on 2 workers vs one task on 1 worker (one core each)"
-[ -f "$WORK/ms-multistream.xml.bz2" ] || python3 scripts/gen_bench_data.py multistream "$WORK/ms-multistream.xml.bz2" "$WIKI_MB"
-command -v taskset >/dev/null || { echo "   skipped: needs taskset"; exit 0; }
-[ "$(nproc)" -ge 2 ] || { echo "   skipped: needs 2 cores"; exit 0; }
+# Byte-range tasks on 2 workers pinned to a core each vs one task on 1 worker, ingest + hseq,
+# parallel stream decoding off in both, the outputs compared: ranged_vs_whole NAME DUMP.
+ranged_vs_whole() {
+local name=$1 dump=$2
+command -v taskset >/dev/null || { echo "   skipped: needs taskset"; return; }
+[ "$(nproc)" -ge 2 ] || { echo "   skipped: needs 2 cores"; return; }
 source scripts/bench/cluster.sh
-MS_SIZE=$(stat -c %s "$WORK/ms-multistream.xml.bz2")
-cat > "$WORK/ms.toml" <<TOML
+local size; size=$(stat -c %s "$dump")
+cat > "$WORK/$name.toml" <<TOML
 version = 1
-name = "bench-multistream"
+name = "bench-$name"
 output = "unused"
 [run]
 shards = 4
 [[inputs]]
 name = "wiki"
 format = "mediawiki"
-paths = ["$WORK/ms-multistream.xml.bz2"]
+paths = ["$dump"]
 options = { parallel_streams = false }
 [[stages]]
 kind = "hseq"
 TOML
-whole=$(run_job ms-whole 1 "$WORK/ms.toml" "$WORK/out-ms-whole" run.split_bytes=0)
-ranged=$(run_job ms-ranges 2 "$WORK/ms.toml" "$WORK/out-ms-ranges" "run.split_bytes=$((MS_SIZE / 8))")
+local whole ranged
+whole=$(run_job "$name-whole" 1 "$WORK/$name.toml" "$WORK/out-$name-whole" run.split_bytes=0)
+ranged=$(run_job "$name-ranges" 2 "$WORK/$name.toml" "$WORK/out-$name-ranges" "run.split_bytes=$((size / 8))")
 ingest_secs() { python3 -c "import json,sys; s=json.load(open(sys.argv[1]+'/_summary.json')); t=[x for st in s['stages'] if st['stage']=='ingest/wiki' for x in st['tasks']]; w={}
 for x in t: w[x['worker']]=w.get(x['worker'],0)+x['seconds']
 print(f\"{max(w.values()):.2f} {len(t)}\")" "$1"; }
-read -r w1 n1 <<<"$(ingest_secs "$WORK/out-ms-whole")"
-read -r w2 n2 <<<"$(ingest_secs "$WORK/out-ms-ranges")"
+local w1 n1 w2 n2
+read -r w1 n1 <<<"$(ingest_secs "$WORK/out-$name-whole")"
+read -r w2 n2 <<<"$(ingest_secs "$WORK/out-$name-ranges")"
 python3 -c "print(f'job: one task {$whole:.2f} s, {$n2} ranges on 2 workers {$ranged:.2f} s ({$whole/$ranged:.2f}x); ingest stage: {$w1:.2f} s vs {$w2:.2f} s on the busiest worker ({$w1/$w2:.2f}x)')"
 for t in documents tables segments; do
   q="SELECT * FROM $t ORDER BY id"
-  cmp -s <("$BIN" --quiet inspect "$WORK/out-ms-whole" --sql "$q" --format csv) \
-         <("$BIN" --quiet inspect "$WORK/out-ms-ranges" --sql "$q" --format csv) \
+  cmp -s <("$BIN" --quiet inspect "$WORK/out-$name-whole" --sql "$q" --format csv) \
+         <("$BIN" --quiet inspect "$WORK/out-$name-ranges" --sql "$q" --format csv) \
     && echo "   table $t identical" || echo "   table $t DIFFERENT"
 done
+}
+
+if want 6; then
+echo "== 6. the single-stream dump of 1.: block-range tasks on 2 workers vs one task on 1 worker (one core each)"
+ranged_vs_whole ss "$WORK/wiki.xml.bz2"
+fi
+
+want 4 || exit 0
+echo "== 4. a multistream dump with its index: byte-range tasks on 2 workers vs one task on 1 worker (one core each)"
+[ -f "$WORK/ms-multistream.xml.bz2" ] || python3 scripts/gen_bench_data.py multistream "$WORK/ms-multistream.xml.bz2" "$WIKI_MB"
+ranged_vs_whole ms "$WORK/ms-multistream.xml.bz2"

@@ -22,11 +22,12 @@ pub enum TableKind {
     Quarantine,
     Subgraphs,
     Literals,
+    Changes,
 }
 
 impl TableKind {
     /// All tables, in the order outputs list them.
-    pub const ALL: [TableKind; 11] = [
+    pub const ALL: [TableKind; 12] = [
         TableKind::Documents,
         TableKind::Tables,
         TableKind::Triples,
@@ -38,6 +39,7 @@ impl TableKind {
         TableKind::Quarantine,
         TableKind::Subgraphs,
         TableKind::Literals,
+        TableKind::Changes,
     ];
 
     /// The tables of a knowledge graph's edges: `triples` (entity to entity) and `literals`
@@ -58,6 +60,7 @@ impl TableKind {
             TableKind::Quarantine => "quarantine",
             TableKind::Subgraphs => "subgraphs",
             TableKind::Literals => "literals",
+            TableKind::Changes => "changes",
         }
     }
 
@@ -136,13 +139,40 @@ pub struct Document {
     /// Target title when the page is a redirect.
     pub redirect: Option<String>,
     pub revision_id: Option<i64>,
+    /// The revision's timestamp (ISO 8601, as the export writes it).
     pub timestamp: Option<String>,
+    /// The revision's SHA-1 as the export gives it (`<sha1>`, base 36): the same text gives
+    /// the same value from one dump to the next.
+    pub sha1: Option<String>,
     pub text: String,
     pub sections: Vec<Section>,
     pub paragraphs: Vec<Paragraph>,
     pub sentences: Vec<Sentence>,
     pub infobox: Vec<InfoboxField>,
     pub links: Vec<Link>,
+}
+
+/// A change to a wiki's pages that a revision dump does not carry (the `changes` table): a
+/// deletion, a restore or a move, from a logging dump or a list of deleted pages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Change {
+    /// Stable id of (dataset, source, log id or line, kind, title).
+    pub id: String,
+    /// The reader (`mediawiki-log`).
+    pub dataset: String,
+    pub source: String,
+    /// `deleted`, `restored` or `moved`.
+    pub kind: String,
+    /// The page's full title as logged (namespace prefix included); empty when a list names
+    /// the page by id.
+    pub title: String,
+    /// The page id, when known (a list of ids; logging dumps give none).
+    pub page_id: Option<i64>,
+    /// The new title of a moved page.
+    pub target: Option<String>,
+    pub timestamp: Option<String>,
+    /// The log item's id.
+    pub log_id: Option<i64>,
 }
 
 /// A link inside a table cell (`row` -1 is the header row).
@@ -573,6 +603,8 @@ pub enum Record {
     /// A knowledge-graph edge to a literal, IRI or blank-node object: the `literals` table,
     /// kept apart from the entity-to-entity edges of `triples`.
     Literal(Triple),
+    /// A deletion, restore or move of a wiki page (the `changes` table).
+    Change(Change),
 }
 
 impl Record {
@@ -589,6 +621,7 @@ impl Record {
             Record::Quarantine(_) => TableKind::Quarantine,
             Record::Subgraph(_) => TableKind::Subgraphs,
             Record::Literal(_) => TableKind::Literals,
+            Record::Change(_) => TableKind::Changes,
         }
     }
 
@@ -606,6 +639,7 @@ impl Record {
             Record::Quarantine(r) => &r.id,
             Record::Subgraph(r) => &r.id,
             Record::Literal(r) => &r.id,
+            Record::Change(r) => &r.id,
         }
     }
 
@@ -686,6 +720,7 @@ impl VecSink {
     vec_sink_accessor!(sft, Sft, SftSample);
     vec_sink_accessor!(quarantine, Quarantine, QuarantineRecord);
     vec_sink_accessor!(literals, Literal, Triple);
+    vec_sink_accessor!(changes, Change, Change);
 
     /// The KG edges, `triples` and `literals` alike, in the order they were emitted.
     pub fn edges(&self) -> Vec<&Triple> {

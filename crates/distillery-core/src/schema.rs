@@ -55,6 +55,7 @@ fn schemas() -> &'static Schemas {
                 TableKind::Quarantine => trace::<QuarantineRecord>("quarantine"),
                 TableKind::Subgraphs => trace::<SubgraphEdge>("subgraphs"),
                 TableKind::Literals => trace::<Triple>("literals"),
+                TableKind::Changes => trace::<Change>("changes"),
             };
             let schema = Arc::new(Schema::new(f.clone()));
             fields.push((t, f, schema));
@@ -504,6 +505,7 @@ pub fn records_to_batch<R: std::borrow::Borrow<Record>>(
         TableKind::Sft => conv!(Sft),
         TableKind::Quarantine => conv!(Quarantine),
         TableKind::Subgraphs => conv!(Subgraph),
+        TableKind::Changes => conv!(Change),
     }
 }
 
@@ -553,6 +555,10 @@ pub fn batch_to_records(t: TableKind, batch: &RecordBatch) -> Result<Vec<Record>
         TableKind::Subgraphs => from_batch::<SubgraphEdge>(t, batch)?
             .into_iter()
             .map(Record::Subgraph)
+            .collect(),
+        TableKind::Changes => from_batch::<Change>(t, batch)?
+            .into_iter()
+            .map(Record::Change)
             .collect(),
     })
 }

@@ -163,6 +163,7 @@ const ID_COLUMNS: &[(TableKind, &[&str])] = &[
     (TableKind::Sft, &["id"]),
     (TableKind::Quarantine, &["id"]),
     (TableKind::Subgraphs, &["id"]),
+    (TableKind::Changes, &["id"]),
 ];
 
 fn column(path: &[&str]) -> ColumnPath {

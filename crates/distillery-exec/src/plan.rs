@@ -71,6 +71,7 @@ pub fn tables_of(format: Format) -> &'static [TableKind] {
         Format::Fb15k => &[Triples, Entities],
         Format::MetaQaKb => &[Triples],
         Format::WikiOfGraph => &[Documents, Triples],
+        Format::MediaWikiLog => &[Changes],
         _ => &[Questions, Documents, Tables],
     }
 }
@@ -183,6 +184,7 @@ pub fn stage_tag(tag: &str, stage: &str) -> String {
 pub fn primary_tables(format: Format) -> &'static [TableKind] {
     match format {
         Format::MediaWiki | Format::WikiOfGraph => &[TableKind::Documents],
+        Format::MediaWikiLog => &[TableKind::Changes],
         Format::Freebase | Format::Wikidata | Format::Fb15k | Format::MetaQaKb => {
             &TableKind::KG_EDGES
         }
@@ -196,7 +198,15 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for input in &p.inputs {
-        match resolve_paths(&input.name, &input.paths) {
+        let paths = match input.format {
+            Format::MediaWiki => {
+                let (paths, bad) = daily_folders(&input.paths);
+                errors.extend(bad);
+                paths
+            }
+            _ => input.paths.clone(),
+        };
+        match resolve_paths(&input.name, &paths) {
             Ok(paths) => {
                 for (index, location) in paths.into_iter().enumerate() {
                     let size = if is_url(&location) {
@@ -253,6 +263,42 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
         return Err(ExecError::Inputs(errors.join("\n")));
     }
     plan_known(p, files, side)
+}
+
+/// A `mediawiki` input's paths with each daily adds-changes folder (a directory, or a glob of
+/// directories, holding `maxrevid.txt` or `status.txt`) checked and replaced by its pages
+/// file, in the order given (a glob's folders sorted, so days apply in date order); and why
+/// the folders that cannot be read are refused.
+pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
+    use distillery_ingest::mediawiki::daily;
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    for p in paths {
+        let local = p.strip_prefix("file://").unwrap_or(p);
+        let dirs: Vec<std::path::PathBuf> = if is_url(p) && !p.starts_with("file://") {
+            Vec::new()
+        } else if local.contains(['*', '?', '[']) {
+            let mut d: Vec<_> = glob::glob(local)
+                .map(|g| g.filter_map(Result::ok).collect())
+                .unwrap_or_default();
+            d.retain(|d| daily::is_daily_folder(d));
+            d.sort();
+            d
+        } else if daily::is_daily_folder(std::path::Path::new(local)) {
+            vec![local.into()]
+        } else {
+            Vec::new()
+        };
+        if dirs.is_empty() {
+            out.push(p.clone());
+        }
+        for d in dirs {
+            match daily::open(&d) {
+                Ok(f) => out.push(f.pages.to_string_lossy().into_owned()),
+                Err(e) => errors.push(e),
+            }
+        }
+    }
+    (out, errors)
 }
 
 /// Below this many shards (or tasks of a stage) any input is accepted.
@@ -469,5 +515,38 @@ mod tests {
             );
         }
         assert_eq!(range_tag("kb", 1, 7), "kb-0001.00007");
+    }
+
+    /// Daily adds-changes folders given as `mediawiki` paths: a glob of them read as their
+    /// pages files in date order, an unfinished one refused by name, other paths untouched.
+    #[test]
+    fn daily_folders_become_their_pages_files_in_date_order() {
+        use md5::Digest;
+        let tmp = tempfile::tempdir().unwrap();
+        let day = |date: &str, status: &str| {
+            let d = tmp.path().join("incr").join(date);
+            std::fs::create_dir_all(&d).unwrap();
+            let name = format!("testwiki-{date}-pages-meta-hist-incr.xml.bz2");
+            let body = format!("pages of {date}");
+            std::fs::write(d.join(&name), &body).unwrap();
+            let sum: String = md5::Md5::digest(body.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            std::fs::write(d.join("md5sums"), format!("{sum}  {name}\n")).unwrap();
+            std::fs::write(d.join("status.txt"), status).unwrap();
+            std::fs::write(d.join("maxrevid.txt"), "100").unwrap();
+            d.join(name).to_string_lossy().into_owned()
+        };
+        let (second, first) = (day("20240102", "done"), day("20240101", "done:all"));
+        let glob = format!("{}/incr/2024*", tmp.path().display());
+        let plain = "/some/dump.xml.bz2".to_string();
+        let (paths, errors) = daily_folders(&[glob.clone(), plain.clone()]);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(paths, [first, second, plain]);
+        day("20240103", "in-progress");
+        let (_, errors) = daily_folders(&[glob]);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].contains("20240103") && errors[0].contains("in-progress"));
     }
 }

@@ -357,6 +357,7 @@ pub const QA_FORMATS: &[Format] = &[
     Format::Fb15k,
     Format::MetaQaKb,
     Format::WikiOfGraph,
+    Format::MediaWikiLog,
 ];
 
 /// `qa`: the first byte selects the format ([`QA_FORMATS`]); the rest is the question (or

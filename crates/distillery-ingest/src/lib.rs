@@ -32,6 +32,7 @@
 //! | format | module | produces |
 //! |---|---|---|
 //! | `mediawiki` | [`mediawiki`] | documents (sections, paragraphs, sentences, infobox, links), tables |
+//! | `mediawiki-log` | [`mediawiki::log`] | changes (page deletions, restores, moves) |
 //! | `freebase` | [`kb::freebase`] | triples, entities (names) |
 //! | `wikidata` | [`kb::wikidata`] | triples, entities (labels, descriptions, aliases) |
 //! | `fb15k` | [`kb::fb15k`] | triples (names from mid2name files), entities |
@@ -42,6 +43,7 @@
 //! Rust backend; multistream dumps) and `flate2` (gzip, with the `zlib-rs` backend: pure Rust
 //! like `miniz_oxide` but faster to inflate, and already built for the Parquet writer's gzip),
 //! `serde_json` (QA and Wikidata JSON),
+//! `md-5` (the MD5 sums a daily adds-changes folder lists for its files),
 //! `memchr` (fast line and marker scanning), `unicode-segmentation` (UAX #29 sentence
 //! boundaries). Wikitext is turned into text by hand-written code in [`mediawiki`]: the
 //! available wikitext crates are either unmaintained with known hangs on real pages
@@ -110,6 +112,7 @@ pub fn read_input(
         Format::WikiOfGraph => kb::wikiofgraph::read(ctx, sink),
         Format::CommonsenseQa => qa::commonsenseqa::read(ctx, sink),
         Format::NqOpen => qa::nq_open::read(ctx, sink),
+        Format::MediaWikiLog => mediawiki::log::read(ctx, sink),
     }
 }
 

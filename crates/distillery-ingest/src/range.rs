@@ -27,7 +27,10 @@ use crate::{IngestError, InputCtx, Opener};
 ///   reads past `end` to finish its last line.
 /// - Multistream bz2 MediaWiki dumps: a range reads the bz2 streams that start in
 ///   `[start, end)`, found by scanning from `start` (see [`crate::mediawiki`]). A single-stream
-///   bz2 dump is one stream: only a range holding offset 0 reads anything.
+///   bz2 dump is one stream: only a range holding offset 0 reads anything, unless the ranges
+///   are block ranges ([`ByteRange::blocks`], what [`crate::split_ranges`] plans for one): a
+///   block range reads the bz2 blocks whose 48-bit magic starts in bits `[8 start, 8 end)`,
+///   and on until the last page that began in them ends.
 /// - Everything else cannot be split: gzip, zstd or bz2 line files, JSON arrays, plain or gzip
 ///   XML dumps, FB15k, MetaQA. A range over one must cover the whole file (start 0, end at or
 ///   past its size) and is then read exactly as without a range; any other range is an error.
@@ -50,11 +53,28 @@ use crate::{IngestError, InputCtx, Opener};
 pub struct ByteRange {
     pub start: u64,
     pub end: u64,
+    /// A bz2 MediaWiki dump read by its blocks, not its streams (a single-stream dump cut
+    /// into several ranges); ignored for other inputs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocks: bool,
 }
 
 impl ByteRange {
     pub fn new(start: u64, end: u64) -> ByteRange {
-        ByteRange { start, end }
+        ByteRange {
+            start,
+            end,
+            blocks: false,
+        }
+    }
+
+    /// A range of a bz2 dump read by its blocks.
+    pub fn of_blocks(start: u64, end: u64) -> ByteRange {
+        ByteRange {
+            start,
+            end,
+            blocks: true,
+        }
     }
 
     /// Whether the range covers a whole file of `size` bytes.
@@ -105,7 +125,9 @@ impl Shape {
             | Format::WikiOfGraph
             | Format::CommonsenseQa
             | Format::NqOpen => Shape::JsonQa,
-            Format::Fb15k | Format::MetaQaKb | Format::MetaQa => Shape::Other,
+            Format::Fb15k | Format::MetaQaKb | Format::MetaQa | Format::MediaWikiLog => {
+                Shape::Other
+            }
         }
     }
 }
@@ -170,6 +192,8 @@ pub(crate) enum ReadMode {
     Lines(ByteRange),
     /// The bz2 streams of a dump that start in the range.
     Streams(ByteRange),
+    /// The bz2 blocks of a dump that start in the range.
+    Blocks(ByteRange),
 }
 
 /// The first bytes of a file (raw) and its size.
@@ -201,6 +225,7 @@ pub(crate) fn read_mode(shape: Shape, ctx: &InputCtx<'_>) -> Result<ReadMode, In
     let (head, size) = head(ctx.opener, &ctx.location)?;
     match splittable(shape, &head) {
         Splittable::Lines => Ok(ReadMode::Lines(range)),
+        Splittable::Streams if range.blocks => Ok(ReadMode::Blocks(range)),
         Splittable::Streams => Ok(ReadMode::Streams(range)),
         Splittable::No if range.covers(size) => Ok(ReadMode::Whole),
         Splittable::No => Err(IngestError::invalid(

@@ -32,9 +32,13 @@ use crate::{IngestError, InputCtx, Opener};
 ///   scanning the compressed bytes from the point (at most 64 MiB, the largest stream the
 ///   reader decodes in one piece). Cuts on stream starts keep each range's bytes to itself; the
 ///   reader would still be right without them, reading on to its last stream's end.
+/// - A single-stream bz2 MediaWiki dump (no second stream within 64 MiB of the start, as in
+///   Wikimedia's daily adds-changes files) is cut every `size / n` bytes into block ranges
+///   ([`ByteRange::of_blocks`]): each reads the bz2 blocks that start in it (see the
+///   `mediawiki::blocks` module), so no cut needs to fall on anything.
 /// - Anything else is one range: compressed line files (decompressed on one thread and parsed
-///   on the others instead), single-stream bz2 (no second stream within 64 MiB of the start),
-///   JSON arrays, plain XML, FB15k and MetaQA, and any file no bigger than the target.
+///   on the others instead), JSON arrays, plain XML, FB15k and MetaQA, and any file no bigger
+///   than the target.
 pub fn split_ranges(
     format: Format,
     ctx: &InputCtx<'_>,
@@ -53,7 +57,16 @@ pub fn split_ranges(
     let cuts = match splittable(Shape::of(format), &head) {
         Splittable::No => return Ok(whole),
         Splittable::Lines => points,
-        Splittable::Streams => stream_cuts(ctx, size, &points, index)?,
+        Splittable::Streams => match stream_cuts(ctx, size, &points, index)? {
+            cuts if cuts.is_empty() => {
+                let blocks = ranges(&points, size);
+                return Ok(blocks
+                    .into_iter()
+                    .map(|r| ByteRange::of_blocks(r.start, r.end))
+                    .collect());
+            }
+            cuts => cuts,
+        },
     };
     Ok(ranges(&cuts, size))
 }

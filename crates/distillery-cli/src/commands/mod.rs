@@ -38,8 +38,17 @@ pub fn load(file: &Path, set: &[String]) -> Result<std::result::Result<Pipeline,
     }
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("cannot read pipeline file {}", file.display()))?;
-    // Missing input files are reported with the file's other problems.
-    let check = |paths: &[String]| distillery_exec::store::resolve_each(paths).1;
+    // Missing input files are reported with the file's other problems; a `mediawiki` input's
+    // daily folders are checked as the run will (finished, md5 sums).
+    let check = |format: &str, paths: &[String]| {
+        if format == distillery_core::spec::Format::MediaWiki.name() {
+            let (files, mut problems) = distillery_exec::plan::daily_folders(paths);
+            problems.extend(distillery_exec::store::resolve_each(&files).1);
+            problems
+        } else {
+            distillery_exec::store::resolve_each(paths).1
+        }
+    };
     Ok(distillery_exec::stages::parse_pipeline_checking_paths(
         &file.display().to_string(),
         &text,

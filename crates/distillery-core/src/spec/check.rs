@@ -37,19 +37,19 @@ impl Pipeline {
         text: &str,
         overrides: &[String],
     ) -> Result<Pipeline, SpecErrors> {
-        Self::parse_checking_paths(catalog, file, text, overrides, &|_| Vec::new())
+        Self::parse_checking_paths(catalog, file, text, overrides, &|_, _| Vec::new())
     }
 
-    /// [`Self::parse`], with every input's `paths` also given to `check_paths` (even where
-    /// the rest of the input has errors): each problem it returns (`"a.json: no such file"`)
-    /// is reported at `inputs[i].paths` with the other errors, so `validate` says everything
-    /// at once.
+    /// [`Self::parse`], with every input's `format` (as written) and `paths` also given to
+    /// `check_paths` (even where the rest of the input has errors): each problem it returns
+    /// (`"a.json: no such file"`) is reported at `inputs[i].paths` with the other errors, so
+    /// `validate` says everything at once.
     pub fn parse_checking_paths(
         catalog: &dyn StageCatalog,
         file: &str,
         text: &str,
         overrides: &[String],
-        check_paths: &dyn Fn(&[String]) -> Vec<String>,
+        check_paths: &dyn Fn(&str, &[String]) -> Vec<String>,
     ) -> Result<Pipeline, SpecErrors> {
         let fail = |errors: Vec<SpecError>| SpecErrors {
             file: file.to_string(),
@@ -106,7 +106,8 @@ impl Pipeline {
                     .iter()
                     .filter_map(|p| p.as_str().map(str::to_string))
                     .collect();
-                for problem in check_paths(&paths) {
+                let format = v.get("format").and_then(|f| f.as_str()).unwrap_or("");
+                for problem in check_paths(format, &paths) {
                     c.push(
                         vec![key("inputs"), PathSeg::Index(i), key("paths")],
                         problem,

@@ -50,10 +50,14 @@ pub enum Format {
     CommonsenseQa,
     #[serde(rename = "nq-open")]
     NqOpen,
+    /// Page deletions, restores and moves: a MediaWiki logging dump, or a list of deleted
+    /// pages.
+    #[serde(rename = "mediawiki-log")]
+    MediaWikiLog,
 }
 
 impl Format {
-    pub const ALL: [Format; 21] = [
+    pub const ALL: [Format; 22] = [
         Format::MediaWiki,
         Format::Freebase,
         Format::Wikidata,
@@ -75,6 +79,7 @@ impl Format {
         Format::WikiOfGraph,
         Format::CommonsenseQa,
         Format::NqOpen,
+        Format::MediaWikiLog,
     ];
 
     pub fn name(self) -> &'static str {
@@ -100,6 +105,7 @@ impl Format {
             Format::WikiOfGraph => "wikiofgraph",
             Format::CommonsenseQa => "commonsenseqa",
             Format::NqOpen => "nq-open",
+            Format::MediaWikiLog => "mediawiki-log",
         }
     }
 

@@ -43,7 +43,10 @@ fn is_default_record(v: &u64) -> bool {
     *v == DEFAULT_MAX_RECORD_BYTES
 }
 
-/// `mediawiki` options.
+/// `mediawiki` options. A path may also name a daily adds-changes folder of Wikimedia's
+/// (`other/incr/<wiki>/<date>/`), or a glob of them (read in date order): each is checked
+/// (`status.txt` done, `maxrevid.txt`, the MD5 of its pages file) and read as its
+/// `pages-meta-hist-incr.xml.bz2`. A page with several revisions gives its newest one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MediaWikiOptions {
@@ -263,8 +266,9 @@ impl Default for LineOptions {
     }
 }
 
-/// Options of formats that take none (no format does now: kept for callers that build
-/// options by hand; readers treat it as the defaults).
+/// `mediawiki-log`: page deletions, restores and moves (`changes` rows) from a MediaWiki
+/// logging dump (`pages-logging.xml.gz`), or deletions from a plain list of page ids or titles,
+/// one a line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoOptions {}
@@ -296,6 +300,7 @@ impl FormatOptions {
             Format::HybridQa => schemars::schema_for!(HybridQaOptions),
             Format::MetaQa => schemars::schema_for!(MetaQaOptions),
             Format::MetaQaKb => schemars::schema_for!(LineOptions),
+            Format::MediaWikiLog => schemars::schema_for!(NoOptions),
             _ => schemars::schema_for!(JsonOptions),
         }
     }
@@ -310,6 +315,7 @@ impl FormatOptions {
             Format::HybridQa => FormatOptions::HybridQa(Default::default()),
             Format::MetaQa => FormatOptions::MetaQa(Default::default()),
             Format::MetaQaKb => FormatOptions::Lines(Default::default()),
+            Format::MediaWikiLog => FormatOptions::None(NoOptions {}),
             _ => FormatOptions::Json(Default::default()),
         }
     }

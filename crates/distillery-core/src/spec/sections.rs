@@ -66,6 +66,7 @@ pub(super) fn check_input(
         Format::HybridQa => c.de(&ob, opts_val).map(FormatOptions::HybridQa),
         Format::MetaQa => c.de(&ob, opts_val).map(FormatOptions::MetaQa),
         Format::MetaQaKb => c.de(&ob, opts_val).map(FormatOptions::Lines),
+        Format::MediaWikiLog => c.de(&ob, opts_val).map(FormatOptions::None),
         _ => c.de(&ob, opts_val).map(FormatOptions::Json),
     };
     if raw.split.is_some() && !format.is_qa() {

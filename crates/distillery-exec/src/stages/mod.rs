@@ -225,7 +225,7 @@ pub fn parse_pipeline_checking_paths(
     file: &str,
     text: &str,
     overrides: &[String],
-    check_paths: &dyn Fn(&[String]) -> Vec<String>,
+    check_paths: &dyn Fn(&str, &[String]) -> Vec<String>,
 ) -> Result<Pipeline, SpecErrors> {
     Pipeline::parse_checking_paths(&Registry, file, text, overrides, check_paths)
 }

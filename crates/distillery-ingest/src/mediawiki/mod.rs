@@ -1,12 +1,15 @@
 //! MediaWiki XML export reader (`format = "mediawiki"`): Wikipedia dumps into documents and
 //! tables.
 //!
-//! Reads the export schema 0.10 and later (`pages-articles.xml`, plain, bz2 or gzip, with or
-//! without `<siteinfo>`), one page at a time:
+//! Reads the export schema 0.8 and later (`pages-articles.xml`, revision-history exports,
+//! Wikimedia's daily adds-changes dumps; plain, bz2 or gzip, with or without `<siteinfo>`),
+//! one page at a time:
 //!
 //! 1. `xml::PageSplitter` cuts the decompressed bytes into `<page>` elements, and
-//!    `xml::parse_page` reads each with quick-xml (title, namespace, ids, redirect, the last
-//!    revision's timestamp and text).
+//!    `xml::parse_page` reads each with quick-xml (title, namespace, ids, redirect, and the
+//!    newest revision's id, timestamp, SHA-1, content model and text). A page whose newest
+//!    revision is not wikitext (`wikibase-item`, `javascript`, `Scribunto`, ...) is quarantined
+//!    as `unsupported_model`.
 //! 2. Pages outside [`MediaWikiOptions::namespaces`] are skipped, as are redirects when
 //!    [`MediaWikiOptions::redirects`] is false (kept, they carry `Document::redirect`).
 //! 3. `wikitext::parse` turns the wikitext into clean text with sections, paragraphs,
@@ -29,15 +32,23 @@
 //! quarantines the cut (`truncated_input`; `corrupt_input` when the compressed data is damaged
 //! rather than short).
 //!
+//! A daily adds-changes folder (`maxrevid.txt`, `status.txt`, the md5 sums, the
+//! `pages-meta-hist-incr.xml.bz2` file) is checked by [`daily::open`] when a pipeline is planned
+//! and read as that file; see the `daily` module.
+//!
 //! Multistream bz2 dumps (`pages-articles-multistream.xml.bz2`) are decoded in parallel, one
 //! bz2 stream per job, with records emitted in stream order: see the `multistream` module.
 //!
 //! A bz2 dump can be read in byte ranges ([`crate::ByteRange`]): a range reads the bz2 streams
-//! that start in it, see the `ranged` module. Its quarantine records cannot know their offset in
+//! that start in it, see the `ranged` module; a single-stream dump is cut at bz2 blocks
+//! instead (ranges with [`crate::ByteRange::blocks`] set), see the `blocks` module. Its quarantine records cannot know their offset in
 //! the whole decompressed input: they name the compressed offset of the stream where decoding
 //! started and the decompressed offset from there, in their detail and id, with no
 //! `byte_offset` and no page index. Plain and gzip dumps cannot be split.
 
+mod blocks;
+pub mod daily;
+pub mod log;
 mod multistream;
 mod ranged;
 mod streams;
@@ -68,8 +79,12 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
         _ => &default,
     };
     let pctx = PageCtx::new(ctx, opts);
-    if let ReadMode::Streams(range) = read_mode(Shape::MediaWiki, ctx)? {
-        return ranged::read(ctx, &pctx, range, opts.parallel_streams, sink);
+    match read_mode(Shape::MediaWiki, ctx)? {
+        ReadMode::Streams(range) => {
+            return ranged::read(ctx, &pctx, range, opts.parallel_streams, sink);
+        }
+        ReadMode::Blocks(range) => return blocks::read(ctx, &pctx, range, sink),
+        _ => {}
     }
     if opts.parallel_streams && multistream::read(ctx, &pctx, sink)? {
         return Ok(());
@@ -148,6 +163,9 @@ pub(crate) struct Base {
     /// Reading a byte range: `offset` counts from the start of the bz2 stream at this
     /// compressed offset, and quarantine records are placed by both (see the module docs).
     pub stream: Option<u64>,
+    /// `stream` is the compressed *bit* offset of a bz2 block (a single-stream dump read in
+    /// block ranges, see the `blocks` module).
+    pub block: bool,
 }
 
 /// Whether the `<mediawiki>` root's start and end tags were seen.
@@ -195,11 +213,19 @@ pub(crate) fn emit_items(
                         }
                     }
                     Some(stream) => {
-                        let detail = format!(
-                            "at byte {offset} of the text decoded from the bz2 stream at \
-                             compressed byte {stream}: {}",
-                            p.detail
-                        );
+                        let detail = if base.block {
+                            format!(
+                                "at byte {offset} of the text decoded from the bz2 block at \
+                                 compressed bit {stream}: {}",
+                                p.detail
+                            )
+                        } else {
+                            format!(
+                                "at byte {offset} of the text decoded from the bz2 stream at \
+                                 compressed byte {stream}: {}",
+                                p.detail
+                            )
+                        };
                         let mut q = QuarantineRecord::new(
                             DATASET,
                             &pctx.location,
@@ -279,12 +305,28 @@ fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> 
         Some(t) if !t.is_empty() => t.to_string(),
         _ => return vec![pending("missing_field", "page has no <title>", page)],
     };
-    let Some(wikitext) = raw.text else {
+    // Entity JSON, Lua, CSS...: not wikitext, so no document (Wikidata's entities are the
+    // `wikidata` reader's).
+    if let Some(model) = raw.model.as_deref().filter(|m| *m != "wikitext") {
         return vec![pending(
-            "missing_field",
-            format!("page {title:?} has no revision <text>"),
+            "unsupported_model",
+            format!(
+                "page {title:?} (revision {}) holds content model `{model}`, not wikitext",
+                raw.revision_id.map_or("?".to_string(), |r| r.to_string())
+            ),
             page,
         )];
+    }
+    let Some(wikitext) = raw.text else {
+        let detail = match (raw.text_deleted, raw.revision_id) {
+            (true, Some(r)) => {
+                format!("page {title:?}: the text of its newest revision {r} is deleted")
+            }
+            (true, None) => format!("page {title:?}: the text of its newest revision is deleted"),
+            (false, _) if raw.revisions == 0 => format!("page {title:?} has no <revision>"),
+            (false, _) => format!("page {title:?} has no revision <text>"),
+        };
+        return vec![pending("missing_field", detail, page)];
     };
     let parsed = wikitext::parse(&wikitext, &title);
     let redirect = raw
@@ -331,6 +373,7 @@ fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> 
         redirect,
         revision_id: raw.revision_id,
         timestamp: raw.timestamp,
+        sha1: raw.sha1,
         text: parsed.text,
         sections: parsed.sections,
         paragraphs: parsed.paragraphs,

@@ -65,6 +65,7 @@ pub(super) fn read(
                 offset: 0,
                 page: pages,
                 stream: Some(frag.offset),
+                block: false,
             };
             emit_items(frag.items, base, pctx, sink)?;
             pages += frag.end.pages;
@@ -87,6 +88,7 @@ pub(super) fn read(
                 offset: 0,
                 page: pages,
                 stream: Some(last_stream),
+                block: false,
             };
             finish(SplitEnd::default(), None, base, roots, pctx, sink)
         }
@@ -107,6 +109,7 @@ pub(super) fn read(
                 offset: 0,
                 page: pages,
                 stream: Some(from),
+                block: false,
             };
             read_sequential_from(ctx, from, stop, base, roots, pctx, sink)
         }

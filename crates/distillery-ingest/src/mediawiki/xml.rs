@@ -11,7 +11,11 @@
 //! well-formed page (text content escapes `<`), so the split is exact on valid exports.
 //!
 //! [`parse_page`] runs the quick-xml pull parser over one page and keeps title, namespace, page
-//! id, redirect target and the last revision's id, timestamp and text. quick-xml 0.42 reports
+//! id, redirect target and the newest revision's id, timestamp, SHA-1, content model and text.
+//! A page of a history export or of a daily adds-changes dump holds several `<revision>`s; the
+//! one with the highest id is kept (files list them in id order, the highest last), and each
+//! revision's fields are its own: a revision without `<text>` (a stub) or whose text is
+//! `deleted="deleted"` has no text, whatever an earlier revision held. quick-xml 0.42 reports
 //! entity and character references as separate [`Event::GeneralRef`] events;
 //! [`decode_xml_ref`] turns them into text.
 
@@ -123,9 +127,28 @@ impl PageSplitter {
         }
     }
 
+    /// A splitter whose first byte is at decoded offset `offset` (page offsets count from
+    /// there).
+    pub(crate) fn starting_at(max_page: usize, offset: u64) -> PageSplitter {
+        PageSplitter {
+            buf_off: offset,
+            ..PageSplitter::with_limit(max_page)
+        }
+    }
+
     /// Bytes consumed so far.
     pub(crate) fn position(&self) -> u64 {
         self.buf_off + self.buf.len() as u64
+    }
+
+    /// The lowest offset at which a page not handed out yet can start: the open page's start,
+    /// else the first byte still held (a `<page` cut by the chunk's end starts there or later).
+    pub(crate) fn settled_from(&self) -> u64 {
+        if self.in_page {
+            self.page_off
+        } else {
+            self.buf_off
+        }
     }
 
     fn note_root(&mut self, outside: &[u8]) {
@@ -288,7 +311,7 @@ impl PageSplitter {
     }
 }
 
-/// The fields of one page, as the export gives them.
+/// The fields of one page, as the export gives them, with its newest revision's.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct RawPage {
     pub title: Option<String>,
@@ -297,8 +320,49 @@ pub(crate) struct RawPage {
     pub redirect: Option<String>,
     pub revision_id: Option<i64>,
     pub timestamp: Option<String>,
-    /// Wikitext of the last revision; `None` when absent or deleted.
+    /// The revision's `<sha1>` (base 36, as MediaWiki writes it).
+    pub sha1: Option<String>,
+    /// The revision's `<model>` (`wikitext`, `wikibase-item`, ...); `None` in exports before
+    /// 0.5 or when absent.
+    pub model: Option<String>,
+    /// Wikitext of the newest revision; `None` when absent or deleted.
     pub text: Option<String>,
+    /// The newest revision's text is `deleted="deleted"`.
+    pub text_deleted: bool,
+    /// `<revision>` elements in the page.
+    pub revisions: u32,
+}
+
+/// The fields of the `<revision>` being read.
+#[derive(Debug, Default)]
+struct Revision {
+    id: Option<i64>,
+    timestamp: Option<String>,
+    sha1: Option<String>,
+    model: Option<String>,
+    text: Option<String>,
+    text_deleted: bool,
+}
+
+impl RawPage {
+    /// Keeps `rev` when it is newer than the revision kept so far (a higher id, or the later
+    /// of two without ids).
+    fn keep(&mut self, rev: Revision) {
+        self.revisions += 1;
+        let newer = match (self.revision_id, rev.id) {
+            (Some(kept), Some(id)) => id >= kept,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        if self.revisions == 1 || newer {
+            self.revision_id = rev.id;
+            self.timestamp = rev.timestamp;
+            self.sha1 = rev.sha1;
+            self.model = rev.model;
+            self.text = rev.text;
+            self.text_deleted = rev.text_deleted;
+        }
+    }
 }
 
 /// Why a page could not be parsed; `at` is the byte offset within the page.
@@ -315,6 +379,8 @@ enum Field {
     Id,
     RevId,
     Timestamp,
+    Sha1,
+    Model,
     Text,
 }
 
@@ -326,6 +392,8 @@ fn field_of(path: &[String]) -> Option<Field> {
         ["page", "id"] => Some(Field::Id),
         ["page", "revision", "id"] => Some(Field::RevId),
         ["page", "revision", "timestamp"] => Some(Field::Timestamp),
+        ["page", "revision", "sha1"] => Some(Field::Sha1),
+        ["page", "revision", "model"] => Some(Field::Model),
         ["page", "revision", "text"] => Some(Field::Text),
         _ => None,
     }
@@ -340,6 +408,19 @@ pub(crate) fn decode_xml_ref(name: &str) -> Option<char> {
         "quot" => Some('"'),
         "apos" => Some('\''),
         _ => decode_char_ref(name),
+    }
+}
+
+/// Appends the text of the reference `&name;`: its character, or the reference as written
+/// when it names none.
+pub(crate) fn push_xml_ref(value: &mut String, name: &str) {
+    match decode_xml_ref(name) {
+        Some(c) => value.push(c),
+        None => {
+            value.push('&');
+            value.push_str(name);
+            value.push(';');
+        }
     }
 }
 
@@ -373,6 +454,7 @@ pub(crate) fn parse_page(bytes: &[u8]) -> Result<RawPage, PageError> {
     let mut reader = quick_xml::Reader::from_str(s);
     reader.config_mut().check_end_names = true;
     let mut page = RawPage::default();
+    let mut rev = Revision::default();
     let mut path: Vec<String> = Vec::new();
     let mut field: Option<Field> = None;
     let mut value = String::new();
@@ -400,6 +482,12 @@ pub(crate) fn parse_page(bytes: &[u8]) -> Result<RawPage, PageError> {
                 if name == "redirect" && path.len() == 1 {
                     page.redirect = attr(&e, "title");
                 }
+                if name == "revision" && path.len() == 1 {
+                    rev = Revision::default();
+                }
+                if name == "text" && path.len() == 2 {
+                    rev.text_deleted = attr(&e, "deleted").is_some();
+                }
                 path.push(name);
                 field = field_of(&path);
                 value.clear();
@@ -414,26 +502,20 @@ pub(crate) fn parse_page(bytes: &[u8]) -> Result<RawPage, PageError> {
                 }
                 match f {
                     Some(Field::Text) => {
-                        page.text = if attr(&e, "deleted").is_some() {
-                            None
-                        } else {
-                            Some(String::new())
-                        };
+                        rev.text_deleted = attr(&e, "deleted").is_some();
+                        rev.text = (!rev.text_deleted).then(String::new);
                     }
                     Some(Field::Title) => page.title = Some(String::new()),
                     _ => {}
                 }
+                // `<revision/>`: a revision with no fields.
+                if path.len() == 1 && top.as_deref() == Some("revision") {
+                    page.keep(Revision::default());
+                }
             }
             Event::Text(t) if field.is_some() => value.push_str(&t.xml10_content()),
             Event::CData(t) if field.is_some() => value.push_str(&t.xml10_content()),
-            Event::GeneralRef(r) if field.is_some() => match decode_xml_ref(&r) {
-                Some(c) => value.push(c),
-                None => {
-                    value.push('&');
-                    value.push_str(&r);
-                    value.push(';');
-                }
-            },
+            Event::GeneralRef(r) if field.is_some() => push_xml_ref(&mut value, &r),
             Event::End(_) => {
                 if let Some(f) = field.take() {
                     let v = std::mem::take(&mut value);
@@ -441,10 +523,16 @@ pub(crate) fn parse_page(bytes: &[u8]) -> Result<RawPage, PageError> {
                         Field::Title => page.title = Some(v),
                         Field::Ns => page.ns = v.trim().parse().ok(),
                         Field::Id => page.id = v.trim().parse().ok(),
-                        Field::RevId => page.revision_id = v.trim().parse().ok(),
-                        Field::Timestamp => page.timestamp = Some(v.trim().to_string()),
-                        Field::Text => page.text = Some(v),
+                        Field::RevId => rev.id = v.trim().parse().ok(),
+                        Field::Timestamp => rev.timestamp = Some(v.trim().to_string()),
+                        Field::Sha1 => rev.sha1 = Some(v.trim().to_string()),
+                        Field::Model => rev.model = Some(v.trim().to_string()),
+                        Field::Text if rev.text_deleted => {}
+                        Field::Text => rev.text = Some(v),
                     }
+                }
+                if path.len() == 2 && path[1] == "revision" {
+                    page.keep(std::mem::take(&mut rev));
                 }
                 path.pop();
                 if path.is_empty() {
@@ -586,5 +674,46 @@ mod tests {
         assert_eq!(p.text.as_deref(), Some(""));
         assert_eq!(decode_xml_ref("#0"), None);
         assert_eq!(decode_xml_ref("#xD800"), None);
+    }
+
+    /// A page of a history export: the newest revision's fields, each its own, whatever the
+    /// order of the revisions or of `<model>` and `<text>` in them.
+    #[test]
+    fn the_newest_revision_of_a_history_page_is_kept() {
+        let p = parse_page(
+            br#"<page><title>A</title><ns>0</ns><id>7</id>
+            <revision><id>12</id><parentid>3</parentid><timestamp>2024-01-02T00:00:00Z</timestamp>
+              <model>wikitext</model><format>text/x-wiki</format>
+              <text bytes="5" xml:space="preserve">newer</text><sha1>abc</sha1></revision>
+            <revision><id>10</id><timestamp>2024-01-01T00:00:00Z</timestamp>
+              <text bytes="5">older</text><sha1>old</sha1><model>wikitext</model></revision>
+            </page>"#,
+        )
+        .unwrap();
+        assert_eq!(p.revisions, 2);
+        assert_eq!(p.revision_id, Some(12));
+        assert_eq!(p.text.as_deref(), Some("newer"));
+        assert_eq!(p.sha1.as_deref(), Some("abc"));
+        assert_eq!(p.model.as_deref(), Some("wikitext"));
+        assert_eq!(p.timestamp.as_deref(), Some("2024-01-02T00:00:00Z"));
+        // Text after model, as export 0.11 writes it; the newest text deleted.
+        let p = parse_page(
+            br#"<page><title>B</title>
+            <revision><id>1</id><text>visible</text><sha1>s1</sha1></revision>
+            <revision><id>2</id><model>wikitext</model><text deleted="deleted">hidden</text></revision>
+            </page>"#,
+        )
+        .unwrap();
+        assert_eq!((p.revision_id, p.text.as_deref()), (Some(2), None));
+        assert!(p.text_deleted);
+        assert_eq!(p.sha1, None, "the newest revision has no sha1 of its own");
+        // A stub's newest revision has no text, though an older one did.
+        let p = parse_page(
+            b"<page><title>C</title><revision><id>1</id><text>old</text></revision>\
+              <revision><id>2</id><text bytes=\"3\" sha1=\"x\" id=\"9\"/></revision></page>",
+        )
+        .unwrap();
+        assert_eq!((p.revision_id, p.text.as_deref()), (Some(2), Some("")));
+        assert!(!p.text_deleted);
     }
 }

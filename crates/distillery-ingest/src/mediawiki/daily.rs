@@ -1,0 +1,216 @@
+//! Wikimedia's daily adds-changes folders (`other/incr/<wiki>/<date>/`) as an input.
+//!
+//! A folder holds `maxrevid.txt` (the highest revision id it covers, one number),
+//! `status.txt` (`done` once the day's files are written; anything else while they are being
+//! written or after a failure), the md5 sums of its files (`md5sums`, or `<wiki>-<date>-md5sums.txt`
+//! as the dumps server names it: `<hex digest>  <file name>` lines),
+//! `<wiki>-<date>-stubs-meta-hist-incr.xml.gz` and `<wiki>-<date>-pages-meta-hist-incr.xml.bz2`:
+//! every revision made since the previous day's `maxrevid`, one `<page>` with its new
+//! revisions, which the `mediawiki` reader reads like any export (the newest revision of each
+//! page).
+//!
+//! [`open`] checks a folder before anything is planned from it: a folder still being written
+//! (or failed) is refused with what its `status.txt` says, so a night never applies half a day;
+//! a missing or unreadable `maxrevid.txt` and a pages file whose MD5 is not the one listed
+//! (a partial download) are refused too, each naming the file.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use md5::{Digest, Md5};
+
+/// The file of a folder that holds the day's revisions.
+const PAGES_SUFFIX: &str = "-pages-meta-hist-incr.xml.bz2";
+
+/// A checked daily folder.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DailyFolder {
+    pub dir: PathBuf,
+    /// The wiki's database name (`enwiki`), from the pages file's name.
+    pub wiki: String,
+    /// The day (`YYYYMMDD`), from the pages file's name.
+    pub date: String,
+    /// The highest revision id the day covers (`maxrevid.txt`).
+    pub max_rev_id: i64,
+    /// The `pages-meta-hist-incr.xml.bz2` file, whose MD5 matched its listed sum.
+    pub pages: PathBuf,
+}
+
+/// Whether `dir` looks like a daily folder (it has a `maxrevid.txt` or a `status.txt`), so
+/// that a directory given as a `mediawiki` input is read as one.
+pub fn is_daily_folder(dir: &Path) -> bool {
+    dir.is_dir() && (dir.join("maxrevid.txt").is_file() || dir.join("status.txt").is_file())
+}
+
+/// Checks a daily folder: finished, its `maxrevid.txt` a number, its pages file present and
+/// matching its MD5 sum. The error names the folder and the file at fault.
+pub fn open(dir: &Path) -> Result<DailyFolder, String> {
+    let show = dir.display();
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .map_err(|e| format!("daily folder {show}: cannot read {name}: {e}"))
+    };
+    let status = read("status.txt")?;
+    let status = status.trim();
+    if !status.starts_with("done") {
+        return Err(format!(
+            "daily folder {show} is not finished: status.txt says `{status}` (a day is read \
+             once its status is `done`; wait for it, or leave the day out)"
+        ));
+    }
+    let max = read("maxrevid.txt")?;
+    let max_rev_id: i64 = max.trim().parse().map_err(|_| {
+        format!(
+            "daily folder {show}: maxrevid.txt holds `{}`, not a revision id",
+            max.trim().chars().take(40).collect::<String>()
+        )
+    })?;
+    let names = file_names(dir)?;
+    let pages: Vec<&String> = names.iter().filter(|n| n.ends_with(PAGES_SUFFIX)).collect();
+    let [pages_name] = pages.as_slice() else {
+        return Err(format!(
+            "daily folder {show}: expected one *{PAGES_SUFFIX} file, found {}",
+            if pages.is_empty() {
+                "none".to_string()
+            } else {
+                pages
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ));
+    };
+    let stem = &pages_name[..pages_name.len() - PAGES_SUFFIX.len()];
+    let (wiki, date) = stem.rsplit_once('-').unwrap_or((stem, ""));
+    let sums_name = names
+        .iter()
+        .find(|n| *n == "md5sums" || n.ends_with("md5sums.txt"))
+        .ok_or_else(|| {
+            format!("daily folder {show}: no md5sums file (`md5sums` or `*-md5sums.txt`)")
+        })?;
+    let sums = read(sums_name)?;
+    let listed = listed_sum(&sums, pages_name).ok_or_else(|| {
+        format!("daily folder {show}: {sums_name} lists no MD5 sum for {pages_name}")
+    })?;
+    let pages = dir.join(pages_name);
+    let got = md5_of(&pages)?;
+    if !got.eq_ignore_ascii_case(&listed) {
+        return Err(format!(
+            "daily folder {show}: the MD5 of {pages_name} is {got}, {sums_name} says {listed} \
+             (a partial or damaged download?)"
+        ));
+    }
+    Ok(DailyFolder {
+        dir: dir.to_path_buf(),
+        wiki: wiki.to_string(),
+        date: date.to_string(),
+        max_rev_id,
+        pages,
+    })
+}
+
+fn file_names(dir: &Path) -> Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| format!("daily folder {}: cannot list it: {e}", dir.display()))?;
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
+/// The sum an md5sums file lists for `name` (`<hex>  <name>`, or `<hex> *<name>` for a
+/// binary-mode line).
+fn listed_sum(sums: &str, name: &str) -> Option<String> {
+    sums.lines().find_map(|l| {
+        let (hex, file) = l.trim().split_once(char::is_whitespace)?;
+        let file = file.trim_start().trim_start_matches('*');
+        (file == name && hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| hex.to_string())
+    })
+}
+
+fn md5_of(path: &Path) -> Result<String, String> {
+    let fail = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let mut f = std::fs::File::open(path).map_err(fail)?;
+    let mut h = Md5::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(fail)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn folder(status: &str, maxrevid: &str, sum: Option<&str>) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        let name = "testwiki-20240102-pages-meta-hist-incr.xml.bz2";
+        std::fs::write(d.path().join(name), b"not really bz2").unwrap();
+        std::fs::write(d.path().join("status.txt"), status).unwrap();
+        std::fs::write(d.path().join("maxrevid.txt"), maxrevid).unwrap();
+        let real = md5_of(&d.path().join(name)).unwrap();
+        std::fs::write(
+            d.path().join("testwiki-20240102-md5sums.txt"),
+            format!(
+                "{}  {name}\n0123456789abcdef0123456789abcdef  testwiki-20240102-stubs-meta-hist-incr.xml.gz\n",
+                sum.unwrap_or(&real)
+            ),
+        )
+        .unwrap();
+        d
+    }
+
+    #[test]
+    fn a_finished_folder_is_read_as_its_pages_file() {
+        let d = folder("done:all\n", "12345", None);
+        assert!(is_daily_folder(d.path()));
+        let f = open(d.path()).unwrap();
+        assert_eq!((f.wiki.as_str(), f.date.as_str()), ("testwiki", "20240102"));
+        assert_eq!(f.max_rev_id, 12345);
+        assert!(
+            f.pages
+                .ends_with("testwiki-20240102-pages-meta-hist-incr.xml.bz2")
+        );
+        // The MD5 of a known text.
+        let t = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(t.path(), b"abc").unwrap();
+        assert_eq!(
+            md5_of(t.path()).unwrap(),
+            "900150983cd24fb0d6963f7d28e17f72"
+        );
+    }
+
+    #[test]
+    fn unfinished_damaged_or_unlabelled_folders_are_refused_by_name() {
+        let e = open(folder("in-progress", "1", None).path()).unwrap_err();
+        assert!(
+            e.contains("not finished") && e.contains("in-progress"),
+            "{e}"
+        );
+        let e = open(folder("done", "twelve", None).path()).unwrap_err();
+        assert!(e.contains("maxrevid.txt holds `twelve`"), "{e}");
+        let wrong = "ffffffffffffffffffffffffffffffff";
+        let e = open(folder("done", "1", Some(wrong)).path()).unwrap_err();
+        assert!(e.contains("MD5") && e.contains(wrong), "{e}");
+        let d = folder("done", "1", None);
+        std::fs::remove_file(d.path().join("testwiki-20240102-md5sums.txt")).unwrap();
+        assert!(open(d.path()).unwrap_err().contains("no md5sums"));
+        let d = folder("done", "1", None);
+        std::fs::remove_file(d.path().join("status.txt")).unwrap();
+        assert!(open(d.path()).unwrap_err().contains("status.txt"));
+        assert_eq!(listed_sum("x  y", "y"), None, "not a digest");
+    }
+}
