@@ -272,21 +272,12 @@ impl<'a> BlockScanner<'a> {
         }
     }
 
-    /// Drops candidates up to the first block magic.
-    fn skip_eos(&mut self) {
-        while self.cands.front().is_some_and(|c| c.eos) {
-            self.cands.pop_front();
-        }
-    }
-
     /// The next block, decoded; `None` after the last one.
     pub(crate) fn next_block(&mut self) -> Result<Option<Block>, BlockError> {
-        self.want(1).map_err(BlockError::Io)?;
-        self.skip_eos();
-        if self.cands.is_empty() && !self.want(1).map_err(BlockError::Io)? {
-            return Ok(None);
+        // End-of-stream candidates end the block before them; none starts one.
+        while self.want(1).map_err(BlockError::Io)? && self.cands[0].eos {
+            self.cands.pop_front();
         }
-        self.skip_eos();
         let Some(&start) = self.cands.front() else {
             return Ok(None);
         };
@@ -391,10 +382,7 @@ pub(super) fn read(
     range: ByteRange,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
-    let size = ctx
-        .opener
-        .size(&ctx.location)
-        .map_err(|e| IngestError::io(&ctx.location, e))?;
+    let size = super::file_size(ctx)?;
     let end_bit = range.end.saturating_mul(8);
     let mut scanner = BlockScanner::new(ctx, size, range.start);
     let mut splitter = PageSplitter::with_limit(pctx.max_page);

@@ -108,6 +108,13 @@ pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestE
     )
 }
 
+/// The input's size in bytes (raw, as stored).
+pub(crate) fn file_size(ctx: &InputCtx<'_>) -> Result<u64, IngestError> {
+    ctx.opener
+        .size(&ctx.location)
+        .map_err(|e| IngestError::io(&ctx.location, e))
+}
+
 /// What page processing needs to know about the input, shareable across threads.
 #[derive(Debug, Clone)]
 pub(crate) struct PageCtx {

@@ -39,10 +39,7 @@ pub(super) fn read(
     parallel: bool,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
-    let size = ctx
-        .opener
-        .size(&ctx.location)
-        .map_err(|e| IngestError::io(&ctx.location, e))?;
+    let size = super::file_size(ctx)?;
     let mut scanner = Scanner::range(ctx.opener, &ctx.location, size, range.start, range.end);
     let mut fallback = None;
     let first = match scanner.next_stream() {
