@@ -51,10 +51,12 @@ fn a_daily_folder_and_a_logging_dump_end_to_end() {
              [[inputs]]\nname = \"day\"\nformat = \"mediawiki\"\npaths = [\"{}/incr/wikidatawiki/2014*\"]\n\
              options = {{ namespaces = [] }}\n\
              [[inputs]]\nname = \"log\"\nformat = \"mediawiki-log\"\npaths = [\"{}\"]\n\
-             [[stages]]\nkind = \"hseq\"\n",
+             [[stages]]\nkind = \"hseq\"\n\
+             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}/corpus\" }}\n",
             out.display(),
             tmp.path().display(),
-            log.display()
+            log.display(),
+            tmp.path().display()
         ),
     )
     .unwrap();
@@ -86,4 +88,36 @@ fn a_daily_folder_and_a_logging_dump_end_to_end() {
     assert_eq!(changes[0]["kind"], "deleted");
     assert_eq!(changes[0]["title"], "Vivian Blaine");
     ok(&["hseq", "verify", o.to_str().unwrap()]);
+
+    // The day became the corpus's first version; the log's deletion names no page of it.
+    let root = tmp.path().join("corpus");
+    let list = |r: &Path| -> Vec<serde_json::Value> {
+        serde_json::from_str(&ok(&[
+            "corpus",
+            "list",
+            r.to_str().unwrap(),
+            "--format",
+            "json",
+        ]))
+        .unwrap()
+    };
+    let v = list(&root);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0]["manifest"]["pages"], 1);
+    assert_eq!(v[0]["manifest"]["days"][0]["date"], "20140220");
+    assert_eq!(v[0]["manifest"]["days"][0]["max_rev_id"], 110689770);
+    // The same day again publishes nothing.
+    let again = tmp.path().join("again");
+    ok(&[
+        "run",
+        p,
+        "--set",
+        "run.max_bad_ratio=1",
+        "--set",
+        &format!("output={}", again.display()),
+    ]);
+    assert_eq!(list(&root).len(), 1, "a day applied before is a no-op");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(again.join("corpora/corpus.json")).unwrap()).unwrap();
+    assert_eq!(summary["published"], false);
 }

@@ -5,6 +5,7 @@
 
 mod cirag;
 mod confine;
+mod corpus;
 mod daily;
 mod export;
 #[path = "../support/fault_server.rs"]

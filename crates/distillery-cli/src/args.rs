@@ -83,6 +83,41 @@ pub enum Command {
     },
     /// Search the current version of an index root.
     Search(SearchArgs),
+    /// Corpus roots: list versions, roll back, print the documents of a version.
+    Corpus {
+        #[command(subcommand)]
+        command: CorpusCommand,
+    },
+    /// The pages a corpus root changed since a version: added, changed, moved, deleted.
+    Changes {
+        /// The corpus root (path or URL).
+        root: String,
+        /// The version to compare `CURRENT` with (see `distillery corpus list`).
+        #[arg(long)]
+        since: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
+}
+
+/// The subcommands of `corpus`.
+#[derive(Subcommand)]
+pub enum CorpusCommand {
+    /// The versions under a corpus root, oldest first; `*` marks the one `CURRENT` names.
+    List {
+        /// The corpus root (path or URL).
+        root: String,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
+    /// Point `CURRENT` at an earlier (or any) version.
+    Rollback { root: String, version: String },
+    /// The live documents of a version (default: the current one) as JSON lines.
+    Cat {
+        root: String,
+        #[arg(long)]
+        version: Option<String>,
+    },
 }
 
 /// The subcommands of `index`.

@@ -39,8 +39,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, HseqCommand, LogFormat, ReportCommand};
 use crate::commands::{
-    cancel, coordinator, hseq_verify, index, ingest, inspect, label, plan, report, report_compound,
-    run, search, status, submit, validate, worker,
+    cancel, coordinator, corpus, hseq_verify, index, ingest, inspect, label, plan, report,
+    report_compound, run, search, status, submit, validate, worker,
 };
 
 /// jemalloc rather than the system allocator or mimalloc: the label stage allocates many
@@ -123,5 +123,11 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         } => hseq_verify::run(&url).await,
         Command::Index { command } => index::run(command).await,
         Command::Search(a) => search::run(&a).await,
+        Command::Corpus { command } => corpus::run(command).await,
+        Command::Changes {
+            root,
+            since,
+            format,
+        } => corpus::changes(&root, &since, format).await,
     }
 }

@@ -37,6 +37,8 @@ pub enum Owned {
     Output,
     /// An index root: its pointer, its versions or its embedding cache.
     IndexRoot,
+    /// A corpus root: its pointer and its versions.
+    CorpusRoot,
 }
 
 impl Owned {
@@ -45,6 +47,7 @@ impl Owned {
         match self {
             Owned::Output => &["_manifest.json", "_lock.json", "_staging"],
             Owned::IndexRoot => &["CURRENT", "versions", "embedding-cache"],
+            Owned::CorpusRoot => &["CURRENT", "versions"],
         }
     }
 
@@ -52,6 +55,7 @@ impl Owned {
         match self {
             Owned::Output => "an output",
             Owned::IndexRoot => "an index root",
+            Owned::CorpusRoot => "a corpus root",
         }
     }
 }

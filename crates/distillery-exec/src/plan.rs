@@ -270,6 +270,29 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
 /// file, in the order given (a glob's folders sorted, so days apply in date order); and why
 /// the folders that cannot be read are refused.
 pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut out = Vec::new();
+    let (found, errors) = daily_days(paths);
+    for (p, days) in found {
+        match days {
+            None => out.push(p),
+            Some(days) => out.extend(
+                days.into_iter()
+                    .map(|d| d.pages.to_string_lossy().into_owned()),
+            ),
+        }
+    }
+    (out, errors)
+}
+
+/// A path of an input and the daily folders it names (`None`: not a daily folder).
+pub type DailyPath = (
+    String,
+    Option<Vec<distillery_ingest::mediawiki::daily::DailyFolder>>,
+);
+
+/// Each of a `mediawiki` input's paths with the daily folders it names, checked (`None`: not
+/// a daily folder, a file or URL read as it is), and the problems of the folders refused.
+pub fn daily_days(paths: &[String]) -> (Vec<DailyPath>, Vec<String>) {
     use distillery_ingest::mediawiki::daily;
     let (mut out, mut errors) = (Vec::new(), Vec::new());
     for p in paths {
@@ -289,14 +312,17 @@ pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
             Vec::new()
         };
         if dirs.is_empty() {
-            out.push(p.clone());
+            out.push((p.clone(), None));
+            continue;
         }
+        let mut days = Vec::new();
         for d in dirs {
             match daily::open(&d) {
-                Ok(f) => out.push(f.pages.to_string_lossy().into_owned()),
+                Ok(f) => days.push(f),
                 Err(e) => errors.push(e),
             }
         }
+        out.push((p.clone(), Some(days)));
     }
     (out, errors)
 }

@@ -15,6 +15,9 @@
 //!   jobs.
 //! - [`build`]: one build: diff against the version `CURRENT` names, rebuild only the shards
 //!   that changed, embed only new content, switch.
+//! - [`corpus`]: corpus roots: documents as immutable versions a night advances by the
+//!   pages a day touched (delta parts, tombstones, compaction), with the days applied and what
+//!   each version changed.
 //! - [`search`]: BM25, dense and hybrid (reciprocal-rank fusion) search of a version.
 //! - [`ram`]: [`Bm25Index`], BM25 in memory.
 //!
@@ -29,6 +32,7 @@
 pub mod bm25;
 pub mod build;
 pub mod cache;
+pub mod corpus;
 pub mod dense;
 pub mod error;
 pub mod kg;

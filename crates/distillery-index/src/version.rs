@@ -293,7 +293,7 @@ pub struct VersionInfo {
 }
 
 /// The names of the version directories, oldest first (names sort by build time).
-async fn names(root: &Root) -> Result<Vec<String>, IndexError> {
+pub(crate) async fn names(root: &Root) -> Result<Vec<String>, IndexError> {
     let prefix = root.path("versions");
     let listed = root
         .store
@@ -466,7 +466,7 @@ pub fn new_name(seed: &str) -> String {
 }
 
 /// The civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-fn civil(days: u64) -> (i64, u32, u32) {
+pub(crate) fn civil(days: u64) -> (i64, u32, u32) {
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

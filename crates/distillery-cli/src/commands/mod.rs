@@ -3,6 +3,7 @@
 
 pub mod cancel;
 pub mod coordinator;
+pub mod corpus;
 pub mod hseq_verify;
 pub mod index;
 pub mod ingest;

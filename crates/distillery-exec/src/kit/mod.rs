@@ -4,8 +4,8 @@
 //! ([`sft_merge`]), per-part text files joined in part order ([`fragments`]), embedding models
 //! ([`embedding`]), retrieval from a built index ([`retrieval`]), the `same_as` aliases
 //! that merge knowledge graphs ([`same_as`]), a shard's documents with the triples that
-//! cite them ([`doc_triples`]) and the evaluation questions no sample may contain
-//! ([`decontam`]).
+//! cite them ([`doc_triples`]) the evaluation questions no sample may contain
+//! ([`decontam`]) and a stage's input rows ([`rows`]).
 
 pub mod contexts;
 pub mod decontam;
@@ -14,6 +14,7 @@ pub mod embedding;
 pub mod fragments;
 pub mod jsonl;
 pub mod retrieval;
+pub mod rows;
 pub mod same_as;
 pub mod sft_merge;
 pub mod sft_out;

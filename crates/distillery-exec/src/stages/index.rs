@@ -17,7 +17,6 @@
 
 use std::time::Instant;
 
-use distillery_core::schema::from_batch;
 use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Entity, Segment, TableKind, Triple};
@@ -25,18 +24,18 @@ use distillery_index::build::{BuildSpec, Spool, build};
 use distillery_index::cache::EmbeddingCache;
 use distillery_index::kg::{self, KgBuilder, KgEdge};
 use distillery_index::passage::{self, Unit};
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
 use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::retrieval::root_of;
+use crate::kit::rows::{each_row, input_parts};
 use crate::kit::same_as::{Aliases, canon, read_aliases};
-use crate::parts::{WrittenPart, read_part_rows};
+use crate::parts::WrittenPart;
 use crate::run::StageOutput;
 use crate::stages::{Declared, RunCx, Stage};
-use crate::store::{Location, open_location};
+use crate::store::open_location;
 
 /// An index kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -170,40 +169,8 @@ impl Stage for IndexStage {
     }
 }
 
-/// The parts of `table` from the stage's inputs (read or derived), in part order.
 fn parts(cx: &RunCx<'_>, table: TableKind) -> Vec<WrittenPart> {
-    let mut v: Vec<(String, u32, WrittenPart)> = cx
-        .parts
-        .iter()
-        .filter(|w| w.table == table)
-        .filter_map(|w| {
-            let id = w.id()?;
-            id.of(&cx.stage.inputs)
-                .then(|| (id.tag, id.shard, w.clone()))
-        })
-        .collect();
-    v.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    v.into_iter().map(|x| x.2).collect()
-}
-
-/// Streams the rows of parts as `T`.
-async fn each<T: serde::de::DeserializeOwned>(
-    out: &Location,
-    table: TableKind,
-    parts: &[WrittenPart],
-    mut f: impl FnMut(T) -> Result<(), ExecError>,
-) -> Result<u64, ExecError> {
-    let mut bytes = 0;
-    for part in parts {
-        bytes += part.bytes;
-        let mut stream = Box::pin(read_part_rows(out, &part.path(), 1024).await?);
-        while let Some(batch) = stream.next().await {
-            for row in from_batch::<T>(table, &batch?)? {
-                f(row)?;
-            }
-        }
-    }
-    Ok(bytes)
+    input_parts(cx, table)
 }
 
 async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
@@ -235,7 +202,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         bytes_in += match o.unit {
             Unit::Paragraph | Unit::Sentence => {
                 let ps = parts(&cx, TableKind::Documents);
-                each(cx.out, TableKind::Documents, &ps, |d: Document| {
+                each_row(cx.out, TableKind::Documents, &ps, |d: Document| {
                     records_in += 1;
                     passage::of_document(&d, o.unit)
                         .into_iter()
@@ -245,7 +212,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             }
             Unit::Segment => {
                 let ps = parts(&cx, TableKind::Segments);
-                each(cx.out, TableKind::Segments, &ps, |s: Segment| {
+                each_row(cx.out, TableKind::Segments, &ps, |s: Segment| {
                     records_in += 1;
                     let title = s.uri.split_once(':').map_or(s.uri.as_str(), |x| x.1);
                     let title = title.split('#').next().unwrap_or(title).to_string();
@@ -257,7 +224,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 let mut bytes = 0;
                 for table in TableKind::KG_EDGES {
                     let ps = parts(&cx, table);
-                    bytes += each(cx.out, table, &ps, |t: Triple| {
+                    bytes += each_row(cx.out, table, &ps, |t: Triple| {
                         records_in += 1;
                         push(passage::of_triple(&t))
                     })
@@ -292,7 +259,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         };
         for table in TableKind::KG_EDGES {
             let ps = parts(&cx, table);
-            bytes_in += each(cx.out, table, &ps, |t: Triple| {
+            bytes_in += each_row(cx.out, table, &ps, |t: Triple| {
                 records_in += 1;
                 let entity = t.object_kind == "entity";
                 kg.push(KgEdge {
@@ -311,7 +278,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         // Names and aliases the KG inputs give apart from their edges (Freebase's
         // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
         let ps = parts(&cx, TableKind::Entities);
-        bytes_in += each(cx.out, TableKind::Entities, &ps, |e: Entity| {
+        bytes_in += each_row(cx.out, TableKind::Entities, &ps, |e: Entity| {
             let k = key(&e.key);
             if let Some(label) = &e.label {
                 kg.name(&k, label)?;

@@ -11,6 +11,7 @@
 
 pub mod cirag;
 pub mod compound;
+pub mod corpus;
 pub mod export;
 pub mod hseq;
 pub mod index;
@@ -47,6 +48,7 @@ pub static REGISTRY: &[&dyn Stage] = &[
     &relevance::Relevance,
     &ras::Ras,
     &index::IndexStage,
+    &corpus::CorpusStage,
     &subgraph::SubgraphStage,
     &text2triple::Text2Triple,
     &export::Export,

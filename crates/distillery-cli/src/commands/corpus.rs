@@ -1,0 +1,116 @@
+//! `distillery corpus list|rollback|cat ROOT` and `distillery changes ROOT --since VERSION`.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use distillery_exec::kit::retrieval::root_of;
+use distillery_exec::store::open_location;
+use distillery_index::corpus;
+
+use crate::args::{CorpusCommand, OutputFormat};
+use crate::out::outln;
+
+pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
+    match command {
+        CorpusCommand::List { root, format } => {
+            let root = root_of(open_location(&root, false)?);
+            let versions = corpus::list(&root).await?;
+            if format == OutputFormat::Json {
+                outln!("{}", serde_json::to_string_pretty(&versions)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            if versions.is_empty() {
+                outln!("no versions under {}", root.display);
+            }
+            outln!(
+                "  {:<26} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
+                "version",
+                "pages",
+                "added",
+                "changed",
+                "moved",
+                "deleted",
+                "parts",
+                "last day"
+            );
+            for v in versions {
+                let mark = if v.current { '*' } else { ' ' };
+                match v.manifest {
+                    Some(m) => outln!(
+                        "{mark} {:<26} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
+                        v.version,
+                        m.pages,
+                        m.counts.added,
+                        m.counts.changed,
+                        m.counts.moved,
+                        m.counts.deleted,
+                        m.parts.len(),
+                        m.days.last().map_or_else(
+                            || "(base)".to_string(),
+                            |d| format!("{} {}", d.wiki, d.date)
+                        )
+                    ),
+                    None => outln!("{mark} {:<26} (unfinished: no manifest)", v.version),
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        CorpusCommand::Rollback { root, version } => {
+            let root = root_of(open_location(&root, false)?);
+            let was = distillery_index::version::current(&root).await?;
+            corpus::rollback(&root, &version).await?;
+            outln!(
+                "{}: CURRENT {} -> {version}",
+                root.display,
+                was.as_deref().unwrap_or("(none)")
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        CorpusCommand::Cat { root, version } => {
+            let root = root_of(open_location(&root, false)?);
+            let m = match &version {
+                Some(v) => corpus::manifest(&root, v).await?,
+                None => corpus::current(&root).await?,
+            };
+            let Some(m) = m else {
+                bail!("{}: no such corpus version", root.display);
+            };
+            let mut view = corpus::LiveView::open(&root, &m).await?;
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            while let Some(docs) = view.next(&root, &m).await? {
+                for d in docs {
+                    serde_json::to_writer(&mut w, &d)?;
+                    w.write_all(b"\n")?;
+                }
+            }
+            w.flush()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+pub async fn changes(root: &str, since: &str, format: OutputFormat) -> Result<ExitCode> {
+    let root = root_of(open_location(root, false)?);
+    let rows = corpus::changes_since(&root, since).await?;
+    if format == OutputFormat::Json {
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("{} pages changed since {since}", rows.len());
+    for r in rows {
+        let moved = r
+            .previous_title
+            .as_deref()
+            .map_or_else(String::new, |t| format!(" (was {t})"));
+        outln!(
+            "  {:<8} {:<20} {}{moved}  rev {}",
+            r.kind,
+            r.key,
+            r.title,
+            r.revision_id.map_or_else(|| "-".into(), |v| v.to_string())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

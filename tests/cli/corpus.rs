@@ -1,0 +1,416 @@
+//! A corpus root advanced night by night from generated daily folders in Wikimedia's layout
+//! (history pages with several revisions, bz2, md5sums, `maxrevid.txt`, `status.txt`) and
+//! logging dumps: equal to a full build of the last day's snapshot, repeats and empty nights
+//! publish nothing, gaps are refused naming the missing day, and `distillery changes` lists
+//! what moved, changed, appeared and went.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::{ok, run};
+
+/// A page's state: title, then its revisions (id, timestamp, text).
+#[derive(Clone)]
+struct Page {
+    title: String,
+    revs: Vec<(i64, String, String)>,
+}
+
+fn stamp(date: &str, sec: u32) -> String {
+    format!(
+        "{}-{}-{}T{:02}:{:02}:{:02}Z",
+        &date[..4],
+        &date[4..6],
+        &date[6..],
+        sec / 3600,
+        sec / 60 % 60,
+        sec % 60
+    )
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn xml(pages: &BTreeMap<i64, Page>) -> String {
+    let mut s = String::from(
+        "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\" xml:lang=\"en\">\n\
+         <siteinfo><sitename>Wikipedia</sitename><dbname>enwiki</dbname>\
+         <namespaces><namespace key=\"0\" case=\"first-letter\" /></namespaces></siteinfo>\n",
+    );
+    for (id, p) in pages {
+        s += &format!(
+            "<page><title>{}</title><ns>0</ns><id>{id}</id>\n",
+            esc(&p.title)
+        );
+        for (rev, ts, text) in &p.revs {
+            s += &format!(
+                "<revision><id>{rev}</id><timestamp>{ts}</timestamp><contributor><username>u</username><id>1</id></contributor>\
+                 <model>wikitext</model><format>text/x-wiki</format><text bytes=\"{}\" xml:space=\"preserve\">{}</text>\
+                 <sha1>s{rev}</sha1></revision>\n",
+                text.len(),
+                esc(text)
+            );
+        }
+        s += "</page>\n";
+    }
+    s + "</mediawiki>\n"
+}
+
+fn text(title: &str, version: i64) -> String {
+    format!(
+        "'''{title}''' is a place described in revision {version}.\n\n\
+         == History ==\n{title} grew around a river crossing; edition {version} says so.\n"
+    )
+}
+
+/// A generated wiki: its pages now, and the revision counter.
+struct Wiki {
+    pages: BTreeMap<i64, Page>,
+    next_rev: i64,
+    next_page: i64,
+}
+
+impl Wiki {
+    fn new(n: i64) -> Wiki {
+        let mut w = Wiki {
+            pages: BTreeMap::new(),
+            next_rev: 1,
+            next_page: n + 1,
+        };
+        for id in 1..=n {
+            let title = format!("Place {id}");
+            let rev = w.rev();
+            w.pages.insert(
+                id,
+                Page {
+                    revs: vec![(rev, stamp("20261130", 60), text(&title, rev))],
+                    title,
+                },
+            );
+        }
+        w
+    }
+
+    fn rev(&mut self) -> i64 {
+        self.next_rev += 1;
+        self.next_rev - 1
+    }
+
+    /// The snapshot of every page's newest revision.
+    fn snapshot(&self) -> String {
+        let newest: BTreeMap<i64, Page> = self
+            .pages
+            .iter()
+            .map(|(id, p)| {
+                let mut p = p.clone();
+                p.revs = vec![p.revs.last().unwrap().clone()];
+                (*id, p)
+            })
+            .collect();
+        xml(&newest)
+    }
+}
+
+/// One day of changes to `w`: pages `edit` revised twice, `moved` renamed (its old title a
+/// new redirect page), one page added, `deleted` deleted through the day's logging dump.
+/// Writes the day's folder and log; returns the log's path.
+fn day(root: &Path, w: &mut Wiki, date: &str, edit: &[i64], moved: i64, deleted: i64) -> PathBuf {
+    let mut touched: BTreeMap<i64, Page> = BTreeMap::new();
+    let mut sec = 100;
+    for &id in edit {
+        for _ in 0..2 {
+            let rev = w.rev();
+            sec += 1;
+            let p = w.pages.get_mut(&id).unwrap();
+            p.revs = vec![(rev, stamp(date, sec), text(&p.title, rev))];
+            touched
+                .entry(id)
+                .or_insert_with(|| Page {
+                    title: p.title.clone(),
+                    revs: vec![],
+                })
+                .revs
+                .push((rev, stamp(date, sec), text(&p.title, rev)));
+        }
+    }
+    // A move: the page keeps its id and gets a null revision under its new title.
+    let old = w.pages[&moved].title.clone();
+    let new_title = format!("{old} (town)");
+    let rev = w.rev();
+    sec += 1;
+    let body = w.pages[&moved].revs.last().unwrap().2.clone();
+    w.pages.insert(
+        moved,
+        Page {
+            title: new_title.clone(),
+            revs: vec![(rev, stamp(date, sec), body.clone())],
+        },
+    );
+    touched.insert(
+        moved,
+        Page {
+            title: new_title.clone(),
+            revs: vec![(rev, stamp(date, sec), body)],
+        },
+    );
+    let redirect = w.next_page;
+    w.next_page += 1;
+    let rev = w.rev();
+    let rtext = format!("#REDIRECT [[{new_title}]]");
+    w.pages.insert(
+        redirect,
+        Page {
+            title: old,
+            revs: vec![(rev, stamp(date, sec), rtext.clone())],
+        },
+    );
+    touched.insert(
+        redirect,
+        Page {
+            title: w.pages[&redirect].title.clone(),
+            revs: vec![(rev, stamp(date, sec), rtext)],
+        },
+    );
+    let added = w.next_page;
+    w.next_page += 1;
+    let title = format!("New place {added}");
+    let rev = w.rev();
+    let t = text(&title, rev);
+    w.pages.insert(
+        added,
+        Page {
+            title: title.clone(),
+            revs: vec![(rev, stamp(date, sec), t.clone())],
+        },
+    );
+    touched.insert(
+        added,
+        Page {
+            title,
+            revs: vec![(rev, stamp(date, sec), t)],
+        },
+    );
+    // The deletion happens after the day's edits.
+    let gone = w.pages.remove(&deleted).unwrap();
+    touched.remove(&deleted);
+    let dir = root.join(format!("incr/enwiki/{date}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let name = format!("enwiki-{date}-pages-meta-hist-incr.xml.bz2");
+    let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+    bz.write_all(xml(&touched).as_bytes()).unwrap();
+    let data = bz.finish().unwrap();
+    use md5::Digest;
+    let sum: String = md5::Md5::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(dir.join(&name), &data).unwrap();
+    std::fs::write(dir.join("md5sums"), format!("{sum}  {name}\n")).unwrap();
+    std::fs::write(dir.join("maxrevid.txt"), (w.next_rev - 1).to_string()).unwrap();
+    std::fs::write(dir.join("status.txt"), "done:all").unwrap();
+    let log = root.join(format!("logs/enwiki-{date}-pages-logging.xml"));
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    std::fs::write(
+        &log,
+        format!(
+            "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n\
+             <logitem><id>{deleted}</id><timestamp>{}-{}-{}T23:00:00Z</timestamp>\
+             <contributor><username>admin</username><id>2</id></contributor>\
+             <type>delete</type><action>delete</action><logtitle>{}</logtitle><params xml:space=\"preserve\" /></logitem>\n\
+             </mediawiki>\n",
+            &date[..4],
+            &date[4..6],
+            &date[6..],
+            esc(&gone.title)
+        ),
+    )
+    .unwrap();
+    log
+}
+
+fn pipeline(tmp: &Path, name: &str, inputs: &str, root: &Path) -> String {
+    let p = tmp.join(format!("{name}.toml"));
+    std::fs::write(
+        &p,
+        format!(
+            "version = 1\nname = \"{name}\"\noutput = \"{}\"\n{inputs}\n\
+             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}\" }}\n",
+            tmp.join(format!("out-{name}")).display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+fn wiki_input(paths: &str) -> String {
+    format!(
+        "[[inputs]]\nname = \"wiki\"\nformat = \"mediawiki\"\npaths = [{paths}]\n\
+         options = {{ namespaces = [0], redirects = true }}\n"
+    )
+}
+
+/// Runs a pipeline into a fresh output directory.
+fn night(p: &str, out: &Path) -> std::process::Output {
+    run(&["run", p, "--set", &format!("output={}", out.display())])
+}
+
+/// The live documents of a corpus root, by page key, without the fields that name the file
+/// a row was read from (its id and source).
+fn view(root: &Path) -> BTreeMap<String, serde_json::Value> {
+    ok(&["corpus", "cat", root.to_str().unwrap()])
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let key = format!(
+                "{}#{}",
+                v["uri"].as_str().unwrap().split(':').next().unwrap(),
+                v["page_id"]
+            );
+            let o = v.as_object_mut().unwrap();
+            o.remove("id");
+            o.remove("source");
+            (key, v)
+        })
+        .collect()
+}
+
+fn versions(root: &Path) -> Vec<serde_json::Value> {
+    let s = ok(&["corpus", "list", root.to_str().unwrap(), "--format", "json"]);
+    serde_json::from_str(&s).unwrap()
+}
+
+#[test]
+fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mut w = Wiki::new(40);
+    std::fs::write(t.join("enwiki-20261130-pages-articles.xml"), w.snapshot()).unwrap();
+    let root = t.join("corpus");
+    let base = pipeline(
+        t,
+        "base",
+        &wiki_input(&format!(
+            "\"{}\"",
+            t.join("enwiki-20261130-pages-articles.xml").display()
+        )),
+        &root,
+    );
+    assert!(night(&base, &t.join("o0")).status.success());
+    let base_version = versions(&root)[0]["version"].as_str().unwrap().to_string();
+    assert_eq!(view(&root).len(), 40);
+
+    let days = format!("\"{}/incr/enwiki/*\"", t.display());
+    let logs = format!(
+        "[[inputs]]\nname = \"log\"\nformat = \"mediawiki-log\"\npaths = [\"{}/logs/*.xml\"]\n",
+        t.display()
+    );
+    let nightly = pipeline(t, "nightly", &(wiki_input(&days) + &logs), &root);
+    day(t, &mut w, "20261201", &[1, 2, 3], 4, 5);
+    assert!(night(&nightly, &t.join("o1")).status.success());
+    // Two days at once (a catch-up), each a page moved, pages revised twice, one deleted.
+    day(t, &mut w, "20261202", &[1, 6], 7, 8);
+    day(t, &mut w, "20261203", &[9, 2], 1, 10);
+    assert!(night(&nightly, &t.join("o2")).status.success());
+    assert_eq!(versions(&root).len(), 3);
+
+    // The full build of the last day's snapshot, into another root.
+    std::fs::write(t.join("enwiki-20261203-pages-articles.xml"), w.snapshot()).unwrap();
+    let full_root = t.join("full");
+    let full = pipeline(
+        t,
+        "full",
+        &wiki_input(&format!(
+            "\"{}\"",
+            t.join("enwiki-20261203-pages-articles.xml").display()
+        )),
+        &full_root,
+    );
+    assert!(night(&full, &t.join("o3")).status.success());
+    let (nightly_view, full_view) = (view(&root), view(&full_root));
+    assert_eq!(nightly_view.len(), w.pages.len());
+    let differ: Vec<&String> = nightly_view
+        .keys()
+        .chain(full_view.keys())
+        .filter(|k| nightly_view.get(*k) != full_view.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "the nights differ from a full build at {differ:?}: {:?} vs {:?}",
+        differ.first().and_then(|k| nightly_view.get(*k)),
+        differ.first().and_then(|k| full_view.get(*k))
+    );
+
+    // The same days again: nothing new is published.
+    let out = night(&nightly, &t.join("o4"));
+    assert!(out.status.success());
+    assert_eq!(versions(&root).len(), 3, "a repeat publishes nothing");
+
+    // What changed since the base, page by page.
+    let s = ok(&[
+        "changes",
+        root.to_str().unwrap(),
+        "--since",
+        &base_version,
+        "--format",
+        "json",
+    ]);
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&s).unwrap();
+    let kind = |title: &str| {
+        rows.iter()
+            .find(|r| r["title"] == title)
+            .map(|r| r["kind"].as_str().unwrap().to_string())
+    };
+    assert_eq!(kind("Place 4 (town)").as_deref(), Some("moved"));
+    assert_eq!(
+        kind("Place 4").as_deref(),
+        Some("added"),
+        "the old title is a new redirect page"
+    );
+    assert_eq!(kind("Place 2").as_deref(), Some("changed"));
+    assert_eq!(kind("Place 3").as_deref(), Some("changed"));
+    assert_eq!(kind("Place 1 (town)").as_deref(), Some("moved"));
+    let mut deleted: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["kind"] == "deleted")
+        .map(|r| r["title"].as_str().unwrap())
+        .collect();
+    deleted.sort();
+    assert_eq!(deleted, vec!["Place 10", "Place 5", "Place 8"]);
+    assert_eq!(
+        rows.iter().filter(|r| r["kind"] == "added").count(),
+        6,
+        "{rows:?}"
+    );
+
+    // A gap: 20261205 without 20261204 is refused naming the missing day.
+    day(t, &mut w, "20261205", &[11], 12, 13);
+    let out = night(&nightly, &t.join("o5"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("20261204 is missing"), "{err}");
+    assert_eq!(
+        versions(&root).len(),
+        3,
+        "a refused night leaves the corpus as it was"
+    );
+    let out = run(&[
+        "run",
+        &nightly,
+        "--set",
+        &format!("output={}", t.join("o6").display()),
+        "--set",
+        "stages.corpus.options.allow_gaps=true",
+    ]);
+    assert!(out.status.success());
+    assert_eq!(view(&root).len(), w.pages.len());
+
+    // A rollback points CURRENT back; a snapshot on a corpus with a base is refused.
+    ok(&["corpus", "rollback", root.to_str().unwrap(), &base_version]);
+    assert_eq!(view(&root).len(), 40);
+    assert!(!night(&base, &t.join("o7")).status.success());
+}
