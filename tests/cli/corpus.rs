@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::{ok, run};
+use crate::{ok, run, stage, summary};
 
 /// A page's state: title, then its revisions (id, timestamp, text).
 #[derive(Clone)]
@@ -232,19 +232,44 @@ fn day(root: &Path, w: &mut Wiki, date: &str, edit: &[i64], moved: i64, deleted:
     log
 }
 
+/// A pipeline applying `inputs` to the corpus `root`, then indexing it (BM25, 2 shards) into
+/// `<root>-index`, incrementally or in full.
 fn pipeline(tmp: &Path, name: &str, inputs: &str, root: &Path) -> String {
     let p = tmp.join(format!("{name}.toml"));
     std::fs::write(
         &p,
         format!(
             "version = 1\nname = \"{name}\"\noutput = \"{}\"\n{inputs}\n\
-             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}\" }}\n",
+             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}\" }}\n\
+             [[stages]]\nkind = \"index\"\n\
+             options = {{ root = \"{}-index\", corpus = \"{}\", incremental = {}, shards = 2 }}\n",
             tmp.join(format!("out-{name}")).display(),
-            root.display()
+            root.display(),
+            root.display(),
+            root.display(),
+            name != "full"
         ),
     )
     .unwrap();
     p.to_string_lossy().into_owned()
+}
+
+/// The top 10 of a BM25 query: (passage id, score to 4 places).
+fn top10(index: &Path, query: &str) -> Vec<(String, String)> {
+    ok(&["search", index.to_str().unwrap(), query, "--format", "json"])
+        .lines()
+        .map(|l| {
+            let h: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                h["id"].as_str().unwrap().to_string(),
+                format!("{:.4}", h["score"].as_f64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+fn index_of(root: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-index", root.display()))
 }
 
 fn wiki_input(paths: &str) -> String {
@@ -317,6 +342,16 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
     day(t, &mut w, "20261203", &[9, 2], 1, 10);
     assert!(night(&nightly, &t.join("o2")).status.success());
     assert_eq!(versions(&root).len(), 3);
+    // The night read only the pages the two days touched, not the corpus.
+    let s = summary(&t.join("o2"));
+    let (c, i) = (stage(&s, "corpus"), stage(&s, "index"));
+    assert_eq!(c["counters"]["days.applied"], 2, "{c}");
+    assert_eq!(c["counters"]["pages.moved"], 2, "{c}");
+    let read = i["records_in"].as_u64().unwrap();
+    assert!(
+        (1..=12).contains(&read),
+        "documents read by the index: {read}"
+    );
 
     // The full build of the last day's snapshot, into another root.
     std::fs::write(t.join("enwiki-20261203-pages-articles.xml"), w.snapshot()).unwrap();
@@ -345,10 +380,44 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
         differ.first().and_then(|k| full_view.get(*k))
     );
 
+    // The index followed the corpus night by night: the same passages and the same top 10 as
+    // the index built in full from the last day's snapshot.
+    let count = |r: &Path| {
+        let s = ok(&[
+            "index",
+            "list",
+            index_of(r).to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let v: Vec<serde_json::Value> = serde_json::from_str(&s).unwrap();
+        let cur = v.iter().find(|x| x["current"] == true).unwrap().clone();
+        cur["manifest"].clone()
+    };
+    let (ni, fi) = (count(&root), count(&full_root));
+    assert_eq!(ni["passages"], fi["passages"]);
+    assert!(ni["changes"]["unchanged"].as_u64().unwrap() > 0, "{ni}");
+    for q in [
+        "river crossing",
+        "Place 7 town",
+        "New place",
+        "revision 51",
+        "Place 2 edition",
+    ] {
+        let (a, b) = (top10(&index_of(&root), q), top10(&index_of(&full_root), q));
+        assert!(!a.is_empty());
+        assert_eq!(a, b, "top 10 of `{q}`");
+    }
+
     // The same days again: nothing new is published.
     let out = night(&nightly, &t.join("o4"));
     assert!(out.status.success());
     assert_eq!(versions(&root).len(), 3, "a repeat publishes nothing");
+    assert_eq!(
+        count(&root)["version"],
+        ni["version"],
+        "nor a new index version"
+    );
 
     // What changed since the base, page by page.
     let s = ok(&[

@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use tracing::{info, warn};
 
@@ -150,6 +151,13 @@ pub struct BuildSpec {
     pub scratch: PathBuf,
     /// Texts per embedding call.
     pub batch: usize,
+    /// A build given only what changed: the spool holds the new passages of the touched
+    /// documents, and these documents' passages (by `document_id`) leave the previous
+    /// version's; the rest are kept. Needs a previous version of the same shape, else the
+    /// build fails with [`IndexError::NeedsFull`].
+    pub delta: Option<Arc<HashSet<String>>>,
+    /// The corpus version the passages come from (recorded in the manifest).
+    pub corpus: Option<String>,
 }
 
 /// What a build did, beyond its manifest.
@@ -273,6 +281,12 @@ pub async fn build(
         });
     }
     let prev = previous(root, spec, model.as_ref()).await?;
+    if spec.delta.is_some() && prev.is_none() {
+        return Err(IndexError::NeedsFull(format!(
+            "{}: no current version of this shape to apply the changes to",
+            root.display
+        )));
+    }
     let name = version::new_name(&spec.source);
     let vrel = format!("versions/{name}");
     let mut m = Manifest {
@@ -301,6 +315,7 @@ pub async fn build(
         duplicates: 0,
         conflicting: 0,
         fingerprint: print,
+        corpus: spec.corpus.clone(),
     };
     // A build that fails leaves nothing under its version: readers never see it (it has no
     // manifest), but a retried build would otherwise pile up partial copies of the index.
@@ -310,7 +325,6 @@ pub async fn build(
             let (ps, (d, c)) = spool.take(s, spec.shards)?;
             duplicates += d;
             conflicting += c;
-            m.passages += ps.len() as u64;
             let cx = ShardCx {
                 root,
                 spec,
@@ -416,6 +430,23 @@ impl ShardCx<'_> {
                 )
             }
         };
+        // A delta build: the previous passages of untouched documents, with the new ones.
+        let ps = match (&self.spec.delta, &old) {
+            (Some(removed), Some(old)) => {
+                let new: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
+                let mut all: Vec<Passage> = old
+                    .values()
+                    .filter(|p| !removed.contains(&p.document_id) && !new.contains(p.id.as_str()))
+                    .cloned()
+                    .collect();
+                drop(new);
+                all.extend(ps);
+                all.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                all
+            }
+            _ => ps,
+        };
+        m.passages += ps.len() as u64;
         // The previous passages to remove (changed or gone), as the old version holds them.
         let mut removed: Vec<&Passage> = Vec::new();
         let mut added: Vec<&Passage> = Vec::new();
@@ -714,6 +745,8 @@ mod tests {
             source: "test".into(),
             scratch: scratch.to_path_buf(),
             batch: 8,
+            delta: None,
+            corpus: None,
         }
     }
 

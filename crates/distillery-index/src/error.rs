@@ -37,6 +37,10 @@ pub enum IndexError {
     /// A request that cannot be served (an unknown version, a missing kind).
     #[error("{0}")]
     Invalid(String),
+    /// A build given only what changed found no previous version to apply it to (the caller
+    /// builds in full instead).
+    #[error("{0}")]
+    NeedsFull(String),
     /// The embedding server failed in a way a retry may cure.
     #[error("embedding server: {0}")]
     EmbedRetryable(String),

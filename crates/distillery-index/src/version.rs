@@ -257,6 +257,10 @@ pub struct Manifest {
     /// keeps that version instead of writing an identical one.
     #[serde(default)]
     pub fingerprint: String,
+    /// The corpus version the passages came from (an index fed by a corpus root), from which
+    /// the next night's build applies only the changes.
+    #[serde(default)]
+    pub corpus: Option<String>,
 }
 
 fn version_rel(v: &str) -> String {

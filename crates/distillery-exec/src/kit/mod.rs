@@ -5,9 +5,11 @@
 //! ([`embedding`]), retrieval from a built index ([`retrieval`]), the `same_as` aliases
 //! that merge knowledge graphs ([`same_as`]), a shard's documents with the triples that
 //! cite them ([`doc_triples`]) the evaluation questions no sample may contain
-//! ([`decontam`]) and a stage's input rows ([`rows`]).
+//! ([`decontam`]) a stage's input rows ([`rows`]) and
+//! an index's documents from a corpus root ([`corpus_feed`]).
 
 pub mod contexts;
+pub mod corpus_feed;
 pub mod decontam;
 pub mod doc_triples;
 pub mod embedding;

@@ -20,7 +20,7 @@ use std::time::Instant;
 use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Entity, Segment, TableKind, Triple};
-use distillery_index::build::{BuildSpec, Spool, build};
+use distillery_index::build::{BuildSpec, Built, Spool, build};
 use distillery_index::cache::EmbeddingCache;
 use distillery_index::kg::{self, KgBuilder, KgEdge};
 use distillery_index::passage::{self, Unit};
@@ -28,6 +28,7 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::error::ExecError;
+use crate::kit::corpus_feed::Feed;
 use crate::kit::embedding::{self, EmbeddingOptions};
 use crate::kit::retrieval::root_of;
 use crate::kit::rows::{each_row, input_parts};
@@ -91,6 +92,13 @@ pub struct IndexOptions {
     /// as the inputs write them.
     #[serde(default)]
     pub same_as: Vec<String>,
+    /// A corpus root (path or URL, written by a `corpus` stage) whose current version the
+    /// passages come from instead of the inputs' documents (units `paragraph` and
+    /// `sentence`). With `incremental`, a build from an index made from an earlier version of
+    /// the corpus reads only the pages changed since; one made from the current version is
+    /// kept as it is.
+    #[serde(default)]
+    pub corpus: Option<String>,
 }
 
 fn default_kinds() -> Vec<IndexKind> {
@@ -151,6 +159,20 @@ impl Stage for IndexStage {
                 "`same_as` merges the graphs of a `kg` index: add `kg` to `kinds`",
             );
         }
+        if o.corpus.is_some() {
+            if !matches!(o.unit, Unit::Paragraph | Unit::Sentence) {
+                cx.error(
+                    "corpus",
+                    "a corpus gives documents: use unit `paragraph` or `sentence`",
+                );
+            }
+            if o.kinds.contains(&IndexKind::Kg) {
+                cx.error(
+                    "corpus",
+                    "a corpus-fed index holds `bm25` and `dense`; build `kg` in another stage",
+                );
+            }
+        }
         if !needs_passages && o.incremental {
             cx.error("incremental", "a KG-only index is always built in full");
         }
@@ -197,8 +219,21 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     );
     let mut summary = StageSummary::new(&cx.stage.name);
     let (mut records_in, mut bytes_in) = (0u64, 0u64);
+    let feed = match &o.corpus {
+        Some(url) => Some(Feed::open(url, &root).await?),
+        None => None,
+    };
+    let mut removed = None;
+    if let Some(f) = &feed
+        && !(o.incremental && f.unchanged())
+    {
+        let filled = f.fill(&mut spool, o.unit, o.incremental).await?;
+        records_in += filled.documents;
+        bytes_in += filled.bytes;
+        removed = filled.removed;
+    }
     let mut push = |p| spool.push(p).map_err(ExecError::from);
-    if has(IndexKind::Bm25) || has(IndexKind::Dense) {
+    if feed.is_none() && (has(IndexKind::Bm25) || has(IndexKind::Dense)) {
         bytes_in += match o.unit {
             Unit::Paragraph | Unit::Sentence => {
                 let ps = parts(&cx, TableKind::Documents);
@@ -308,7 +343,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         }
         _ => None,
     };
-    let spec = BuildSpec {
+    let mut spec = BuildSpec {
         bm25: has(IndexKind::Bm25),
         dense: has(IndexKind::Dense),
         kg: has(IndexKind::Kg),
@@ -321,18 +356,51 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         source: format!("{} ({})", cx.pipeline.output, cx.stage.name),
         scratch: scratch.path().join("build"),
         batch: o.embedding.as_ref().map_or(32, |e| e.batch),
+        delta: removed,
+        corpus: feed.as_ref().map(|f| f.current.version.clone()),
     };
-    let built = build(
-        &root,
-        &spec,
-        spool,
-        edges,
-        embedder
-            .as_deref()
-            .map(|e| e as &dyn distillery_index::dense::Embedder),
-        cache.as_ref(),
-    )
-    .await?;
+    let embedder = embedder
+        .as_deref()
+        .map(|e| e as &dyn distillery_index::dense::Embedder);
+    let built = match &feed {
+        // The index already holds the corpus's current version: nothing to build.
+        Some(f) if o.incremental && f.unchanged() => {
+            let Some(v) = distillery_index::version::current(&root).await? else {
+                return Err(ExecError::Task("index root lost its CURRENT".into()));
+            };
+            let Some(m) = distillery_index::version::manifest(&root, &v).await? else {
+                return Err(ExecError::Task(format!(
+                    "index version {v} has no manifest"
+                )));
+            };
+            tracing::info!(stage = %cx.stage.name, corpus = %f.current.version, "corpus unchanged since the index's version; kept");
+            Built {
+                duplicates: m.duplicates,
+                conflicting: m.conflicting,
+                manifest: m,
+                pruned: Vec::new(),
+                reused: true,
+            }
+        }
+        _ => match build(&root, &spec, spool, edges, embedder, cache.as_ref()).await {
+            // No version of this shape to apply the changes to: every passage of the corpus.
+            Err(distillery_index::IndexError::NeedsFull(why)) => {
+                let f = feed.as_ref().expect("only a corpus feed builds a delta");
+                tracing::info!(stage = %cx.stage.name, reason = %why, "building from the whole corpus");
+                let mut spool = Spool::new(
+                    &scratch.path().join("spool-full"),
+                    o.shards,
+                    o.max_shard_passages > 0,
+                );
+                let filled = f.fill(&mut spool, o.unit, false).await?;
+                records_in = filled.documents;
+                bytes_in = filled.bytes;
+                spec.delta = None;
+                build(&root, &spec, spool, None, embedder, cache.as_ref()).await?
+            }
+            r => r?,
+        },
+    };
     let m = &built.manifest;
     summary.records_in = records_in;
     summary.bytes_in = bytes_in;

@@ -412,6 +412,73 @@ pub async fn changes_since(root: &Root, since: &str) -> Result<Vec<PageChange>, 
     Ok(out)
 }
 
+/// What an index built from version `since` needs to follow `CURRENT`'s version: the
+/// documents to drop (by URI, as passages name their document) and a view of only the parts
+/// written after `since`.
+#[derive(Debug, Clone)]
+pub struct Delta {
+    /// The URIs of the touched pages' rows before and after: their passages are replaced.
+    pub removed: std::collections::HashSet<String>,
+    /// `CURRENT`'s manifest with only the parts of nights after `since`: its live rows are the
+    /// touched pages' new rows (read with [`LiveView`]).
+    pub view: Manifest,
+    /// Pages touched.
+    pub pages: u64,
+}
+
+/// The delta from `since` to `m` (a version applied after it), or `None` when it cannot be
+/// told from the changes (`since` is not an ancestor, a page was restored from an older part,
+/// or a document has no page id): the caller then reads the whole view.
+pub async fn delta_since(
+    root: &Root,
+    m: &Manifest,
+    since: &str,
+) -> Result<Option<Delta>, IndexError> {
+    let mut chain = Vec::new();
+    let mut v = m.clone();
+    let since_seq = loop {
+        if v.version == since {
+            break v.seq;
+        }
+        let Some(prev) = v.previous.clone() else {
+            return Ok(None);
+        };
+        chain.push(v);
+        v = match manifest(root, &prev).await? {
+            Some(p) => p,
+            None => return Ok(None),
+        };
+    };
+    let mut removed = std::collections::HashSet::new();
+    let mut touched = std::collections::HashSet::new();
+    for v in &chain {
+        let Some(rel) = &v.changes else {
+            return Ok(None);
+        };
+        for c in read_jsonl::<Change>(root, rel).await? {
+            let Some((wiki, _)) = c.key.split_once('#').filter(|_| !c.key.starts_with("id:"))
+            else {
+                return Ok(None);
+            };
+            if c.kind == "restored" {
+                return Ok(None);
+            }
+            removed.insert(format!("{wiki}:{}", c.title));
+            if let Some(t) = &c.previous_title {
+                removed.insert(format!("{wiki}:{t}"));
+            }
+            touched.insert(c.key);
+        }
+    }
+    let mut view = m.clone();
+    view.parts.retain(|p| p.seq > since_seq);
+    Ok(Some(Delta {
+        removed,
+        view,
+        pages: touched.len() as u64,
+    }))
+}
+
 /// Days since 1970-01-01 of `YYYYMMDD`.
 fn day_number(date: &str) -> Option<i64> {
     if date.len() != 8 || !date.bytes().all(|b| b.is_ascii_digit()) {
