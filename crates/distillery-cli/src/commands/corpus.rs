@@ -24,7 +24,7 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
                 outln!("no versions under {}", root.display);
             }
             outln!(
-                "  {:<26} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
+                "  {:<34} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
                 "version",
                 "pages",
                 "added",
@@ -38,7 +38,7 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
                 let mark = if v.current { '*' } else { ' ' };
                 match v.manifest {
                     Some(m) => outln!(
-                        "{mark} {:<26} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
+                        "{mark} {:<34} {:>9} {:>7} {:>7} {:>7} {:>7} {:>7}  {}",
                         v.version,
                         m.pages,
                         m.counts.added,
@@ -51,7 +51,7 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
                             |d| format!("{} {}", d.wiki, d.date)
                         )
                     ),
-                    None => outln!("{mark} {:<26} (unfinished: no manifest)", v.version),
+                    None => outln!("{mark} {:<34} (unfinished: no manifest)", v.version),
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -224,10 +224,16 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     }
     let mut w = PartWriter::new(&root, &night.version, night.seq);
     let base = prev.is_none();
+    if base {
+        summary.bytes_in = docs.iter().map(|p| p.bytes).sum();
+    }
     for part in &docs {
         let mut stream = Box::pin(read_part_rows(cx.out, &part.path(), 256).await?);
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
+                if base {
+                    records_in += 1;
+                }
                 if if base { applies(&d) } else { night.keep(&d) } {
                     w.push(d).await?;
                 }
