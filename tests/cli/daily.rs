@@ -82,7 +82,7 @@ fn a_daily_folder_and_a_logging_dump_end_to_end() {
     assert_eq!(docs[0]["sha1"], "ofkf3r8kinlbu9zvwk9m4r7g64o3gb5");
     let q = sql_json(o, "SELECT reason FROM quarantine");
     assert_eq!(q.len(), 1, "Q1's entity JSON: {q:?}");
-    assert_eq!(q[0]["reason"], "unsupported_model");
+    assert_eq!(q[0]["reason"], "old_entity_layout");
     let changes = sql_json(o, "SELECT kind, title, log_id FROM changes");
     assert_eq!(changes.len(), 1, "{changes:?}");
     assert_eq!(changes[0]["kind"], "deleted");

@@ -360,23 +360,50 @@ fn entity(
     pos: Pos,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
-    let raw: RawEntity = match serde_json::from_slice(bytes) {
-        Ok(r) => r,
-        Err(e) => {
-            sink.emit(quarantine(ctx, pos, "bad_json", e.to_string(), bytes))?;
-            return Ok(());
+    match entity_records(&ctx.source, opts, bytes, pos.line) {
+        Err(p) => Ok(sink.emit(quarantine(ctx, pos, p.reason, p.detail, bytes))?),
+        Ok((records, bad)) => {
+            for r in records {
+                sink.emit(r)?;
+            }
+            match bad {
+                Some(p) => Ok(sink.emit(quarantine(ctx, pos, p.reason, p.detail, &p.excerpt))?),
+                None => Ok(()),
+            }
         }
+    }
+}
+
+/// Why an entity (or some of its statements) was not read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntityProblem {
+    /// `bad_json`, `missing_field` or `bad_value`.
+    pub reason: &'static str,
+    pub detail: String,
+    /// The statement at fault (`bad_value`); empty otherwise.
+    pub excerpt: Vec<u8>,
+}
+
+/// The entity rows and edges of one entity's JSON (today's layout, as the JSON dump and the
+/// `<text>` of a `wikibase-item` page hold it), and the statements that could not be read;
+/// or why the entity could not be read at all. `source` names the file; `line` the dump line.
+pub fn entity_records(
+    source: &str,
+    opts: &WikidataOptions,
+    bytes: &[u8],
+    line: Option<u64>,
+) -> Result<(Vec<Record>, Option<EntityProblem>), EntityProblem> {
+    let problem = |reason, detail: String| EntityProblem {
+        reason,
+        detail,
+        excerpt: Vec::new(),
     };
+    let raw: RawEntity =
+        serde_json::from_slice(bytes).map_err(|e| problem("bad_json", e.to_string()))?;
     let Some(id) = raw.id.as_str().filter(|s| !s.is_empty()) else {
-        sink.emit(quarantine(
-            ctx,
-            pos,
-            "missing_field",
-            "entity without an \"id\"",
-            bytes,
-        ))?;
-        return Ok(());
+        return Err(problem("missing_field", "entity without an \"id\"".into()));
     };
+    let mut out = Vec::new();
     for lang in &opts.languages {
         let label = lang_value(&raw.labels, lang);
         let description = lang_value(&raw.descriptions, lang);
@@ -394,10 +421,10 @@ fn entity(
         if label.is_none() && description.is_none() && aliases.is_empty() {
             continue;
         }
-        sink.emit(Record::Entity(Entity {
+        out.push(Record::Entity(Entity {
             id: stable_id(&[DATASET, "entity", id, lang]),
             dataset: DATASET.to_string(),
-            source: ctx.source.clone(),
+            source: source.to_string(),
             key: id.to_string(),
             lang: Some(lang.clone()),
             label,
@@ -407,7 +434,7 @@ fn entity(
                 .sitelinks
                 .get(&format!("{}wiki", lang.replace('-', "_")))
                 .map(|l| l.title.clone()),
-        }))?;
+        }));
     }
     let subject_name = opts
         .languages
@@ -444,7 +471,7 @@ fn entity(
             let triple = Triple {
                 id: stable_id(&[
                     DATASET,
-                    &ctx.source,
+                    source,
                     id,
                     predicate,
                     &obj.value,
@@ -452,7 +479,7 @@ fn entity(
                     obj.datatype.unwrap_or(""),
                 ]),
                 dataset: DATASET.to_string(),
-                source: ctx.source.clone(),
+                source: source.to_string(),
                 subject: id.to_string(),
                 predicate: predicate.to_string(),
                 object: obj.value,
@@ -462,17 +489,18 @@ fn entity(
                 subject_name: subject_name.clone(),
                 object_name: None,
                 time: qualifier_time(st),
-                line: pos.line,
+                line,
                 ..Triple::default()
             };
-            sink.emit(Record::edge(triple))?;
+            out.push(Record::edge(triple));
         }
     }
-    if !bad.is_empty() {
-        let detail = format!("{id}: {}", bad.join("; "));
-        sink.emit(quarantine(ctx, pos, "bad_value", detail, &bad_excerpt))?;
-    }
-    Ok(())
+    let bad = (!bad.is_empty()).then(|| EntityProblem {
+        reason: "bad_value",
+        detail: format!("{id}: {}", bad.join("; ")),
+        excerpt: bad_excerpt,
+    });
+    Ok((out, bad))
 }
 
 /// `map[lang].value` of a labels/descriptions map.

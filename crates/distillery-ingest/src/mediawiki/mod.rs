@@ -7,9 +7,12 @@
 //!
 //! 1. `xml::PageSplitter` cuts the decompressed bytes into `<page>` elements, and
 //!    `xml::parse_page` reads each with quick-xml (title, namespace, ids, redirect, and the
-//!    newest revision's id, timestamp, SHA-1, content model and text). A page whose newest
-//!    revision is not wikitext (`wikibase-item`, `javascript`, `Scribunto`, ...) is quarantined
-//!    as `unsupported_model`.
+//!    newest revision's id, timestamp, SHA-1, content model and text). A Wikidata page
+//!    (`wikibase-item`, `wikibase-property`: entity JSON in `<text>`, as the daily dumps of
+//!    wikidatawiki hold it) gives the entities, triples and literals the `wikidata` reader
+//!    writes (its default languages; the internal layout of before 2014 is quarantined as
+//!    `old_entity_layout`); a page of another model (`javascript`, `Scribunto`, ...) is
+//!    quarantined as `unsupported_model`.
 //! 2. Pages outside [`MediaWikiOptions::namespaces`] are skipped, as are redirects when
 //!    [`MediaWikiOptions::redirects`] is false (kept, they carry `Document::redirect`).
 //! 3. `wikitext::parse` turns the wikitext into clean text with sections, paragraphs,
@@ -261,6 +264,49 @@ fn pending(reason: &'static str, detail: impl Into<String>, page: &PageBytes) ->
     })
 }
 
+/// A Wikidata page (a daily dump's `wikibase-item` or `wikibase-property` revision): its
+/// entity JSON into the rows the `wikidata` reader writes (entities, triples, literals), in
+/// the default languages. The internal layout of dumps before 2014 (no `id`, an `entity`
+/// pair) is quarantined as `old_entity_layout`.
+fn entity_page(
+    title: &str,
+    revision: Option<i64>,
+    json: &str,
+    page: &PageBytes,
+    pctx: &PageCtx,
+) -> Vec<Item> {
+    use crate::kb::wikidata::entity_records;
+    let rev = revision.map_or("?".to_string(), |r| r.to_string());
+    let opts = distillery_core::spec::WikidataOptions::default();
+    match entity_records(&pctx.source, &opts, json.as_bytes(), None) {
+        Ok((records, bad)) => {
+            let mut items = vec![Item::Records(records)];
+            if let Some(b) = bad {
+                items.push(pending(
+                    b.reason,
+                    format!("page {title:?} (revision {rev}): {}", b.detail),
+                    page,
+                ));
+            }
+            items
+        }
+        Err(p) if p.reason == "missing_field" && json.contains("\"entity\"") => vec![pending(
+            "old_entity_layout",
+            format!(
+                "page {title:?} (revision {rev}) holds entity JSON in Wikidata's internal layout \
+                 of before 2014 (an `entity` pair, no `id`), which is not read; today's dumps \
+                 write the layout of the JSON dumps"
+            ),
+            page,
+        )],
+        Err(p) => vec![pending(
+            p.reason,
+            format!("page {title:?} (revision {rev}): {}", p.detail),
+            page,
+        )],
+    }
+}
+
 /// Turns one split-off piece of input into items.
 pub(crate) fn process_split(split: Split, pctx: &PageCtx) -> Vec<Item> {
     match split {
@@ -315,6 +361,11 @@ fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> 
     // Entity JSON, Lua, CSS...: not wikitext, so no document (Wikidata's entities are the
     // `wikidata` reader's).
     if let Some(model) = raw.model.as_deref().filter(|m| *m != "wikitext") {
+        if matches!(model, "wikibase-item" | "wikibase-property")
+            && let Some(json) = raw.text.as_deref()
+        {
+            return entity_page(&title, raw.revision_id, json, page, pctx);
+        }
         return vec![pending(
             "unsupported_model",
             format!(

@@ -66,9 +66,89 @@ fn a_daily_dump_keeps_each_pages_newest_revision() {
     assert!(!d.text.is_empty());
     let q = sink.quarantine();
     assert_eq!(q.len(), 1);
-    assert_eq!(q[0].reason, "unsupported_model");
-    assert!(q[0].detail.contains("wikibase-item"), "{}", q[0].detail);
+    // Q1's entity JSON is in the internal layout of 2014, named as such.
+    assert_eq!(q[0].reason, "old_entity_layout");
+    assert!(q[0].detail.contains("\"Q1\""), "{}", q[0].detail);
     assert!(q[0].detail.contains("110669245"), "{}", q[0].detail);
+    assert!(sink.entities().is_empty() && sink.edges().is_empty());
+}
+
+#[test]
+fn wikidata_pages_give_the_rows_of_the_json_reader() {
+    let Some(p) = shared("wikimedia-incr/wikidata-testwiki-modern-entity-json.sample.xml.bz2")
+    else {
+        return;
+    };
+    let sink = read_with(Format::MediaWiki, all_namespaces(), &p);
+    let keys: Vec<(&str, Option<&str>)> = sink
+        .entities()
+        .iter()
+        .map(|e| (e.key.as_str(), e.label.as_deref()))
+        .collect();
+    assert_eq!(
+        keys,
+        vec![("Q6", Some("覔")), ("Q7", Some("覍")), ("Q12", Some("覓"))]
+    );
+    assert!(sink.entities().iter().all(|e| e.dataset == "wikidata"
+        && e.description.as_deref() == Some("CJK (hanzi/kanji/hanja) character")));
+    assert!(sink.quarantine().is_empty(), "{:?}", sink.quarantine());
+    // The wikitext pages of the same file stay documents.
+    assert!(
+        sink.documents()
+            .iter()
+            .all(|d| d.title.starts_with("MediaWiki:"))
+    );
+
+    // Statements, as a daily dump holds them (model after the text, export 0.11), equal
+    // what the JSON dump reader writes for the same entity.
+    let entity = r#"{"type":"item","id":"Q42","labels":{"en":{"language":"en","value":"Douglas Adams"}},"descriptions":{},"aliases":{},"claims":{"P31":[{"mainsnak":{"snaktype":"value","property":"P31","datavalue":{"value":{"entity-type":"item","numeric-id":5,"id":"Q5"},"type":"wikibase-entityid"}},"type":"statement","rank":"normal"}],"P1477":[{"mainsnak":{"snaktype":"value","property":"P1477","datavalue":{"value":{"text":"Douglas Noël Adams","language":"en"},"type":"monolingualtext"}},"type":"statement","rank":"normal"}]},"sitelinks":{"enwiki":{"site":"enwiki","title":"Douglas Adams","badges":[]}}}"#;
+    let tmp = tempfile::tempdir().unwrap();
+    let xml = tmp
+        .path()
+        .join("wikidatawiki-20261205-pages-meta-hist-incr.xml");
+    let escaped = entity
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('"', "&quot;");
+    std::fs::write(
+        &xml,
+        format!(
+            "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n\
+             <page><title>Q42</title><ns>0</ns><id>138</id><revision><id>900</id>\
+             <timestamp>2026-12-05T10:00:00Z</timestamp><contributor><username>u</username><id>1</id></contributor>\
+             <text bytes=\"{}\" xml:space=\"preserve\">{escaped}</text><sha1>x</sha1>\
+             <model>wikibase-item</model><format>application/json</format></revision></page>\n</mediawiki>\n",
+            entity.len()
+        ),
+    )
+    .unwrap();
+    let json = tmp.path().join("wikidata-20261205-all.json");
+    std::fs::write(&json, format!("[\n{entity}\n]\n")).unwrap();
+    let from_page = read_with(Format::MediaWiki, all_namespaces(), &xml);
+    let from_dump = crate::common::read(Format::Wikidata, &json);
+    let rows = |s: &distillery_core::VecSink| {
+        s.edges()
+            .iter()
+            .map(|t| {
+                (
+                    t.subject.clone(),
+                    t.predicate.clone(),
+                    t.object.clone(),
+                    t.object_kind.clone(),
+                    t.lang.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(rows(&from_page).len(), 2, "{:?}", from_page.quarantine());
+    assert_eq!(rows(&from_page), rows(&from_dump));
+    let ents = |s: &distillery_core::VecSink| {
+        s.entities()
+            .iter()
+            .map(|e| (e.key.clone(), e.label.clone(), e.wikipedia.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ents(&from_page), ents(&from_dump));
 }
 
 #[test]
