@@ -482,4 +482,17 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
     ok(&["corpus", "rollback", root.to_str().unwrap(), &base_version]);
     assert_eq!(view(&root).len(), 40);
     assert!(!night(&base, &t.join("o7")).status.success());
+    // A rebase replaces it: a new base, numbered after the nights, which is CURRENT.
+    let out = run(&[
+        "run",
+        &base,
+        "--set",
+        &format!("output={}", t.join("o8").display()),
+        "--set",
+        "stages.corpus.options.rebase=true",
+    ]);
+    assert!(out.status.success());
+    let v = versions(&root);
+    assert_eq!(v.last().unwrap()["current"], true, "{v:?}");
+    assert_eq!(view(&root).len(), 40);
 }

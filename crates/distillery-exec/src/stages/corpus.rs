@@ -161,6 +161,18 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             cx.stage.name, root.display
         )));
     }
+    // A rebase starts a new base, numbered after every version of the root.
+    let replaced = match (snapshot, &prev) {
+        (true, Some(_)) => Some(
+            corpus::list(&root)
+                .await?
+                .iter()
+                .filter_map(|v| v.manifest.as_ref().map(|m| m.seq + 1))
+                .max()
+                .unwrap_or(1),
+        ),
+        _ => None,
+    };
     let prev = if snapshot { None } else { prev };
     let applied = prev.as_ref().map_or(&[][..], |m| &m.days[..]);
     let all: Vec<Day> = days.values().cloned().collect();
@@ -176,6 +188,9 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     };
     let docs = input_parts(&cx, TableKind::Documents);
     let mut night = Night::new(prev.clone(), &cx.pipeline.hash);
+    if let Some(seq) = replaced {
+        night = Night::base_at(seq, &cx.pipeline.hash);
+    }
     let mut summary = StageSummary::new(&cx.stage.name);
     let mut records_in = 0u64;
     if prev.is_some() {

@@ -86,6 +86,15 @@ impl Night {
         }
     }
 
+    /// A base replacing a corpus whose newest night is `seq - 1` (a rebase): no parts of
+    /// its own before it, numbered so that it sorts after the versions it replaces.
+    pub fn base_at(seq: u32, seed: &str) -> Night {
+        let mut n = Night::new(None, seed);
+        n.seq = seq;
+        n.version = format!("n{seq:06}-{}", new_name(seed));
+        n
+    }
+
     /// Pass 1: records `d` as its page's newest input row when it is.
     pub fn see(&mut self, d: &Document) {
         let n = Newest {

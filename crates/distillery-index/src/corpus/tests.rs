@@ -212,6 +212,16 @@ async fn nights_change_move_delete_and_restore_pages() {
     prune(&root, 1).await.unwrap();
     assert_eq!(view(&root).await, before);
     assert!(rollback(&root, &base.version).await.is_err());
+
+    // A rebase is numbered after what it replaces, so pruning keeps it and its nights.
+    let rebase = Night::base_at(m.seq + 1, "r");
+    assert_eq!(rebase.seq, m.seq + 1);
+    assert!(
+        rebase.version > m.version,
+        "{} {}",
+        rebase.version,
+        m.version
+    );
 }
 
 #[tokio::test]
