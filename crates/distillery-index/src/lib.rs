@@ -39,6 +39,7 @@ pub mod kg;
 pub mod passage;
 pub mod ram;
 pub mod search;
+mod spool;
 mod table;
 pub mod version;
 
