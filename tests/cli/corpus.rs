@@ -413,6 +413,12 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
     let out = night(&nightly, &t.join("o4"));
     assert!(out.status.success());
     assert_eq!(versions(&root).len(), 3, "a repeat publishes nothing");
+    let again = summary(&t.join("o4"));
+    assert_eq!(
+        stage(&again, "corpus")["records_in"],
+        0,
+        "days applied before are left out of the plan, not parsed again"
+    );
     assert_eq!(
         count(&root)["version"],
         ni["version"],
@@ -495,4 +501,88 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
     let v = versions(&root);
     assert_eq!(v.last().unwrap()["current"], true, "{v:?}");
     assert_eq!(view(&root).len(), 40);
+}
+
+/// `pipelines/nightly.toml` as shipped, its output and roots in a temporary directory and the
+/// CI MiniLM directory for the hub id: the base embeds every passage; a night from a daily
+/// folder and its logging dump embeds only the passages of the pages the day touched; the same
+/// night again reads nothing and publishes nothing. The cluster copy
+/// (`k8s/base/pipelines/nightly.toml`) validates with the paths the CronJob sets.
+#[test]
+fn the_shipped_nightly_pipeline_runs_a_base_then_nights() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mut w = Wiki::new(30);
+    let snapshot = t.join("enwiki-20261130-pages-articles.xml");
+    std::fs::write(&snapshot, w.snapshot()).unwrap();
+    let log = day(t, &mut w, "20261201", &[1, 2], 3, 4);
+    let folder = t.join("incr/enwiki/20261201");
+    let wiki = |p: &Path| format!("inputs.wiki.paths=[\"{}\"]", p.display());
+    let logs = format!("inputs.log.paths=[\"{}\"]", log.display());
+    let out = |n: &str| format!("output={}", t.join(n).display());
+    ok(&[
+        "validate",
+        "k8s/base/pipelines/nightly.toml",
+        "--set",
+        &wiki(&folder),
+        "--set",
+        &logs,
+        "--set",
+        &out("k8s"),
+    ]);
+    let Some(model) = crate::embed_model("the shipped nightly pipeline") else {
+        return;
+    };
+    let (corpus, index) = (t.join("corpus"), t.join("index"));
+    let roots = [
+        format!("stages.corpus.options.root={}", corpus.display()),
+        format!("stages.index.options.root={}", index.display()),
+        format!("stages.index.options.corpus={}", corpus.display()),
+        format!("stages.index.options.embedding.model={model}"),
+    ];
+    let go = |sets: &[String]| {
+        let mut args = vec!["run".to_string(), "pipelines/nightly.toml".to_string()];
+        for s in roots.iter().chain(sets) {
+            args.extend(["--set".to_string(), s.clone()]);
+        }
+        ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    };
+    let counter = |run: &str, st: &str, k: &str| {
+        stage(&summary(&t.join(run)), st)["counters"][k]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    go(&[out("base"), wiki(&snapshot)]);
+    let passages = counter("base", "index", "passages");
+    assert!(passages > 0);
+    assert_eq!(counter("base", "index", "embeddings.computed"), passages);
+
+    go(&[out("night"), wiki(&folder), logs.clone()]);
+    assert_eq!(counter("night", "corpus", "pages.changed"), 2);
+    assert_eq!(counter("night", "corpus", "pages.deleted"), 1);
+    let embedded = counter("night", "index", "embeddings.computed");
+    assert!(
+        embedded > 0 && embedded * 4 < passages,
+        "a night touching 4 of 30 pages embedded {embedded} of {passages} passages"
+    );
+    let current = std::fs::read_to_string(index.join("CURRENT")).unwrap();
+
+    go(&[out("again"), wiki(&folder), logs]);
+    let again = summary(&t.join("again"));
+    assert_eq!(stage(&again, "corpus")["records_in"], 0, "{again}");
+    assert_eq!(counter("again", "index", "embeddings.computed"), 0);
+    assert_eq!(
+        std::fs::read_to_string(index.join("CURRENT")).unwrap(),
+        current
+    );
+    let hits = ok(&[
+        "search",
+        index.to_str().unwrap(),
+        "river crossing",
+        "--kind",
+        "hybrid",
+        "--format",
+        "json",
+    ]);
+    assert!(!hits.trim().is_empty());
 }

@@ -284,6 +284,54 @@ pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
     (out, errors)
 }
 
+/// Leaves out of `p`'s `mediawiki` inputs the daily folders that no stage reading them needs
+/// ([`crate::stages::Stage::reads`]: days its `corpus` stages applied before), so that a
+/// night given a day it applied does not parse it again; returns the folders left out. An
+/// input whose folders are all left out keeps no path. Folders that cannot be read are kept,
+/// for planning to refuse with its message.
+pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<std::path::PathBuf>, ExecError> {
+    let mut reads = Vec::with_capacity(p.stages.len());
+    for s in &p.stages {
+        reads.push((s.inputs.clone(), stage_of(s)?.reads(s, p).await?));
+    }
+    let mut left = Vec::new();
+    for input in p.inputs.iter_mut() {
+        if input.format != Format::MediaWiki {
+            continue;
+        }
+        let readers: Vec<_> = reads
+            .iter()
+            .filter(|(inputs, _)| inputs.contains(&input.name))
+            .map(|(_, r)| r)
+            .collect();
+        if readers.is_empty() || readers.iter().all(|r| **r == crate::stages::Reads::All) {
+            continue;
+        }
+        let (found, errors) = daily_days(&input.paths);
+        if !errors.is_empty() {
+            continue;
+        }
+        let mut paths = Vec::new();
+        for (path, days) in found {
+            let Some(days) = days else {
+                paths.push(path);
+                continue;
+            };
+            let (skip, keep): (Vec<_>, Vec<_>) = days
+                .into_iter()
+                .partition(|d| readers.iter().all(|r| r.skips(&d.dir)));
+            if skip.is_empty() {
+                paths.push(path);
+                continue;
+            }
+            paths.extend(keep.iter().map(|d| d.dir.to_string_lossy().into_owned()));
+            left.extend(skip.into_iter().map(|d| d.dir));
+        }
+        input.paths = paths;
+    }
+    Ok(left)
+}
+
 /// A path of an input and the daily folders it names (`None`: not a daily folder).
 pub type DailyPath = (
     String,

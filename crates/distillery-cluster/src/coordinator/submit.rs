@@ -52,8 +52,15 @@ impl CoordinatorService {
         text: &str,
         overrides: &[String],
     ) -> Result<String, ClusterError> {
-        let p = distillery_exec::stages::parse_pipeline(file, text, overrides)
+        let mut p = distillery_exec::stages::parse_pipeline(file, text, overrides)
             .map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        // Days a corpus applied before are not parsed again (a repeated night costs nothing).
+        let left = distillery_exec::plan::leave_out_read_days(&mut p)
+            .await
+            .map_err(ClusterError::Exec)?;
+        for dir in &left {
+            info!(folder = %dir.display(), "daily folder applied before: not read");
+        }
         let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let job_id = distillery_exec::run::new_run_id(&p.hash);
         // The output is the user's to fix (a file, a bad URL, another job's): an invalid job,

@@ -11,11 +11,11 @@
 //! refused unless `allow_gaps`. A run that changes nothing publishes nothing. The output gets
 //! `corpora/<stage>.json`: the version's manifest and its root. One task applies the night.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Format, Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Change, Document, TableKind};
 use distillery_index::corpus::{self, Day, Deletion, Night, PartWriter};
@@ -29,8 +29,8 @@ use crate::kit::retrieval::root_of;
 use crate::kit::rows::{each_row, input_parts};
 use crate::parts::read_part_rows;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
-use crate::store::open_location;
+use crate::stages::{Declared, Reads, RunCx, Stage};
+use crate::store::{is_url, open_location};
 
 /// Options of a `corpus` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -94,9 +94,55 @@ impl Stage for CorpusStage {
         }
     }
 
+    fn reads<'a>(
+        &'a self,
+        stage: &'a StageSpec,
+        pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, Result<Reads, ExecError>> {
+        Box::pin(applied_folders(stage, pipeline))
+    }
+
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
         Box::pin(run(cx))
     }
+}
+
+/// The stage's root: its `root` option, else `<output>/corpus`.
+fn root_url(o: &CorpusOptions, p: &Pipeline) -> String {
+    o.root
+        .clone()
+        .unwrap_or_else(|| format!("{}/corpus", p.output.trim_end_matches('/')))
+}
+
+/// The daily folders of the stage's inputs whose day the root's current version applied: a
+/// run need not read them (a rebase reads everything).
+async fn applied_folders(stage: &StageSpec, p: &Pipeline) -> Result<Reads, ExecError> {
+    let o: &CorpusOptions = crate::stages::options(stage)?;
+    let url = root_url(o, p);
+    if o.rebase || (!is_url(&url) && !std::path::Path::new(&url).is_dir()) {
+        return Ok(Reads::All);
+    }
+    let root = root_of(open_location(&url, false)?);
+    let Some(current) = corpus::current(&root).await? else {
+        return Ok(Reads::All);
+    };
+    let mut applied = HashSet::new();
+    for input in &p.inputs {
+        if input.format != Format::MediaWiki || !stage.inputs.contains(&input.name) {
+            continue;
+        }
+        let (found, _) = crate::plan::daily_days(&input.paths);
+        for f in found.into_iter().filter_map(|(_, f)| f).flatten() {
+            if current
+                .days
+                .iter()
+                .any(|d| d.wiki == f.wiki && d.date == f.date)
+            {
+                applied.insert(f.dir);
+            }
+        }
+    }
+    Ok(Reads::AllBut(applied))
 }
 
 /// The daily folders of the stage's `mediawiki` inputs, by their pages file's name, and
@@ -138,10 +184,7 @@ fn days_of(cx: &RunCx<'_>) -> Result<(HashMap<String, Day>, bool), ExecError> {
 async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let o: &CorpusOptions = crate::stages::options(cx.stage)?;
     let started = Instant::now();
-    let root_url = o
-        .root
-        .clone()
-        .unwrap_or_else(|| format!("{}/corpus", cx.pipeline.output.trim_end_matches('/')));
+    let root_url = root_url(o, cx.pipeline);
     let loc = open_location(&root_url, true)?;
     crate::confine::claim(&loc, crate::confine::Owned::CorpusRoot).await?;
     let root = root_of(loc);

@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Entity, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Built, Spool, build};
@@ -35,7 +35,7 @@ use crate::kit::rows::{each_row, input_parts};
 use crate::kit::same_as::{Aliases, canon, read_aliases};
 use crate::parts::WrittenPart;
 use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
+use crate::stages::{Declared, Reads, RunCx, Stage};
 use crate::store::open_location;
 
 /// An index kind.
@@ -184,6 +184,21 @@ impl Stage for IndexStage {
             tables: Vec::new(),
             files: vec![format!("indexes/{}.json", stage.name)],
         }
+    }
+
+    fn reads<'a>(
+        &'a self,
+        stage: &'a StageSpec,
+        _pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, Result<Reads, ExecError>> {
+        Box::pin(async move {
+            let o: &IndexOptions = crate::stages::options(stage)?;
+            // A corpus-fed index reads the corpus root, not its inputs' tables.
+            Ok(match o.corpus {
+                Some(_) => Reads::Nothing,
+                None => Reads::All,
+            })
+        })
     }
 
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {

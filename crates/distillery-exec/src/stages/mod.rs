@@ -104,6 +104,28 @@ pub struct Declared {
     pub files: Vec<String>,
 }
 
+/// Which of the daily folders its inputs name a stage reads ([`Stage::reads`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reads {
+    /// Every folder (the default).
+    All,
+    /// Every folder but these (days a `corpus` stage applied before).
+    AllBut(std::collections::HashSet<std::path::PathBuf>),
+    /// None: the stage reads none of its inputs' tables (an index fed by a corpus root).
+    Nothing,
+}
+
+impl Reads {
+    /// Whether the stage can do without the daily folder `dir`.
+    pub fn skips(&self, dir: &std::path::Path) -> bool {
+        match self {
+            Reads::All => false,
+            Reads::AllBut(left) => left.contains(dir),
+            Reads::Nothing => true,
+        }
+    }
+}
+
 /// A stage.
 pub trait Stage: Send + Sync {
     /// The `kind` of its `[[stages]]` entries.
@@ -148,6 +170,17 @@ pub trait Stage: Send + Sync {
     /// tasks get what planning resolved ([`RunCx::side`]), never the patterns again.
     fn resolve(&self, _stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
         Ok(Vec::new())
+    }
+
+    /// Which of its inputs' daily folders it reads, asked once before a job is planned: a
+    /// folder that no stage reading its input needs is left out of the plan, so a night
+    /// given a day applied before does not parse it again.
+    fn reads<'a>(
+        &'a self,
+        _stage: &'a StageSpec,
+        _pipeline: &'a Pipeline,
+    ) -> BoxFuture<'a, Result<Reads, ExecError>> {
+        Box::pin(async { Ok(Reads::All) })
     }
 
     /// Runs one task of the stage.

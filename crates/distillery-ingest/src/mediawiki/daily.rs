@@ -12,10 +12,15 @@
 //! [`open`] checks a folder before anything is planned from it: a folder still being written
 //! (or failed) is refused with what its `status.txt` says, so a night never applies half a day;
 //! a missing or unreadable `maxrevid.txt` and a pages file whose MD5 is not the one listed
-//! (a partial download) are refused too, each naming the file.
+//! (a partial download) are refused too, each naming the file. A file's sum is computed once
+//! per process for a given size and modification time (planning and the stage that applies
+//! the day both open the folder).
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::SystemTime;
 
 use md5::{Digest, Md5};
 
@@ -94,7 +99,7 @@ pub fn open(dir: &Path) -> Result<DailyFolder, String> {
         format!("daily folder {show}: {sums_name} lists no MD5 sum for {pages_name}")
     })?;
     let pages = dir.join(pages_name);
-    let got = md5_of(&pages)?;
+    let got = md5_once(&pages)?;
     if !got.eq_ignore_ascii_case(&listed) {
         return Err(format!(
             "daily folder {show}: the MD5 of {pages_name} is {got}, {sums_name} says {listed} \
@@ -131,6 +136,26 @@ fn listed_sum(sums: &str, name: &str) -> Option<String> {
         (file == name && hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
             .then(|| hex.to_string())
     })
+}
+
+/// Sums already computed in this process, by path, size and modification time.
+type Sums = HashMap<(PathBuf, u64, Option<SystemTime>), String>;
+
+/// [`md5_of`], remembered while the file keeps its size and modification time.
+fn md5_once(path: &Path) -> Result<String, String> {
+    static SUMS: OnceLock<Mutex<Sums>> = OnceLock::new();
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let key = (path.to_path_buf(), meta.len(), meta.modified().ok());
+    let sums = SUMS.get_or_init(Default::default);
+    if let Some(s) = sums.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return Ok(s.clone());
+    }
+    let sum = md5_of(path)?;
+    sums.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(key, sum.clone());
+    Ok(sum)
 }
 
 fn md5_of(path: &Path) -> Result<String, String> {
