@@ -8,8 +8,8 @@
 # Generates (scripts/bench/nightly.py) a bz2 snapshot of PAGES pages and NIGHTS daily folders in
 # Wikimedia's layout with their logging dumps: each night revises 1% of the pages (2-3
 # revisions each), adds 0.1%, deletes 0.1% and moves 0.05%. The base snapshot goes into a
-# corpus root and an index fed by it (pipelines like pipelines/corpus.toml plus an `index`
-# stage with `corpus` and `incremental`); each night applies its day. The full build of a
+# corpus root and an index fed by it (pipelines like pipelines/nightly.toml: a `corpus` stage
+# and an `index` stage with `corpus` and `incremental`); each night applies its day. The full build of a
 # night is the same two stages over that day's snapshot into empty roots (an empty embedding
 # cache). Prints whole-job CPU seconds (user + sys) and peak RSS of each, and per night
 # `whole job: N.N% of a full build`.

@@ -161,6 +161,24 @@ def expand(args: list[str], env: dict[str, str]) -> list[str]:
             for a in args]
 
 
+def distillery_args(c: dict, env: dict[str, str]) -> list[str]:
+    """The container's distillery arguments: its args, or, for a shell wrapper (`sh -c SCRIPT`,
+    the CronJob computing the night's date), the words of the script's `exec distillery` line
+    with $VAR and ${VAR} of the known environment filled in (the script's own variables stay)."""
+    cmd = list(c.get("command") or [])
+    args = list(c.get("args") or [])
+    if cmd[-1:] == ["-c"] and cmd[0].rsplit("/", 1)[-1] in ("sh", "bash") and args:
+        script = args[0].replace("\\\n", " ")
+        for line in script.splitlines():
+            words = shlex.split(line.strip(), comments=True) if line.strip() else []
+            if words[:2] == ["exec", "distillery"]:
+                sub = lambda m: env.get(m.group(1) or m.group(2), m.group(0))
+                return [re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", sub, w)
+                        for w in words[2:]]
+        return []
+    return expand(args, env)
+
+
 def service_port(t: Target, host: str, port: int) -> bool:
     name = host.split(".")[0]
     svc = t.named("Service").get(name)
@@ -386,7 +404,7 @@ def check_target(t: Target) -> None:
                         if not c.get(probe):
                             t.fail(o, f"container {c.get('name')}: no {probe}")
             for where, c in containers(pod):
-                args = expand(list(c.get("args") or []), env_values(t, c))
+                args = distillery_args(c, env_values(t, c))
                 if args[:1] == ["coordinator"]:
                     if o["spec"].get("replicas") != 1:
                         t.fail(o, "the coordinator must run exactly 1 replica")
@@ -417,7 +435,7 @@ def check_target(t: Target) -> None:
 
         if kind in ("Job", "CronJob"):
             for where, c in containers(pod):
-                args = expand(list(c.get("args") or []), env_values(t, c))
+                args = distillery_args(c, env_values(t, c))
                 if args[:1] != ["submit"]:
                     continue
                 url = flag_value(args, "--coordinator") or ""

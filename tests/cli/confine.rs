@@ -174,12 +174,17 @@ fn runs_and_index_builds_never_touch_anything_outside_their_output() {
     assert!(e.contains("not an index root"), "{e}");
     assert_eq!(around(tmp.path()), before);
 
-    // The nightly pipeline (its index root inside its output) beside the same files.
+    // The nightly pipeline (its corpus and index roots inside its output) beside the same files.
     let Some(model) = crate::embed_model("the nightly part of the confinement test") else {
         return;
     };
-    let nightly_out = format!("output={}", tmp.path().join("out-nightly").display());
+    let o = tmp.path().join("out-nightly");
+    let nightly_out = format!("output={}", o.display());
     let set_model = format!("stages.index.options.embedding.model={model}");
+    let corpus = format!("stages.corpus.options.root={}/corpus", o.display());
+    let index = format!("stages.index.options.root={}/index", o.display());
+    let feed = format!("stages.index.options.corpus={}/corpus", o.display());
+    // The second run replaces the base with the same snapshot.
     let nightly = [
         "run",
         "pipelines/nightly.toml",
@@ -187,6 +192,14 @@ fn runs_and_index_builds_never_touch_anything_outside_their_output() {
         &nightly_out,
         "--set",
         &set_model,
+        "--set",
+        &corpus,
+        "--set",
+        &index,
+        "--set",
+        &feed,
+        "--set",
+        "stages.corpus.options.rebase=true",
     ];
     ok(&nightly);
     ok(&nightly);

@@ -511,53 +511,6 @@ fn a_dense_index_from_an_embeddings_server() {
     assert_eq!(counter(&st, "embeddings.cached"), 8, "{st}");
 }
 
-/// `pipelines/nightly.toml` as shipped (the CI MiniLM directory in place of the hub id): a
-/// first build embeds every passage, a rerun on the same dump keeps the version, and hybrid
-/// search answers; the CronJob's copy (`k8s/base/pipelines/nightly.toml`) validates.
-#[test]
-fn the_nightly_pipeline_builds_and_a_rerun_keeps_its_version() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("nightly");
-    let set_out = format!("output={}", out.display());
-    // The CronJob's copy (S3 paths) checks, its dump pointed at a local file.
-    ok(&[
-        "validate",
-        "k8s/base/pipelines/nightly.toml",
-        "--set",
-        r#"inputs.wiki.paths=["data/quickstart/wiki.xml"]"#,
-        "--set",
-        &set_out,
-    ]);
-    let Some(model) = crate::embed_model("the nightly pipeline") else {
-        return;
-    };
-    let set_model = format!("stages.index.options.embedding.model={model}");
-    let args = [
-        "run",
-        "pipelines/nightly.toml",
-        "--set",
-        &set_out,
-        "--set",
-        &set_model,
-    ];
-    ok(&args);
-    let st = stage(&summary(&out), "index").clone();
-    let passages = counter(&st, "passages");
-    assert!(passages > 0, "{st}");
-    assert_eq!(counter(&st, "embeddings.computed"), passages, "{st}");
-    let v1 = std::fs::read_to_string(out.join("index/CURRENT")).unwrap();
-    ok(&args);
-    let st = stage(&summary(&out), "index").clone();
-    assert_eq!(counter(&st, "versions.kept"), 1, "{st}");
-    assert_eq!(counter(&st, "embeddings.computed"), 0, "{st}");
-    assert_eq!(
-        std::fs::read_to_string(out.join("index/CURRENT")).unwrap(),
-        v1
-    );
-    let hits = search(&out.join("index"), "glacial lake", "hybrid", &[]);
-    assert!(!hits.is_empty());
-}
-
 /// `same_as` merges the shared FB15k-237 sample (path-form mids, `/m/06q1r`) with the shared
 /// Wikidata sample through P646: keys are written in Freebase's dotted form, and Scotland and
 /// Belgium hold the edges of both graphs.
