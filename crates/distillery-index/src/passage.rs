@@ -1,7 +1,9 @@
 //! Passages: the unit every index kind of a build shares, and their Parquet table.
 //!
 //! A passage has a stable `id`, the `document_id` of its source document, a `content_hash` of
-//! what is indexed (title and text), a `title` and a `text`. Ids are stable across dumps of
+//! what is indexed (title and text), a `title` and a `text`, and its lineage where the source
+//! has one: the wiki `page_id` and `revision_id` it was cut from (a segment gives its
+//! revision only). Ids are stable across dumps of
 //! different days: a document's passages are named by its URI (`enwiki:Title#p3`), and the
 //! document by its URI too (join on `documents.uri`), not by its record id (which hashes the
 //! input file's name and the text), so an edited page keeps its passage ids and only their
@@ -15,7 +17,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use distillery_core::{Document, Segment, Triple};
 use serde::{Deserialize, Serialize};
@@ -60,6 +62,12 @@ pub struct Passage {
     pub content_hash: String,
     pub title: String,
     pub text: String,
+    /// The page the passage was cut from (a wiki document's `page_id`).
+    #[serde(default)]
+    pub page_id: Option<i64>,
+    /// The revision of that page (a document's `revision_id`, a segment's `source_version`).
+    #[serde(default)]
+    pub revision_id: Option<i64>,
 }
 
 impl Passage {
@@ -71,7 +79,16 @@ impl Passage {
             content_hash,
             title,
             text,
+            page_id: None,
+            revision_id: None,
         }
+    }
+
+    /// The passage naming the page and revision it was cut from.
+    pub fn from_revision(mut self, page_id: Option<i64>, revision_id: Option<i64>) -> Passage {
+        self.page_id = page_id;
+        self.revision_id = revision_id;
+        self
     }
 
     /// What is embedded: the title and the text, as sentence-transformers users index
@@ -131,6 +148,7 @@ pub fn of_document(doc: &Document, unit: Unit) -> Vec<Passage> {
             doc.title.clone(),
             text.to_string(),
         )
+        .from_revision(doc.page_id, doc.revision_id)
     };
     let spans: Vec<(u32, u32)> = match unit {
         Unit::Paragraph => doc.paragraphs.iter().map(|p| (p.start, p.end)).collect(),
@@ -170,6 +188,10 @@ pub fn of_segment(seg: &Segment, title: &str) -> Option<Passage> {
             title.to_string(),
             seg.content.clone(),
         )
+        .from_revision(
+            None,
+            seg.source_version.as_deref().and_then(|v| v.parse().ok()),
+        )
     })
 }
 
@@ -191,15 +213,19 @@ pub fn of_triple(t: &Triple) -> Passage {
     )
 }
 
-/// The passages table's schema.
+/// The passages table's schema. `page_id` and `revision_id` are nullable and may be absent
+/// from tables written before they were added.
 pub fn schema() -> SchemaRef {
     let f = |n: &str| Field::new(n, DataType::Utf8, false);
+    let n = |n: &str| Field::new(n, DataType::Int64, true);
     Arc::new(Schema::new(vec![
         f("id"),
         f("document_id"),
         f("content_hash"),
         f("title"),
         f("text"),
+        n("page_id"),
+        n("revision_id"),
     ]))
 }
 
@@ -216,6 +242,8 @@ pub fn to_batch(ps: &[Passage]) -> Result<RecordBatch, IndexError> {
             col(|p| &p.content_hash),
             col(|p| &p.title),
             col(|p| &p.text),
+            Arc::new(Int64Array::from_iter(ps.iter().map(|p| p.page_id))),
+            Arc::new(Int64Array::from_iter(ps.iter().map(|p| p.revision_id))),
         ],
     )
     .map_err(|e| IndexError::parquet("passages", e))
@@ -248,6 +276,13 @@ pub fn read(path: &Path) -> Result<Vec<Passage>, IndexError> {
             s("title")?,
             s("text")?,
         );
+        let int = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+        };
+        let (page, rev) = (int("page_id"), int("revision_id"));
+        let at = |c: Option<&Int64Array>, i: usize| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
         for i in 0..batch.num_rows() {
             out.push(Passage {
                 id: id.value(i).to_string(),
@@ -255,6 +290,8 @@ pub fn read(path: &Path) -> Result<Vec<Passage>, IndexError> {
                 content_hash: hash.value(i).to_string(),
                 title: title.value(i).to_string(),
                 text: text.value(i).to_string(),
+                page_id: at(page, i),
+                revision_id: at(rev, i),
             });
         }
     }
@@ -299,6 +336,32 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn passages_name_their_page_and_revision_through_the_table() {
+        let mut d = doc("One para. Two para.", &[(0, 9), (10, 19)]);
+        d.page_id = Some(42);
+        d.revision_id = Some(1007);
+        let ps = of_document(&d, Unit::Paragraph);
+        assert!(
+            ps.iter()
+                .all(|p| p.page_id == Some(42) && p.revision_id == Some(1007))
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let f = tmp.path().join("p.parquet");
+        write(&f, &ps).unwrap();
+        assert_eq!(read(&f).unwrap(), ps);
+        // A table written before the lineage columns reads with none.
+        let old = Arc::new(Schema::new(schema().fields()[..5].to_vec()));
+        let b = to_batch(&ps).unwrap().project(&[0, 1, 2, 3, 4]).unwrap();
+        crate::table::write(&tmp.path().join("old.parquet"), old, [Ok(b)]).unwrap();
+        let back = read(&tmp.path().join("old.parquet")).unwrap();
+        assert!(
+            back.iter()
+                .all(|p| p.page_id.is_none() && p.revision_id.is_none())
+        );
+        assert_eq!(back[0].text, ps[0].text);
     }
 
     #[test]

@@ -56,7 +56,12 @@ impl Spool {
 
     pub fn push(&mut self, p: Passage) -> Result<(), IndexError> {
         let s = passage::shard_of(&p.id, self.buckets) as usize;
-        let key = format!("{}\0{}", p.id, p.content_hash);
+        // The lineage counts: a new revision with the same text is a new version of the index
+        // (the passage names its revision), though nothing is embedded again.
+        let key = format!(
+            "{}\0{}\0{:?}\0{:?}",
+            p.id, p.content_hash, p.page_id, p.revision_id
+        );
         for (seed, sum) in self.sums.iter_mut().enumerate() {
             *sum = sum.wrapping_add(twox_hash::XxHash64::oneshot(seed as u64, key.as_bytes()));
         }
