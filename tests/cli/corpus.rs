@@ -586,3 +586,136 @@ fn the_shipped_nightly_pipeline_runs_a_base_then_nights() {
     ]);
     assert!(!hits.trim().is_empty());
 }
+
+/// SFT samples made from a corpus-fed index (`cirag` retrieving from it, a stand-in teacher
+/// on loopback) cite their evidence by page URI; after a night that revises, moves and deletes
+/// cited pages, `distillery changes --sft` lists exactly the samples citing one of them.
+#[test]
+fn changes_lists_the_sft_samples_whose_evidence_changed() {
+    use crate::fault::FaultServer;
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt.block_on(FaultServer::start_with(
+        vec![],
+        crate::cirag::cirag_teacher(),
+    ));
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mut w = Wiki::new(30);
+    // Pages the quick-start questions find: each names the people and films of one question.
+    let hotpot: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(crate::repo().join("data/quickstart/hotpot.json")).unwrap(),
+    )
+    .unwrap();
+    for (k, q) in hotpot.as_array().unwrap().iter().enumerate() {
+        let p = w.pages.get_mut(&(k as i64 + 1)).unwrap();
+        let about = q["question"].as_str().unwrap().trim_end_matches('?');
+        p.revs[0].2 = format!("'''{}''' is where this happened: {about}.\n", p.title);
+    }
+    let snapshot = t.join("enwiki-20261130-pages-articles.xml");
+    std::fs::write(&snapshot, w.snapshot()).unwrap();
+    let root = t.join("corpus");
+    let base = pipeline(
+        t,
+        "base",
+        &wiki_input(&format!("\"{}\"", snapshot.display())),
+        &root,
+    );
+    assert!(night(&base, &t.join("o0")).status.success());
+    let since = versions(&root)[0]["version"].as_str().unwrap().to_string();
+
+    let sft = t.join("sft");
+    let file = t.join("cirag.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "version = 1\nname = \"cirag-corpus\"\noutput = \"{}\"\n\
+             [[inputs]]\nname = \"hotpot\"\nformat = \"hotpotqa\"\npaths = [\"{}\"]\n\
+             [[stages]]\nkind = \"cirag\"\noptions = {{ index = \"{}\", top_k = 3, candidates = 5, \
+             max_steps = 3, validation_share = 0.3 }}\n\
+             [llm]\nbase_url = \"{}\"\nmodel = \"stand-in\"\ncache = \"{}\"\n",
+            sft.display(),
+            crate::repo().join("data/quickstart/hotpot.json").display(),
+            index_of(&root).display(),
+            server.url,
+            t.join("cache").display()
+        ),
+    )
+    .unwrap();
+    let o = crate::triples::run_file(&file, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The samples and the pages they cite, as the training files hold them.
+    let mut samples: Vec<(String, Vec<String>)> = Vec::new();
+    for f in ["train.jsonl", "validation.jsonl"] {
+        let Ok(text) = std::fs::read_to_string(sft.join("cirag").join(f)) else {
+            continue;
+        };
+        for l in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let segs = v["segment_ids"].as_array().unwrap();
+            samples.push((
+                v["id"].as_str().unwrap().to_string(),
+                segs.iter()
+                    .map(|s| s.as_str().unwrap().to_string())
+                    .collect(),
+            ));
+        }
+    }
+    let mut cited: Vec<i64> = samples
+        .iter()
+        .flat_map(|(_, s)| s.iter())
+        .filter_map(|s| s.strip_prefix("enwiki:Place ")?.parse().ok())
+        .collect();
+    cited.sort();
+    cited.dedup();
+    assert!(
+        cited.len() >= 3,
+        "the samples cite too few pages: {cited:?}"
+    );
+    // A night revising one cited page, moving another and deleting a third.
+    let (edit, moved, deleted) = (cited[0], cited[1], cited[2]);
+    day(t, &mut w, "20261201", &[edit], moved, deleted);
+    let days = format!("\"{}/incr/enwiki/*\"", t.display());
+    let logs = format!(
+        "[[inputs]]\nname = \"log\"\nformat = \"mediawiki-log\"\npaths = [\"{}/logs/*.xml\"]\n",
+        t.display()
+    );
+    let nightly = pipeline(t, "nightly", &(wiki_input(&days) + &logs), &root);
+    assert!(night(&nightly, &t.join("o1")).status.success());
+
+    let touched: Vec<String> = [edit, moved, deleted]
+        .iter()
+        .map(|i| format!("enwiki:Place {i}"))
+        .collect();
+    let mut want: Vec<&str> = samples
+        .iter()
+        .filter(|(_, s)| s.iter().any(|x| touched.contains(x)))
+        .map(|(id, _)| id.as_str())
+        .collect();
+    want.sort();
+    assert!(!want.is_empty() && want.len() < samples.len(), "{want:?}");
+    let report: serde_json::Value = serde_json::from_str(&ok(&[
+        "changes",
+        root.to_str().unwrap(),
+        "--since",
+        &since,
+        "--sft",
+        sft.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .unwrap();
+    let listed = report["samples"].as_array().unwrap();
+    let mut got: Vec<&str> = listed.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    got.sort();
+    assert_eq!(got, want);
+    let kinds: std::collections::BTreeSet<&str> = listed
+        .iter()
+        .flat_map(|s| s["evidence"].as_array().unwrap())
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains("changed") && kinds.contains("deleted"),
+        "{kinds:?}"
+    );
+    assert!(report["pages"].as_array().unwrap().len() >= 3);
+}

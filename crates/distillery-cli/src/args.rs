@@ -88,13 +88,17 @@ pub enum Command {
         #[command(subcommand)]
         command: CorpusCommand,
     },
-    /// The pages a corpus root changed since a version: added, changed, moved, deleted.
+    /// The pages a corpus root changed since a version: added, changed, moved, deleted; and,
+    /// with `--sft`, the SFT samples whose evidence is on one of them.
     Changes {
         /// The corpus root (path or URL).
         root: String,
         /// The version to compare `CURRENT` with (see `distillery corpus list`).
         #[arg(long)]
         since: String,
+        /// An output holding SFT samples (its `sft` table): list those citing a changed page.
+        #[arg(long)]
+        sft: Option<String>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
     },

@@ -39,7 +39,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, HseqCommand, LogFormat, ReportCommand};
 use crate::commands::{
-    cancel, coordinator, corpus, hseq_verify, index, ingest, inspect, label, plan, report,
+    cancel, changes, coordinator, corpus, hseq_verify, index, ingest, inspect, label, plan, report,
     report_compound, run, search, status, submit, validate, worker,
 };
 
@@ -128,6 +128,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
             root,
             since,
             format,
-        } => corpus::changes(&root, &since, format).await,
+            sft,
+        } => changes::run(&root, &since, format, sft.as_deref()).await,
     }
 }

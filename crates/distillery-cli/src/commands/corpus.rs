@@ -1,4 +1,4 @@
-//! `distillery corpus list|rollback|cat ROOT` and `distillery changes ROOT --since VERSION`.
+//! `distillery corpus list|rollback|cat ROOT` (`distillery changes` is in [`super::changes`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -89,28 +89,4 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-pub async fn changes(root: &str, since: &str, format: OutputFormat) -> Result<ExitCode> {
-    let root = root_of(open_location(root, false)?);
-    let rows = corpus::changes_since(&root, since).await?;
-    if format == OutputFormat::Json {
-        outln!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    outln!("{} pages changed since {since}", rows.len());
-    for r in rows {
-        let moved = r
-            .previous_title
-            .as_deref()
-            .map_or_else(String::new, |t| format!(" (was {t})"));
-        outln!(
-            "  {:<8} {:<20} {}{moved}  rev {}",
-            r.kind,
-            r.key,
-            r.title,
-            r.revision_id.map_or_else(|| "-".into(), |v| v.to_string())
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! commands share: [`load`] (read and check a pipeline file) and [`shutdown_signal`].
 
 pub mod cancel;
+pub mod changes;
 pub mod coordinator;
 pub mod corpus;
 pub mod hseq_verify;
