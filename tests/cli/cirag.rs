@@ -397,7 +397,7 @@ fn cirag_trajectories_become_exact_student_samples() {
         }
     }
     // The kept cuts: one cache entry per passage that was cut.
-    for e in walk(&cache3) {
+    for e in crate::walk(&cache3) {
         if std::fs::read_to_string(&e)
             .unwrap()
             .contains("\"passage-pieces\"")
@@ -409,20 +409,6 @@ fn cirag_trajectories_become_exact_student_samples() {
         whole > 0 && cut > 0,
         "{whole} extraction requests, {cut} passages cut"
     );
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// `pipelines/cirag-distill.toml` on shared samples against a real vLLM (random tiny model:

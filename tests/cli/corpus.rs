@@ -5,7 +5,6 @@
 //! what moved, changed, appeared and went.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::{ok, run, stage, summary};
@@ -198,37 +197,9 @@ fn day(root: &Path, w: &mut Wiki, date: &str, edit: &[i64], moved: i64, deleted:
     let gone = w.pages.remove(&deleted).unwrap();
     touched.remove(&deleted);
     let dir = root.join(format!("incr/enwiki/{date}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let name = format!("enwiki-{date}-pages-meta-hist-incr.xml.bz2");
-    let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
-    bz.write_all(xml(&touched).as_bytes()).unwrap();
-    let data = bz.finish().unwrap();
-    use md5::Digest;
-    let sum: String = md5::Md5::digest(&data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    std::fs::write(dir.join(&name), &data).unwrap();
-    std::fs::write(dir.join("md5sums"), format!("{sum}  {name}\n")).unwrap();
-    std::fs::write(dir.join("maxrevid.txt"), (w.next_rev - 1).to_string()).unwrap();
-    std::fs::write(dir.join("status.txt"), "done:all").unwrap();
+    crate::daily_folder(&dir, "enwiki", date, &xml(&touched), w.next_rev - 1);
     let log = root.join(format!("logs/enwiki-{date}-pages-logging.xml"));
-    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
-    std::fs::write(
-        &log,
-        format!(
-            "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n\
-             <logitem><id>{deleted}</id><timestamp>{}-{}-{}T23:00:00Z</timestamp>\
-             <contributor><username>admin</username><id>2</id></contributor>\
-             <type>delete</type><action>delete</action><logtitle>{}</logtitle><params xml:space=\"preserve\" /></logitem>\n\
-             </mediawiki>\n",
-            &date[..4],
-            &date[4..6],
-            &date[6..],
-            esc(&gone.title)
-        ),
-    )
-    .unwrap();
+    crate::deletion_log(&log, deleted, date, &gone.title);
     log
 }
 

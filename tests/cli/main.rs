@@ -6,6 +6,7 @@
 mod cirag;
 mod confine;
 mod corpus;
+mod corpus_kg;
 mod daily;
 mod export;
 #[path = "../support/fault_server.rs"]
@@ -668,6 +669,64 @@ fn corrupt_inputs(dir: &Path) -> Vec<(String, String, String)> {
         "bad_hotpot.json".into(),
     ));
     v
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Writes a daily adds-changes folder as Wikimedia lays it out: `xml` bz2-compressed into
+/// `<wiki>-<date>-pages-meta-hist-incr.xml.bz2`, its `md5sums`, `maxrevid.txt` and a done
+/// `status.txt`.
+fn daily_folder(dir: &Path, wiki: &str, date: &str, xml: &str, max_rev_id: i64) {
+    use md5::Digest;
+    use std::io::Write;
+    std::fs::create_dir_all(dir).unwrap();
+    let name = format!("{wiki}-{date}-pages-meta-hist-incr.xml.bz2");
+    let mut bz = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+    bz.write_all(xml.as_bytes()).unwrap();
+    let data = bz.finish().unwrap();
+    let sum: String = md5::Md5::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    std::fs::write(dir.join(&name), &data).unwrap();
+    std::fs::write(dir.join("md5sums"), format!("{sum}  {name}\n")).unwrap();
+    std::fs::write(dir.join("maxrevid.txt"), max_rev_id.to_string()).unwrap();
+    std::fs::write(dir.join("status.txt"), "done:all").unwrap();
+}
+
+/// Writes a logging dump holding one deletion of `title` (log id `id`) late on `date`.
+fn deletion_log(path: &Path, id: i64, date: &str, title: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let title = title
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    std::fs::write(
+        path,
+        format!(
+            "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n\
+             <logitem><id>{id}</id><timestamp>{}-{}-{}T23:00:00Z</timestamp>\
+             <contributor><username>admin</username><id>2</id></contributor>\
+             <type>delete</type><action>delete</action><logtitle>{title}</logtitle>\
+             <params xml:space=\"preserve\" /></logitem>\n</mediawiki>\n",
+            &date[..4],
+            &date[4..6],
+            &date[6..]
+        ),
+    )
+    .unwrap();
 }
 
 fn bzip2_write(data: &[u8]) -> Vec<u8> {

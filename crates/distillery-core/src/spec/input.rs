@@ -68,6 +68,12 @@ pub struct MediaWikiOptions {
     #[serde(default = "default_max_page", skip_serializing_if = "is_default_page")]
     #[schemars(extend("default" = DEFAULT_MAX_PAGE_BYTES))]
     pub max_page_bytes: u64,
+    /// Also write each Wikidata page (`wikibase-item`, `wikibase-property`) as a `documents`
+    /// row whose `text` is its entity JSON, with its page id, revision and title, besides the
+    /// KG rows: what a `corpus` stage keeps, so that a KG index fed by the corpus follows the
+    /// days' changes. Default false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub entity_documents: bool,
 }
 
 impl Default for MediaWikiOptions {
@@ -78,6 +84,7 @@ impl Default for MediaWikiOptions {
             parallel_streams: true,
             wiki: None,
             max_page_bytes: DEFAULT_MAX_PAGE_BYTES,
+            entity_documents: false,
         }
     }
 }

@@ -1,14 +1,17 @@
 //! An index fed by a corpus root: the passages of its current version, or, when the index was
 //! built from an earlier version of it, only those of the pages changed since
-//! ([`distillery_index::corpus::delta_since`]).
+//! ([`distillery_index::corpus::delta_since`]); and the Wikidata pages of its current version
+//! (documents of the `entity_documents` reader option), which a KG index reads whole.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use distillery_core::Document;
 use distillery_index::build::Spool;
 use distillery_index::corpus::{self, LiveView, Manifest};
 use distillery_index::passage::{self, Unit};
 use distillery_index::version::{self, Root};
+use distillery_ingest::mediawiki::ENTITY_DATASET;
 
 use crate::error::ExecError;
 use crate::kit::retrieval::root_of;
@@ -77,7 +80,8 @@ impl Feed {
         };
         let mut live = LiveView::open(&self.root, view).await?;
         while let Some(docs) = live.next(&self.root, view).await? {
-            for doc in docs {
+            // A Wikidata page's text is entity JSON: the KG's, not a passage.
+            for doc in docs.into_iter().filter(|d| d.dataset != ENTITY_DATASET) {
                 filled.documents += 1;
                 for p in passage::of_document(&doc, unit) {
                     spool.push(p)?;
@@ -85,5 +89,22 @@ impl Feed {
             }
         }
         Ok(filled)
+    }
+
+    /// Calls `f` with every live Wikidata page of the corpus's current version (all of them:
+    /// a KG index is rebuilt from the corpus when it changed); returns the bytes of the parts
+    /// read.
+    pub async fn entities(
+        &self,
+        mut f: impl FnMut(&Document) -> Result<(), ExecError>,
+    ) -> Result<u64, ExecError> {
+        let view = &self.current;
+        let mut live = LiveView::open(&self.root, view).await?;
+        while let Some(docs) = live.next(&self.root, view).await? {
+            docs.iter()
+                .filter(|d| d.dataset == ENTITY_DATASET)
+                .try_for_each(&mut f)?;
+        }
+        Ok(view.parts.iter().map(|p| p.bytes).sum())
     }
 }

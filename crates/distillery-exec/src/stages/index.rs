@@ -5,7 +5,10 @@
 //! Passages come from the inputs' documents (unit `paragraph` or `sentence`), their HSEQ
 //! segments (`segment`, after an `hseq` stage) or their triples (`triple`); the KG from every
 //! `triples` and `literals` part of the inputs, read or extracted, named and aliased by their
-//! `entities`; with `same_as` the inputs' graphs are merged into one ([`crate::kit::same_as`]). With `incremental = true` the build diffs
+//! `entities`; with `same_as` the inputs' graphs are merged into one ([`crate::kit::same_as`]).
+//! With `corpus`, passages and KG come from a corpus root instead ([`crate::kit::corpus_feed`]):
+//! the passages of the pages changed since the corpus version the index was built from, the
+//! KG from every Wikidata page of the current version. With `incremental = true` the build diffs
 //! its passages against the version `CURRENT` names and rebuilds only what changed. A build
 //! whose input and settings equal those of `CURRENT`'s version (its fingerprint) keeps that
 //! version (`versions.kept`), so a rerun writes nothing new.
@@ -17,13 +20,14 @@
 
 use std::time::Instant;
 
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec, WikidataOptions};
 use distillery_core::summary::{ManifestFile, StageSummary};
-use distillery_core::{Document, Entity, Segment, TableKind, Triple};
+use distillery_core::{Document, Entity, Record, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Built, Spool, build};
 use distillery_index::cache::EmbeddingCache;
 use distillery_index::kg::{self, KgBuilder, KgEdge};
 use distillery_index::passage::{self, Unit};
+use distillery_ingest::kb::wikidata::entity_records;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -96,7 +100,8 @@ pub struct IndexOptions {
     /// passages come from instead of the inputs' documents (units `paragraph` and
     /// `sentence`). With `incremental`, a build from an index made from an earlier version of
     /// the corpus reads only the pages changed since; one made from the current version is
-    /// kept as it is.
+    /// kept as it is. A `kg` index is built from the corpus's Wikidata pages (kept by a
+    /// `mediawiki` input's `entity_documents`), read whole whenever the corpus changed.
     #[serde(default)]
     pub corpus: Option<String>,
 }
@@ -166,14 +171,14 @@ impl Stage for IndexStage {
                     "a corpus gives documents: use unit `paragraph` or `sentence`",
                 );
             }
-            if o.kinds.contains(&IndexKind::Kg) {
+            if !o.same_as.is_empty() {
                 cx.error(
-                    "corpus",
-                    "a corpus-fed index holds `bm25` and `dense`; build `kg` in another stage",
+                    "same_as",
+                    "`same_as` merges KG inputs' graphs; a corpus-fed KG holds one wiki's",
                 );
             }
         }
-        if !needs_passages && o.incremental {
+        if !needs_passages && o.incremental && o.corpus.is_none() {
             cx.error("incremental", "a KG-only index is always built in full");
         }
         Some(StageOptions::new(o))
@@ -204,6 +209,39 @@ impl Stage for IndexStage {
     fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
         Box::pin(run(cx))
     }
+}
+
+/// A triple as a KG edge, its keys through `key` (`same_as` merging).
+fn push_edge(
+    kg: &mut KgBuilder,
+    key: &impl Fn(&str) -> String,
+    t: Triple,
+) -> Result<(), ExecError> {
+    let entity = t.object_kind == "entity";
+    kg.push(KgEdge {
+        subject: key(&t.subject),
+        relation: t.predicate,
+        object: if entity { key(&t.object) } else { t.object },
+        object_kind: t.object_kind,
+        subject_name: t.subject_name,
+        object_name: t.object_name,
+        source: t.dataset,
+    })
+    .map_err(ExecError::from)
+}
+
+/// The name and aliases of an entity.
+fn push_names(
+    kg: &mut KgBuilder,
+    key: &impl Fn(&str) -> String,
+    e: &Entity,
+) -> Result<(), ExecError> {
+    let k = key(&e.key);
+    if let Some(label) = &e.label {
+        kg.name(&k, label)?;
+    }
+    e.aliases.iter().try_for_each(|a| kg.alias(&k, a))?;
+    Ok(())
 }
 
 fn parts(cx: &RunCx<'_>, table: TableKind) -> Vec<WrittenPart> {
@@ -285,7 +323,10 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         };
     }
     let mut merged = 0;
-    let edges = if has(IndexKind::Kg) {
+    let kept = feed
+        .as_ref()
+        .is_some_and(|f| o.incremental && f.unchanged());
+    let edges = if has(IndexKind::Kg) && !kept {
         let mut kg = KgBuilder::new(&scratch.path().join("build").join("kg"), kg::SORT_MEMORY)?;
         let aliases = if o.same_as.is_empty() {
             Aliases::default()
@@ -307,36 +348,53 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 false => k.to_string(),
             }
         };
-        for table in TableKind::KG_EDGES {
-            let ps = parts(&cx, table);
-            bytes_in += each_row(cx.out, table, &ps, |t: Triple| {
-                records_in += 1;
-                let entity = t.object_kind == "entity";
-                kg.push(KgEdge {
-                    subject: key(&t.subject),
-                    relation: t.predicate,
-                    object: if entity { key(&t.object) } else { t.object },
-                    object_kind: t.object_kind,
-                    subject_name: t.subject_name,
-                    object_name: t.object_name,
-                    source: t.dataset,
-                })
-                .map_err(ExecError::from)
-            })
-            .await?;
-        }
-        // Names and aliases the KG inputs give apart from their edges (Freebase's
-        // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
-        let ps = parts(&cx, TableKind::Entities);
-        bytes_in += each_row(cx.out, TableKind::Entities, &ps, |e: Entity| {
-            let k = key(&e.key);
-            if let Some(label) = &e.label {
-                kg.name(&k, label)?;
+        match &feed {
+            // A corpus-fed KG: every live Wikidata page of the corpus, parsed again.
+            Some(f) => {
+                let opts = WikidataOptions::default();
+                bytes_in += f
+                    .entities(|d| {
+                        records_in += 1;
+                        let (records, _) =
+                            entity_records(&d.source, &opts, d.text.as_bytes(), None).map_err(
+                                |p| {
+                                    ExecError::Task(format!(
+                                        "corpus {}: page {} (revision {:?}): {}: {}",
+                                        f.root.display, d.title, d.revision_id, p.reason, p.detail
+                                    ))
+                                },
+                            )?;
+                        for r in records {
+                            match r {
+                                Record::Triple(t) | Record::Literal(t) => {
+                                    push_edge(&mut kg, &key, t)?
+                                }
+                                Record::Entity(e) => push_names(&mut kg, &key, &e)?,
+                                _ => {}
+                            }
+                        }
+                        Ok(())
+                    })
+                    .await?;
             }
-            e.aliases.iter().try_for_each(|a| kg.alias(&k, a))?;
-            Ok::<_, ExecError>(())
-        })
-        .await?;
+            None => {
+                for table in TableKind::KG_EDGES {
+                    let ps = parts(&cx, table);
+                    bytes_in += each_row(cx.out, table, &ps, |t: Triple| {
+                        records_in += 1;
+                        push_edge(&mut kg, &key, t)
+                    })
+                    .await?;
+                }
+                // Names and aliases the KG inputs give apart from their edges (Freebase's
+                // `type.object.name` and `common.topic.alias`, Wikidata's labels and aliases).
+                let ps = parts(&cx, TableKind::Entities);
+                bytes_in += each_row(cx.out, TableKind::Entities, &ps, |e: Entity| {
+                    push_names(&mut kg, &key, &e)
+                })
+                .await?;
+            }
+        }
         Some(kg)
     } else {
         None

@@ -73,6 +73,10 @@ use xml::{PageBytes, PageError, PageSplitter, Split, SplitEnd};
 
 const DATASET: &str = "mediawiki";
 
+/// The `dataset` of a Wikidata page written as a document (the `entity_documents` option):
+/// its text is entity JSON, which readers of text skip and a corpus-fed KG index reads.
+pub const ENTITY_DATASET: &str = "wikidata-entity";
+
 /// Reads one MediaWiki XML export into documents and tables (the streams starting in its byte
 /// range when it has one).
 pub fn read(ctx: &InputCtx<'_>, sink: &mut dyn RecordSink) -> Result<(), IngestError> {
@@ -128,6 +132,8 @@ pub(crate) struct PageCtx {
     pub redirects: bool,
     /// The `max_page_bytes` option: longer pages are quarantined and read past.
     pub max_page: usize,
+    /// The `entity_documents` option: a Wikidata page is a document too.
+    pub entity_documents: bool,
 }
 
 impl PageCtx {
@@ -143,6 +149,7 @@ impl PageCtx {
             namespaces: opts.namespaces.clone(),
             redirects: opts.redirects,
             max_page: usize::try_from(opts.max_page_bytes).unwrap_or(usize::MAX),
+            entity_documents: opts.entity_documents,
         }
     }
 }
@@ -269,17 +276,20 @@ fn pending(reason: &'static str, detail: impl Into<String>, page: &PageBytes) ->
 /// the default languages. The internal layout of dumps before 2014 (no `id`, an `entity`
 /// pair) is quarantined as `old_entity_layout`.
 fn entity_page(
+    raw: &xml::RawPage,
     title: &str,
-    revision: Option<i64>,
     json: &str,
     page: &PageBytes,
     pctx: &PageCtx,
 ) -> Vec<Item> {
     use crate::kb::wikidata::entity_records;
-    let rev = revision.map_or("?".to_string(), |r| r.to_string());
+    let rev = raw.revision_id.map_or("?".to_string(), |r| r.to_string());
     let opts = distillery_core::spec::WikidataOptions::default();
     match entity_records(&pctx.source, &opts, json.as_bytes(), None) {
-        Ok((records, bad)) => {
+        Ok((mut records, bad)) => {
+            if pctx.entity_documents {
+                records.insert(0, Record::Document(entity_document(raw, title, json, pctx)));
+            }
             let mut items = vec![Item::Records(records)];
             if let Some(b) = bad {
                 items.push(pending(
@@ -304,6 +314,27 @@ fn entity_page(
             format!("page {title:?} (revision {rev}): {}", p.detail),
             page,
         )],
+    }
+}
+
+/// A Wikidata page as a document (the `entity_documents` option): its entity JSON as the
+/// text, with the page's identity and revision, so that a corpus root keeps it by page id.
+fn entity_document(raw: &xml::RawPage, title: &str, json: &str, pctx: &PageCtx) -> Document {
+    let revision = raw.revision_id.map(|r| r.to_string()).unwrap_or_default();
+    Document {
+        id: stable_id(&[DATASET, &pctx.source, title, &revision]),
+        dataset: ENTITY_DATASET.to_string(),
+        source: pctx.source.clone(),
+        uri: format!("{}:{}", pctx.wiki, title),
+        title: title.to_string(),
+        page_id: raw.id,
+        namespace: raw.ns,
+        redirect: None,
+        revision_id: raw.revision_id,
+        timestamp: raw.timestamp.clone(),
+        sha1: raw.sha1.clone(),
+        text: json.to_string(),
+        ..Default::default()
     }
 }
 
@@ -364,7 +395,7 @@ fn build_page(raw: xml::RawPage, page: &PageBytes, pctx: &PageCtx) -> Vec<Item> 
         if matches!(model, "wikibase-item" | "wikibase-property")
             && let Some(json) = raw.text.as_deref()
         {
-            return entity_page(&title, raw.revision_id, json, page, pctx);
+            return entity_page(&raw, &title, json, page, pctx);
         }
         return vec![pending(
             "unsupported_model",
@@ -554,6 +585,7 @@ mod tests {
             namespaces: vec![0],
             redirects: true,
             max_page: distillery_core::spec::DEFAULT_MAX_PAGE_BYTES as usize,
+            entity_documents: false,
         }
     }
 
