@@ -9,7 +9,15 @@
                           day (WORK/snapshot-DATE.xml.bz2) for the full build. A night revises 1%
                           of the pages (2-3 revisions each), adds 0.1%, deletes 0.1% (through
                           the log) and moves 0.05% (the old title becomes a redirect page).
+  gen-wd WORK ITEMS NIGHTS
+                          The same for Wikidata: WORK/wd-base.xml.bz2, a snapshot of ITEMS
+                          `wikibase-item` pages (entity JSON of today's layout, built from the
+                          shared sample's 35 entities with new ids and English labels), and per
+                          night WORK/incr/wikidatawiki/DATE/, WORK/logs/wikidatawiki-DATE-
+                          pages-logging.xml and WORK/wd-snapshot-DATE.xml.bz2: 1% of the items
+                          revised twice (a label and a claim changed), 0.1% added, 0.1% deleted.
 """
+import json
 import bz2
 import hashlib
 import html
@@ -28,7 +36,7 @@ def esc(s):
     return html.escape(s, quote=False)
 
 
-def page_xml(pid, title, revs, redirect=None):
+def page_xml(pid, title, revs, redirect=None, model=("wikitext", "text/x-wiki")):
     out = [f"<page><title>{esc(title)}</title><ns>0</ns><id>{pid}</id>"]
     if redirect:
         out.append(f'<redirect title="{esc(redirect)}" />')
@@ -36,11 +44,36 @@ def page_xml(pid, title, revs, redirect=None):
         sha = hashlib.sha1(text.encode()).hexdigest()
         out.append(
             f"<revision><id>{rev}</id><timestamp>{ts}</timestamp><contributor><username>u</username>"
-            f"<id>1</id></contributor><model>wikitext</model><format>text/x-wiki</format>"
+            f"<id>1</id></contributor><model>{model[0]}</model><format>{model[1]}</format>"
             f'<text bytes="{len(text.encode())}" xml:space="preserve">{esc(text)}</text>'
             f"<sha1>{sha}</sha1></revision>")
     out.append("</page>\n")
     return "".join(out)
+
+
+def write_day(work, wiki, date, body, max_rev):
+    """A daily folder in Wikimedia's layout holding the history pages `body`."""
+    d = f"{work}/incr/{wiki}/{date}"
+    os.makedirs(d, exist_ok=True)
+    name = f"{wiki}-{date}-pages-meta-hist-incr.xml.bz2"
+    data = bz2.compress(body.encode(), 9)
+    open(f"{d}/{name}", "wb").write(data)
+    open(f"{d}/md5sums", "w").write(f"{hashlib.md5(data).hexdigest()}  {name}\n")
+    open(f"{d}/maxrevid.txt", "w").write(str(max_rev))
+    open(f"{d}/status.txt", "w").write("done:all")
+
+
+def write_log(work, wiki, date, k, titles):
+    """The day's logging dump: one deletion per title."""
+    os.makedirs(f"{work}/logs", exist_ok=True)
+    with open(f"{work}/logs/{wiki}-{date}-pages-logging.xml", "w", encoding="utf-8") as f:
+        f.write('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11">\n')
+        for i, title in enumerate(titles):
+            f.write(f"<logitem><id>{k * 100000 + i}</id><timestamp>{stamp(date, 80000)}</timestamp>"
+                    "<contributor><username>admin</username><id>2</id></contributor>"
+                    f"<type>delete</type><action>delete</action><logtitle>{esc(title)}</logtitle>"
+                    '<params xml:space="preserve" /></logitem>\n')
+        f.write("</mediawiki>\n")
 
 
 def stamp(date, sec):
@@ -109,33 +142,88 @@ def gen(work, n, nights):
             rev += 1
             next_id += 1
         gone = rnd.sample([p for p in live if p not in touched], max(1, n // 1000))
-        d = f"{work}/incr/enwiki/{date}"
-        os.makedirs(d, exist_ok=True)
         body = HEAD + "".join(
             page_xml(pid, pages[pid][0], touched[pid], pages[pid][4]) for pid in sorted(touched)
         ) + "</mediawiki>\n"
-        name = f"enwiki-{date}-pages-meta-hist-incr.xml.bz2"
-        data = bz2.compress(body.encode(), 9)
-        open(f"{d}/{name}", "wb").write(data)
-        open(f"{d}/md5sums", "w").write(f"{hashlib.md5(data).hexdigest()}  {name}\n")
-        open(f"{d}/maxrevid.txt", "w").write(str(rev - 1))
-        open(f"{d}/status.txt", "w").write("done:all")
-        os.makedirs(f"{work}/logs", exist_ok=True)
-        with open(f"{work}/logs/enwiki-{date}-pages-logging.xml", "w", encoding="utf-8") as f:
-            f.write('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11">\n')
-            for i, pid in enumerate(gone):
-                f.write(f"<logitem><id>{k * 100000 + i}</id><timestamp>{stamp(date, 80000)}</timestamp>"
-                        "<contributor><username>admin</username><id>2</id></contributor>"
-                        f"<type>delete</type><action>delete</action><logtitle>{esc(pages[pid][0])}</logtitle>"
-                        '<params xml:space="preserve" /></logitem>\n')
-                del pages[pid]
-            f.write("</mediawiki>\n")
+        write_day(work, "enwiki", date, body, rev - 1)
+        write_log(work, "enwiki", date, k, [pages[pid][0] for pid in gone])
+        for pid in gone:
+            del pages[pid]
         snapshot(f"{work}/snapshot-{date}.xml.bz2")
         print(f"{date}: {len(touched)} pages touched, {len(gone)} deleted, {len(pages)} pages")
+
+
+WD_HEAD = ('<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11" xml:lang="en">\n'
+           "<siteinfo><sitename>Wikidata</sitename><dbname>wikidatawiki</dbname>"
+           '<namespaces><namespace key="0" case="first-letter" /></namespaces></siteinfo>\n')
+ITEM = ("wikibase-item", "application/json")
+
+
+def gen_wd(work, n, nights):
+    with open(f"{SHARED}/wikidata/entities.first35.json", encoding="utf-8") as f:
+        real = [json.loads(l.rstrip().rstrip(",")) for l in f if l.startswith("{")]
+    rnd = random.Random(11)
+
+    def item(q, k, version):
+        e = real[k % len(real)]
+        label = (e.get("labels", {}).get("en") or {"value": e["id"]})["value"]
+        claims = dict(list(e.get("claims", {}).items())[:25])
+        if version:  # a revision: another label, one claim dropped
+            label = f"{label} (rev {version})"
+            claims = dict(list(claims.items())[version % 2:])
+        return json.dumps({
+            "type": "item", "id": f"Q{q}",
+            "labels": {"en": {"language": "en", "value": f"{label} {q}"}},
+            "descriptions": {}, "aliases": {"en": [{"language": "en", "value": f"item {q}"}]},
+            "claims": claims, "sitelinks": {},
+        }, separators=(",", ":"))
+
+    # item number -> [rev, timestamp, template, version]
+    items = {q: [q, stamp("20261130", 60), q, 0] for q in range(1, n + 1)}
+    rev = n + 1
+
+    def snapshot(path):
+        with bz2.open(path, "wt", encoding="utf-8") as f:
+            f.write(WD_HEAD)
+            for q in sorted(items):
+                r, ts, k, v = items[q]
+                f.write(page_xml(q + 1000000, f"Q{q}", [(r, ts, item(q, k, v))], model=ITEM))
+            f.write("</mediawiki>\n")
+
+    snapshot(f"{work}/wd-base.xml.bz2")
+    for k in range(nights):
+        date = f"202612{k + 1:02}"
+        touched = {}
+        sec = 3600
+        for q in rnd.sample(sorted(items), max(1, n // 100)):
+            for _ in range(2):
+                sec += 1
+                t = items[q]
+                t[0], t[1], t[3] = rev, stamp(date, sec), t[3] + 1
+                touched.setdefault(q, []).append((rev, t[1], item(q, t[2], t[3])))
+                rev += 1
+        for _ in range(max(1, n // 1000)):
+            q = max(items) + 1
+            sec += 1
+            items[q] = [rev, stamp(date, sec), rnd.randrange(len(real)), 0]
+            touched[q] = [(rev, items[q][1], item(q, items[q][2], 0))]
+            rev += 1
+        gone = rnd.sample([q for q in sorted(items) if q not in touched], max(1, n // 1000))
+        body = WD_HEAD + "".join(
+            page_xml(q + 1000000, f"Q{q}", touched[q], model=ITEM) for q in sorted(touched)
+        ) + "</mediawiki>\n"
+        write_day(work, "wikidatawiki", date, body, rev - 1)
+        write_log(work, "wikidatawiki", date, k, [f"Q{q}" for q in gone])
+        for q in gone:
+            del items[q]
+        snapshot(f"{work}/wd-snapshot-{date}.xml.bz2")
+        print(f"{date}: {len(touched)} items touched, {len(gone)} deleted, {len(items)} items")
 
 
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "gen":
         gen(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif len(sys.argv) == 5 and sys.argv[1] == "gen-wd":
+        gen_wd(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     else:
         sys.exit(__doc__)
