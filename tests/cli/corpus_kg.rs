@@ -1,8 +1,9 @@
 //! A Wikidata corpus night by night: generated daily folders of `wikibase-item` pages (entity
 //! JSON in `<text>`, today's layout) and logging dumps applied to a corpus root
 //! (`entity_documents`), and a KG index fed by it. After the nights the KG equals the one a
-//! full build of the last day's snapshot gives, edits and deletions included; a repeat keeps
-//! the index version.
+//! full build of the last day's snapshot gives, edits and deletions included, though each
+//! night parsed only the day's pages and carried the rest of the graph on; a repeat keeps the
+//! index version.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -170,6 +171,16 @@ fn a_kg_fed_by_a_wikidata_corpus_equals_a_full_build_after_nights() {
     let nightly = pipeline(t, "nightly", &(wiki_input(&days) + &logs), &root, &index);
     g.day(t, "20261201", &[1, 2], 5);
     ok(&["run", &nightly]);
+    // The night carried the KG on: the unchanged items' edges from the previous version, only
+    // the day's pages parsed.
+    let s = summary(&t.join("out-nightly"));
+    let ix = &stage(&s, "index")["counters"];
+    assert!(ix["kg.edges.carried"].as_u64().unwrap_or(0) > 0, "{ix}");
+    assert_eq!(
+        stage(&s, "index")["records_in"],
+        3,
+        "two edits and one new item: {s}"
+    );
     let after = graphml(&index);
     assert!(after.contains("Thing 1 v1") && !after.contains("Thing 1 v0"));
     assert!(

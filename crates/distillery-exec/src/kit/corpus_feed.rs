@@ -4,13 +4,17 @@
 //! (documents of the `entity_documents` reader option), which a KG index reads whole.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use distillery_core::Document;
+use distillery_core::spec::WikidataOptions;
+use distillery_core::{Document, Record};
 use distillery_index::build::Spool;
 use distillery_index::corpus::{self, LiveView, Manifest};
+use distillery_index::kg::{self, KgBuilder, KgIndex};
 use distillery_index::passage::{self, Unit};
 use distillery_index::version::{self, Root};
+use distillery_ingest::kb::wikidata::entity_records;
 use distillery_ingest::mediawiki::ENTITY_DATASET;
 
 use crate::error::ExecError;
@@ -23,6 +27,28 @@ pub struct Feed {
     pub current: Manifest,
     /// The corpus version the index's current version was built from.
     pub built_from: Option<String>,
+    /// The index's current version, when it holds a KG the next one can carry on from.
+    prior_kg: Option<String>,
+}
+
+/// What [`Feed::fill_kg`] read.
+#[derive(Debug, Default)]
+pub struct KgFilled {
+    /// Wikidata pages parsed.
+    pub documents: u64,
+    pub bytes: u64,
+    /// Edges carried from the index's previous KG (`None`: the KG was read whole).
+    pub carried: Option<u64>,
+}
+
+/// A KG carried on from the previous version: its files, the subjects whose edges leave it,
+/// and the records of the pages changed since.
+struct Carry {
+    dir: PathBuf,
+    dropped: HashSet<String>,
+    records: Vec<Record>,
+    documents: u64,
+    bytes: u64,
 }
 
 /// What [`Feed::fill`] read.
@@ -44,14 +70,18 @@ impl Feed {
                 root.display
             ))
         })?;
-        let built_from = match version::current(index).await? {
-            Some(v) => version::manifest(index, &v).await?.and_then(|m| m.corpus),
-            None => None,
-        };
+        let (mut built_from, mut prior_kg) = (None, None);
+        if let Some(v) = version::current(index).await?
+            && let Some(m) = version::manifest(index, &v).await?
+        {
+            built_from = m.corpus;
+            prior_kg = m.kg.is_some().then_some(v);
+        }
         Ok(Feed {
             root,
             current,
             built_from,
+            prior_kg,
         })
     }
 
@@ -91,6 +121,109 @@ impl Feed {
         Ok(filled)
     }
 
+    /// Feeds `kg` the corpus's Wikidata pages through `push` (one parsed record at a time).
+    /// When the index's current version holds a KG built from an ancestor version of the
+    /// corpus, it is carried on: its edges and names, less those of the subjects changed or
+    /// deleted since, and the changed pages parsed ([`distillery_index::kg::KgIndex::carry`]);
+    /// otherwise every live page is parsed. `scratch` receives the previous KG's files.
+    pub async fn fill_kg(
+        &self,
+        index: &Root,
+        kg: &mut KgBuilder,
+        scratch: &Path,
+        push: &mut (dyn FnMut(&mut KgBuilder, Record) -> Result<(), ExecError> + Send),
+    ) -> Result<KgFilled, ExecError> {
+        if let Some(c) = self.carry(index, scratch).await? {
+            let prior = KgIndex::open(&c.dir)?;
+            let carried = prior.carry(kg, &|k| !c.dropped.contains(k))?;
+            for r in c.records {
+                push(kg, r)?;
+            }
+            return Ok(KgFilled {
+                documents: c.documents,
+                bytes: c.bytes,
+                carried: Some(carried),
+            });
+        }
+        let mut documents = 0;
+        let bytes = self
+            .entities(|d| {
+                documents += 1;
+                self.parse(d)?.into_iter().try_for_each(|r| push(kg, r))
+            })
+            .await?;
+        Ok(KgFilled {
+            documents,
+            bytes,
+            carried: None,
+        })
+    }
+
+    /// A Wikidata page's records (the ones its ingest wrote, from the same JSON).
+    fn parse(&self, d: &Document) -> Result<Vec<Record>, ExecError> {
+        let opts = WikidataOptions::default();
+        entity_records(&d.source, &opts, d.text.as_bytes(), None)
+            .map(|(records, _)| records)
+            .map_err(|p| {
+                ExecError::Task(format!(
+                    "corpus {}: page {} (revision {:?}): {}: {}",
+                    self.root.display, d.title, d.revision_id, p.reason, p.detail
+                ))
+            })
+    }
+
+    /// How the previous KG carries on, or `None` when it cannot: no previous KG, no delta
+    /// from the version it was built from, or a removed page that may be an entity of a wiki
+    /// with no changed entity page (whose edges could not be told apart).
+    async fn carry(&self, index: &Root, scratch: &Path) -> Result<Option<Carry>, ExecError> {
+        let (Some(from), Some(prior)) = (&self.built_from, &self.prior_kg) else {
+            return Ok(None);
+        };
+        let Some(d) = corpus::delta_since(&self.root, &self.current, from).await? else {
+            return Ok(None);
+        };
+        let (mut records, mut dropped, mut wikis, mut documents) =
+            (Vec::new(), HashSet::new(), HashSet::new(), 0);
+        let mut live = LiveView::open(&self.root, &d.view).await?;
+        while let Some(docs) = live.next(&self.root, &d.view).await? {
+            for doc in docs.iter().filter(|d| d.dataset == ENTITY_DATASET) {
+                documents += 1;
+                wikis.insert(doc.uri.split(':').next().unwrap_or("").to_string());
+                dropped.insert(entity_id(&doc.title).to_string());
+                for r in self.parse(doc)? {
+                    if let Record::Entity(e) = &r {
+                        dropped.insert(e.key.clone());
+                    }
+                    records.push(r);
+                }
+            }
+        }
+        for uri in &d.removed {
+            let Some((wiki, title)) = uri.split_once(':') else {
+                continue;
+            };
+            let id = entity_id(title);
+            if wikis.contains(wiki) {
+                dropped.insert(id.to_string());
+            } else if looks_like_entity(id) {
+                return Ok(None);
+            }
+        }
+        let dir = scratch.join("prior-kg");
+        for f in [kg::NODES_FILE, kg::EDGES_BY_SUBJECT_FILE] {
+            index
+                .download(&format!("versions/{prior}/kg/{f}"), &dir.join(f))
+                .await?;
+        }
+        Ok(Some(Carry {
+            dir,
+            dropped,
+            records,
+            documents,
+            bytes: d.view.parts.iter().map(|p| p.bytes).sum(),
+        }))
+    }
+
     /// Calls `f` with every live Wikidata page of the corpus's current version (all of them:
     /// a KG index is rebuilt from the corpus when it changed); returns the bytes of the parts
     /// read.
@@ -106,5 +239,31 @@ impl Feed {
                 .try_for_each(&mut f)?;
         }
         Ok(view.parts.iter().map(|p| p.bytes).sum())
+    }
+}
+
+/// The entity id a Wikidata page's title names (`Q42`; `P31` of `Property:P31`).
+fn entity_id(title: &str) -> &str {
+    title.rsplit(':').next().unwrap_or(title)
+}
+
+/// Whether `id` has the shape of a Wikidata entity id (`Q42`, `P31`, `L7`).
+fn looks_like_entity(id: &str) -> bool {
+    let mut c = id.chars();
+    matches!(c.next(), Some('Q' | 'P' | 'L')) && id.len() > 1 && c.all(|c| c.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{entity_id, looks_like_entity};
+
+    #[test]
+    fn entity_ids_of_titles() {
+        assert_eq!(entity_id("Q42"), "Q42");
+        assert_eq!(entity_id("Property:P31"), "P31");
+        assert!(looks_like_entity("Q42") && looks_like_entity("P31") && looks_like_entity("L7"));
+        assert!(
+            !looks_like_entity("Q") && !looks_like_entity("Queen") && !looks_like_entity("Place 3")
+        );
     }
 }

@@ -8,7 +8,7 @@
 //! `entities`; with `same_as` the inputs' graphs are merged into one ([`crate::kit::same_as`]).
 //! With `corpus`, passages and KG come from a corpus root instead ([`crate::kit::corpus_feed`]):
 //! the passages of the pages changed since the corpus version the index was built from, the
-//! KG from every Wikidata page of the current version. With `incremental = true` the build diffs
+//! KG carried on from the previous version with the Wikidata pages changed since. With `incremental = true` the build diffs
 //! its passages against the version `CURRENT` names and rebuilds only what changed. A build
 //! whose input and settings equal those of `CURRENT`'s version (its fingerprint) keeps that
 //! version (`versions.kept`), so a rerun writes nothing new.
@@ -20,14 +20,13 @@
 
 use std::time::Instant;
 
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec, WikidataOptions};
+use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Entity, Record, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Built, Spool, build};
 use distillery_index::cache::EmbeddingCache;
 use distillery_index::kg::{self, KgBuilder, KgEdge};
 use distillery_index::passage::{self, Unit};
-use distillery_ingest::kb::wikidata::entity_records;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
@@ -101,7 +100,8 @@ pub struct IndexOptions {
     /// `sentence`). With `incremental`, a build from an index made from an earlier version of
     /// the corpus reads only the pages changed since; one made from the current version is
     /// kept as it is. A `kg` index is built from the corpus's Wikidata pages (kept by a
-    /// `mediawiki` input's `entity_documents`), read whole whenever the corpus changed.
+    /// `mediawiki` input's `entity_documents`): the previous graph carried on with the pages
+    /// changed since, or every page when there is no previous graph.
     #[serde(default)]
     pub corpus: Option<String>,
 }
@@ -323,6 +323,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         };
     }
     let mut merged = 0;
+    let mut kg_carried = None;
     let kept = feed
         .as_ref()
         .is_some_and(|f| o.incremental && f.unchanged());
@@ -349,33 +350,19 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             }
         };
         match &feed {
-            // A corpus-fed KG: every live Wikidata page of the corpus, parsed again.
+            // A corpus-fed KG: the previous one carried on with the pages changed since, or
+            // every live Wikidata page of the corpus.
             Some(f) => {
-                let opts = WikidataOptions::default();
-                bytes_in += f
-                    .entities(|d| {
-                        records_in += 1;
-                        let (records, _) =
-                            entity_records(&d.source, &opts, d.text.as_bytes(), None).map_err(
-                                |p| {
-                                    ExecError::Task(format!(
-                                        "corpus {}: page {} (revision {:?}): {}: {}",
-                                        f.root.display, d.title, d.revision_id, p.reason, p.detail
-                                    ))
-                                },
-                            )?;
-                        for r in records {
-                            match r {
-                                Record::Triple(t) | Record::Literal(t) => {
-                                    push_edge(&mut kg, &key, t)?
-                                }
-                                Record::Entity(e) => push_names(&mut kg, &key, &e)?,
-                                _ => {}
-                            }
-                        }
-                        Ok(())
+                let filled = f
+                    .fill_kg(&root, &mut kg, scratch.path(), &mut |kg, r| match r {
+                        Record::Triple(t) | Record::Literal(t) => push_edge(kg, &key, t),
+                        Record::Entity(e) => push_names(kg, &key, &e),
+                        _ => Ok(()),
                     })
                     .await?;
+                records_in += filled.documents;
+                bytes_in += filled.bytes;
+                kg_carried = filled.carried;
             }
             None => {
                 for table in TableKind::KG_EDGES {
@@ -511,6 +498,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         ("kg.nodes", m.kg.as_ref().map_or(0, |k| k.nodes)),
         ("kg.edges", m.kg.as_ref().map_or(0, |k| k.edges)),
         ("kg.aliases", merged),
+        ("kg.edges.carried", kg_carried.unwrap_or(0)),
         ("versions.pruned", built.pruned.len() as u64),
     ] {
         if v > 0 || k == "passages" {

@@ -59,6 +59,7 @@ use parquet::file::metadata::PageIndexPolicy;
 use crate::IndexError;
 
 pub mod adjacency;
+mod carry;
 mod graphml;
 mod write;
 
