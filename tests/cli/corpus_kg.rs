@@ -1,7 +1,7 @@
 //! A Wikidata corpus night by night: generated daily folders of `wikibase-item` pages (entity
 //! JSON in `<text>`, today's layout) and logging dumps applied to a corpus root
 //! (`entity_documents`), and a KG index fed by it. After the nights the KG equals the one a
-//! full build of the last day's snapshot gives, edits and deletions included, though each
+//! full build of the last day's snapshot gives, edits, a merge and deletions included, though each
 //! night parsed only the day's pages and carried the rest of the graph on; a repeat keeps the
 //! index version.
 
@@ -16,7 +16,11 @@ struct Graph {
     next_rev: i64,
 }
 
+/// Item `q`'s JSON at version `v`; a negative `v` is a merge into item `-v` (a redirect).
 fn entity(q: i64, v: i64) -> String {
+    if v < 0 {
+        return format!(r#"{{"entity":"Q{q}","redirect":"Q{}"}}"#, -v);
+    }
     let item = |p: &str, id: i64| {
         format!(
             r#"{{"mainsnak":{{"snaktype":"value","property":"{p}","datavalue":{{"value":{{"entity-type":"item","numeric-id":{id},"id":"Q{id}"}},"type":"wikibase-entityid"}}}},"type":"statement","rank":"normal"}}"#
@@ -74,10 +78,24 @@ impl Graph {
         export(&pages)
     }
 
-    /// A day: `edit` revised, one item added, `deleted` deleted by the day's log.
-    fn day(&mut self, root: &Path, date: &str, edit: &[i64], deleted: i64) -> PathBuf {
+    /// A day: `edit` revised, one item added, `merged` (from, into) merged, `deleted` deleted
+    /// by the day's log.
+    fn day(
+        &mut self,
+        root: &Path,
+        date: &str,
+        edit: &[i64],
+        merged: Option<(i64, i64)>,
+        deleted: i64,
+    ) -> PathBuf {
         let ts = format!("{}-{}-{}T12:00:00Z", &date[..4], &date[4..6], &date[6..]);
         let mut touched = Vec::new();
+        if let Some((from, into)) = merged {
+            let rev = self.next_rev;
+            self.next_rev += 1;
+            self.items.insert(from, (rev, ts.clone(), -into));
+            touched.push((from, rev, ts.clone(), -into));
+        }
         let added = self.items.keys().max().unwrap() + 1;
         for &q in edit.iter().chain([&added]) {
             let rev = self.next_rev;
@@ -169,7 +187,7 @@ fn a_kg_fed_by_a_wikidata_corpus_equals_a_full_build_after_nights() {
         t.display()
     );
     let nightly = pipeline(t, "nightly", &(wiki_input(&days) + &logs), &root, &index);
-    g.day(t, "20261201", &[1, 2], 5);
+    g.day(t, "20261201", &[1, 2], None, 5);
     ok(&["run", &nightly]);
     // The night carried the KG on: the unchanged items' edges from the previous version, only
     // the day's pages parsed.
@@ -187,8 +205,12 @@ fn a_kg_fed_by_a_wikidata_corpus_equals_a_full_build_after_nights() {
         !after.contains("Thing 5 v0"),
         "a deleted item keeps no name"
     );
-    g.day(t, "20261202", &[2, 7], 9);
+    g.day(t, "20261202", &[2, 7], Some((3, 4)), 9);
     ok(&["run", &nightly]);
+    assert!(
+        !graphml(&index).contains("Thing 3 v0"),
+        "a merged item keeps no name"
+    );
     let s = summary(&t.join("out-nightly"));
     assert_eq!(stage(&s, "corpus")["counters"]["days.applied"], 1, "{s}");
 

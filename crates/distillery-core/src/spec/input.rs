@@ -71,7 +71,8 @@ pub struct MediaWikiOptions {
     /// Also write each Wikidata page (`wikibase-item`, `wikibase-property`) as a `documents`
     /// row whose `text` is its entity JSON, with its page id, revision and title, besides the
     /// KG rows: what a `corpus` stage keeps, so that a KG index fed by the corpus follows the
-    /// days' changes. Default false.
+    /// days' changes; a merged item's redirect becomes a redirect document (without the
+    /// option it gives nothing). Default false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub entity_documents: bool,
 }

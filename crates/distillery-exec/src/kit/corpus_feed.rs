@@ -159,8 +159,12 @@ impl Feed {
         })
     }
 
-    /// A Wikidata page's records (the ones its ingest wrote, from the same JSON).
+    /// A Wikidata page's records (the ones its ingest wrote, from the same JSON); none for a
+    /// redirect (a merged item).
     fn parse(&self, d: &Document) -> Result<Vec<Record>, ExecError> {
+        if d.redirect.is_some() {
+            return Ok(Vec::new());
+        }
         let opts = WikidataOptions::default();
         entity_records(&d.source, &opts, d.text.as_bytes(), None)
             .map(|(records, _)| records)

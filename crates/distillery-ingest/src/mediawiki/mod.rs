@@ -284,6 +284,17 @@ fn entity_page(
 ) -> Vec<Item> {
     use crate::kb::wikidata::entity_records;
     let rev = raw.revision_id.map_or("?".to_string(), |r| r.to_string());
+    // A merged item: `{"entity":"Q1","redirect":"Q2"}`, no statements of its own. It is a
+    // redirect page (a document flagged with its target with `entity_documents`, so that a
+    // corpus drops the item), not bad data.
+    if let Some(target) = entity_redirect(json) {
+        if !pctx.entity_documents || !pctx.redirects {
+            return Vec::new();
+        }
+        let mut doc = entity_document(raw, title, json, pctx);
+        doc.redirect = Some(target);
+        return vec![Item::Records(vec![Record::Document(doc)])];
+    }
     let opts = distillery_core::spec::WikidataOptions::default();
     match entity_records(&pctx.source, &opts, json.as_bytes(), None) {
         Ok((mut records, bad)) => {
@@ -315,6 +326,22 @@ fn entity_page(
             page,
         )],
     }
+}
+
+/// The target of a Wikidata redirect's JSON (`{"entity":"Q1","redirect":"Q2"}`), if it is one.
+fn entity_redirect(json: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Redirect {
+        #[serde(rename = "entity")]
+        _entity: String,
+        redirect: String,
+    }
+    if !json.contains("\"redirect\"") {
+        return None;
+    }
+    serde_json::from_str::<Redirect>(json)
+        .ok()
+        .map(|r| r.redirect)
 }
 
 /// A Wikidata page as a document (the `entity_documents` option): its entity JSON as the

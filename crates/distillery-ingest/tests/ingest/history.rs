@@ -197,3 +197,68 @@ fn a_stub_history_export_gives_every_pages_newest_revision() {
         .count();
     assert_eq!(redirects, 13);
 }
+
+/// With `entity_documents`, a Wikidata page is also a document of its entity JSON with the
+/// page's identity, and a merged item (a redirect's `{"entity","redirect"}` JSON) is a
+/// redirect document with no KG rows, not bad data; without the option it gives nothing.
+#[test]
+fn entity_documents_and_merged_items() {
+    let item = r#"{"type":"item","id":"Q7","labels":{"en":{"language":"en","value":"Seven"}},"descriptions":{},"aliases":{},"claims":{"P31":[{"mainsnak":{"snaktype":"value","property":"P31","datavalue":{"value":{"entity-type":"item","numeric-id":5,"id":"Q5"},"type":"wikibase-entityid"}},"type":"statement","rank":"normal"}]},"sitelinks":{}}"#;
+    let merged = r#"{"entity":"Q8","redirect":"Q7"}"#;
+    let page = |title: &str, id: i64, rev: i64, json: &str| {
+        format!(
+            "<page><title>{title}</title><ns>0</ns><id>{id}</id><revision><id>{rev}</id>\
+             <timestamp>2026-12-05T10:00:00Z</timestamp><contributor><username>u</username><id>1</id></contributor>\
+             <model>wikibase-item</model><format>application/json</format>\
+             <text bytes=\"{}\" xml:space=\"preserve\">{}</text><sha1>x{rev}</sha1></revision></page>\n",
+            json.len(),
+            json.replace('&', "&amp;")
+                .replace('<', "&lt;")
+                .replace('"', "&quot;")
+        )
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let xml = tmp
+        .path()
+        .join("wikidatawiki-20261205-pages-meta-hist-incr.xml");
+    std::fs::write(
+        &xml,
+        format!(
+            "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n{}{}</mediawiki>\n",
+            page("Q7", 107, 900, item),
+            page("Q8", 108, 901, merged)
+        ),
+    )
+    .unwrap();
+    let opts = |entity_documents| {
+        FormatOptions::MediaWiki(MediaWikiOptions {
+            wiki: Some("wikidatawiki".into()),
+            entity_documents,
+            ..MediaWikiOptions::default()
+        })
+    };
+    let with = read_with(Format::MediaWiki, opts(true), &xml);
+    assert!(with.quarantine().is_empty(), "{:?}", with.quarantine());
+    let docs = with.documents();
+    assert_eq!(docs.len(), 2);
+    assert_eq!(
+        (
+            docs[0].uri.as_str(),
+            docs[0].page_id,
+            docs[0].revision_id,
+            docs[0].text.as_str()
+        ),
+        ("wikidatawiki:Q7", Some(107), Some(900), item)
+    );
+    assert_eq!(
+        docs[0].dataset,
+        distillery_ingest::mediawiki::ENTITY_DATASET
+    );
+    assert_eq!(docs[1].redirect.as_deref(), Some("Q7"));
+    assert!(with.edges().iter().all(|t| t.subject == "Q7"));
+    assert!(!with.edges().is_empty());
+
+    let without = read_with(Format::MediaWiki, opts(false), &xml);
+    assert!(without.documents().is_empty() && without.quarantine().is_empty());
+    assert_eq!(without.edges().len(), with.edges().len());
+}
