@@ -384,6 +384,10 @@ pub struct Segment {
     pub source_version: Option<String>,
     /// Position in the stream order ρ within the source (parents before children).
     pub ord: u32,
+    /// Lineage helper: the wiki page a text segment was cut from (its document's `page_id`);
+    /// `None` for tables, KG segments and documents without one.
+    #[serde(default)]
+    pub page_id: Option<i64>,
 }
 
 /// One weak-positive segment chosen by a labelling method.

@@ -224,6 +224,7 @@ impl KgEncoder {
             sha1: String::new(),
             source_version: version,
             ord,
+            page_id: None,
         }));
         self.triplets += 1;
         out
@@ -286,6 +287,7 @@ impl KgEncoder {
             sha1: String::new(),
             source_version: version,
             ord: 0,
+            page_id: None,
         })
     }
 }

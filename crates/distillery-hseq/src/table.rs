@@ -111,6 +111,7 @@ pub fn encode_table(t: &Table, opts: &HseqOptions) -> Vec<Segment> {
             sha1: String::new(),
             source_version: version.clone(),
             ord: 0,
+            page_id: None,
         })
     };
     let mut out = Vec::with_capacity(1 + t.rows.len() * if opts.cells { 1 + width } else { 1 });

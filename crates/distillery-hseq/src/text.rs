@@ -216,6 +216,7 @@ fn encode_document_with(doc: &Document, opts: &HseqOptions, seal: bool) -> Vec<S
             sha1: String::new(),
             source_version: version.clone(),
             ord: 0,
+            page_id: doc.page_id,
         };
         if seal { sealed(seg) } else { seg }
     };

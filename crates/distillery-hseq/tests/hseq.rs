@@ -691,6 +691,7 @@ fn golden_doc() -> Document {
         source: "golden.xml".into(),
         uri: "test:Golden".into(),
         title: "Golden".into(),
+        page_id: Some(31),
         revision_id: Some(7),
         text: "Lead one. Lead two.\n\n== History ==\nOld times.\n=== Early ===\nFirst.\n".into(),
         sections: vec![
@@ -1143,6 +1144,7 @@ fn golden_document() {
         assert_eq!(s.content, *content);
         assert_eq!(s.schema, strings(schema));
         assert_eq!(s.source_version.as_deref(), Some("7"));
+        assert_eq!(s.page_id, Some(31), "a text segment names its page");
         assert_eq!(s.time, None);
     }
     assert_eq!(segs[0].id, stable_id(&["d1", "document", "0", "67"]));

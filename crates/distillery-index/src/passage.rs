@@ -2,8 +2,7 @@
 //!
 //! A passage has a stable `id`, the `document_id` of its source document, a `content_hash` of
 //! what is indexed (title and text), a `title` and a `text`, and its lineage where the source
-//! has one: the wiki `page_id` and `revision_id` it was cut from (a segment gives its
-//! revision only). Ids are stable across dumps of
+//! has one: the wiki `page_id` and `revision_id` it was cut from. Ids are stable across dumps of
 //! different days: a document's passages are named by its URI (`enwiki:Title#p3`), and the
 //! document by its URI too (join on `documents.uri`), not by its record id (which hashes the
 //! input file's name and the text), so an edited page keeps its passage ids and only their
@@ -62,7 +61,7 @@ pub struct Passage {
     pub content_hash: String,
     pub title: String,
     pub text: String,
-    /// The page the passage was cut from (a wiki document's `page_id`).
+    /// The page the passage was cut from (a wiki document's or text segment's `page_id`).
     #[serde(default)]
     pub page_id: Option<i64>,
     /// The revision of that page (a document's `revision_id`, a segment's `source_version`).
@@ -189,7 +188,7 @@ pub fn of_segment(seg: &Segment, title: &str) -> Option<Passage> {
             seg.content.clone(),
         )
         .from_revision(
-            None,
+            seg.page_id,
             seg.source_version.as_deref().and_then(|v| v.parse().ok()),
         )
     })
