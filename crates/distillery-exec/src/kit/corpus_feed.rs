@@ -1,7 +1,8 @@
 //! An index fed by a corpus root: the passages of its current version, or, when the index was
 //! built from an earlier version of it, only those of the pages changed since
 //! ([`distillery_index::corpus::delta_since`]); and the Wikidata pages of its current version
-//! (documents of the `entity_documents` reader option), which a KG index reads whole.
+//! (documents of the `entity_documents` reader option) for a KG index, which carries its
+//! previous graph on with the pages changed since, or reads them all.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use distillery_core::spec::WikidataOptions;
 use distillery_core::{Document, Record};
 use distillery_index::build::Spool;
-use distillery_index::corpus::{self, LiveView, Manifest};
+use distillery_index::corpus::{self, Delta, LiveView, Manifest};
 use distillery_index::kg::{self, KgBuilder, KgIndex};
 use distillery_index::passage::{self, Unit};
 use distillery_index::version::{self, Root};
@@ -29,6 +30,9 @@ pub struct Feed {
     pub built_from: Option<String>,
     /// The index's current version, when it holds a KG the next one can carry on from.
     prior_kg: Option<String>,
+    /// The pages changed since `built_from` (read once, for the passages and the KG alike);
+    /// `None` when there is no such version or the delta cannot be told.
+    delta: Option<Delta>,
 }
 
 /// What [`Feed::fill_kg`] read.
@@ -77,11 +81,18 @@ impl Feed {
             built_from = m.corpus;
             prior_kg = m.kg.is_some().then_some(v);
         }
+        let delta = match &built_from {
+            Some(from) if *from != current.version => {
+                corpus::delta_since(&root, &current, from).await?
+            }
+            _ => None,
+        };
         Ok(Feed {
             root,
             current,
             built_from,
             prior_kg,
+            delta,
         })
     }
 
@@ -98,14 +109,11 @@ impl Feed {
         unit: Unit,
         delta: bool,
     ) -> Result<Filled, ExecError> {
-        let d = match (&self.built_from, delta) {
-            (Some(from), true) => corpus::delta_since(&self.root, &self.current, from).await?,
-            _ => None,
-        };
-        let view = d.as_ref().map_or(&self.current, |d| &d.view);
+        let d = self.delta.as_ref().filter(|_| delta);
+        let view = d.map_or(&self.current, |d| &d.view);
         let mut filled = Filled {
             bytes: view.parts.iter().map(|p| p.bytes).sum(),
-            removed: d.as_ref().map(|d| Arc::new(d.removed.clone())),
+            removed: d.map(|d| Arc::new(d.removed.clone())),
             ..Default::default()
         };
         let mut live = LiveView::open(&self.root, view).await?;
@@ -180,10 +188,7 @@ impl Feed {
     /// from the version it was built from, or a removed page that may be an entity of a wiki
     /// with no changed entity page (whose edges could not be told apart).
     async fn carry(&self, index: &Root, scratch: &Path) -> Result<Option<Carry>, ExecError> {
-        let (Some(from), Some(prior)) = (&self.built_from, &self.prior_kg) else {
-            return Ok(None);
-        };
-        let Some(d) = corpus::delta_since(&self.root, &self.current, from).await? else {
+        let (Some(d), Some(prior)) = (&self.delta, &self.prior_kg) else {
             return Ok(None);
         };
         let (mut records, mut dropped, mut wikis, mut documents) =
@@ -228,10 +233,9 @@ impl Feed {
         }))
     }
 
-    /// Calls `f` with every live Wikidata page of the corpus's current version (all of them:
-    /// a KG index is rebuilt from the corpus when it changed); returns the bytes of the parts
-    /// read.
-    pub async fn entities(
+    /// Calls `f` with every live Wikidata page of the corpus's current version; returns the
+    /// bytes of the parts read.
+    async fn entities(
         &self,
         mut f: impl FnMut(&Document) -> Result<(), ExecError>,
     ) -> Result<u64, ExecError> {
