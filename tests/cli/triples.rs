@@ -260,10 +260,17 @@ fn triples_are_extracted_with_provenance_cached_and_budgeted() {
         "{err}"
     );
     assert!(!out2.join("_manifest.json").exists());
+    // What the stopped run cached (one object per answer): how many calls finished before the
+    // budget tripped depends on which of the concurrent calls came back first.
+    let cached = crate::walk(&cache2)
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .count() as u64;
+    assert!(cached >= 1, "the stopped run cached nothing");
     assert!(run_file(&file, &set).status.success());
     let s3 = summary(&out2);
     let hits = counter(&s3, "llm.cache_hits");
-    assert!(hits >= 6, "the stopped run's answers are reused: {hits}");
+    assert_eq!(hits, cached, "the stopped run's answers are reused");
     assert_eq!(counter(&s3, "llm.calls") + hits, calls);
     assert_eq!(made(&out2), before);
 }
