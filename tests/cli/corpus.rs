@@ -62,7 +62,8 @@ fn xml(pages: &BTreeMap<i64, Page>) -> String {
 fn text(title: &str, version: i64) -> String {
     format!(
         "'''{title}''' is a place described in revision {version}.\n\n\
-         == History ==\n{title} grew around a river crossing; edition {version} says so.\n"
+         == History ==\n{title} grew around a river crossing; edition {version} says so.\n\n\
+         {{| class=\"wikitable\"\n! Year !! Event\n|-\n| {version} || {title} rebuilt\n|}}\n"
     )
 }
 
@@ -689,4 +690,166 @@ fn changes_lists_the_sft_samples_whose_evidence_changed() {
         "{kinds:?}"
     );
     assert!(report["pages"].as_array().unwrap().len() >= 3);
+}
+
+/// A corpus stage keeping segments (or not) and an index of unit `segment` fed by it.
+fn seg_pipeline(tmp: &Path, name: &str, inputs: &str, root: &Path, segments: bool) -> String {
+    let p = tmp.join(format!("{name}.toml"));
+    let seg = if segments { ", segments = {}" } else { "" };
+    std::fs::write(
+        &p,
+        format!(
+            "version = 1\nname = \"{name}\"\noutput = \"{}\"\n{inputs}\n\
+             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}\"{seg} }}\n\
+             [[stages]]\nkind = \"index\"\n\
+             options = {{ root = \"{}-index\", corpus = \"{}\", unit = \"segment\", \
+             incremental = true, shards = 1 }}\n",
+            tmp.join(format!("out-{name}")).display(),
+            root.display(),
+            root.display(),
+            root.display(),
+        ),
+    )
+    .unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+/// The live segments of a corpus root by (uri, level, offsets, order), without the fields
+/// derived from the document row's id, which names the file it was read from (`id`, `parent`,
+/// `source_id`).
+fn segments(root: &Path) -> BTreeMap<String, serde_json::Value> {
+    ok(&["corpus", "cat", root.to_str().unwrap(), "--segments"])
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let key = format!("{} {} {} {}", v["uri"], v["level"], v["offsets"], v["ord"]);
+            let o = v.as_object_mut().unwrap();
+            for f in ["id", "parent", "source_id"] {
+                o.remove(f);
+            }
+            (key, v)
+        })
+        .collect()
+}
+
+/// Every hit of a BM25 query by page and text, with its score to 4 places, sorted (segment
+/// ids name the file their page was read from, so ties do not order alike in two builds).
+fn hits_by_text(index: &Path, query: &str) -> Vec<(String, String, String)> {
+    let mut v: Vec<(String, String, String)> = ok(&[
+        "search",
+        index.to_str().unwrap(),
+        query,
+        "--format",
+        "json",
+        "--k",
+        "1000",
+    ])
+    .lines()
+    .map(|l| {
+        let h: serde_json::Value = serde_json::from_str(l).unwrap();
+        (
+            h["document_id"].as_str().unwrap().to_string(),
+            h["text"].as_str().unwrap().to_string(),
+            format!("{:.4}", h["score"].as_f64().unwrap()),
+        )
+    })
+    .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_corpus_keeps_segments_that_follow_the_nights_like_a_full_build() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mut w = Wiki::new(30);
+    let snap = |t: &Path, w: &Wiki, date: &str| {
+        let f = t.join(format!("enwiki-{date}-pages-articles.xml"));
+        std::fs::write(&f, w.snapshot()).unwrap();
+        wiki_input(&format!("\"{}\"", f.display()))
+    };
+    let root = t.join("corpus");
+    let base = seg_pipeline(t, "base", &snap(t, &w, "20261130"), &root, true);
+    let out = night(&base, &t.join("o0"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s0 = summary(&t.join("o0"));
+    let c0 = &stage(&s0, "corpus")["counters"];
+    let base_cut = c0["segments.written"].as_u64().unwrap();
+    assert_eq!(c0["roundtrip.failed"], 0, "{s0}");
+    let seg0 = segments(&root);
+    assert_eq!(seg0.len() as u64, base_cut);
+    // Every page's text and its table are cut, named by the page and its revision.
+    let levels = |m: &BTreeMap<String, serde_json::Value>, l: &str| {
+        m.values().filter(|v| v["level"] == l).count()
+    };
+    assert_eq!(levels(&seg0, "document"), 30);
+    assert_eq!(levels(&seg0, "table"), 30);
+    assert!(
+        seg0.values()
+            .all(|v| v["page_id"].is_i64() && v["source_version"].is_string())
+    );
+
+    let days = format!("\"{}/incr/enwiki/*\"", t.display());
+    let logs = format!(
+        "[[inputs]]\nname = \"log\"\nformat = \"mediawiki-log\"\npaths = [\"{}/logs/*.xml\"]\n",
+        t.display()
+    );
+    let inputs = wiki_input(&days) + &logs;
+    // A night whose corpus stage asks for no segments is refused: the corpus keeps them.
+    let plain = seg_pipeline(t, "plain", &inputs, &root, false);
+    day(t, &mut w, "20261201", &[1, 2, 3], 4, 5);
+    let out = night(&plain, &t.join("o-plain"));
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("keeps segments"), "{err}");
+    let nightly = seg_pipeline(t, "nightly", &inputs, &root, true);
+    assert!(night(&nightly, &t.join("o1")).status.success());
+    day(t, &mut w, "20261202", &[2, 6], 7, 8);
+    assert!(night(&nightly, &t.join("o2")).status.success());
+    // A night cuts only the pages it touched, not the corpus.
+    let s2 = summary(&t.join("o2"));
+    let cut = stage(&s2, "corpus")["counters"]["segments.written"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        cut > 0 && cut * 4 < base_cut,
+        "night cut {cut}, base {base_cut}"
+    );
+
+    // The full build of the last day's snapshot into another root.
+    let full_root = t.join("full");
+    let full = seg_pipeline(t, "full", &snap(t, &w, "20261202"), &full_root, true);
+    assert!(night(&full, &t.join("o3")).status.success());
+    let (a, b) = (segments(&root), segments(&full_root));
+    let differ: Vec<&String> = a
+        .keys()
+        .chain(b.keys())
+        .filter(|k| a.get(*k) != b.get(*k))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{} segments differ from a full build, first {:?}: {:?} vs {:?}",
+        differ.len(),
+        differ.first(),
+        differ.first().and_then(|k| a.get(*k)),
+        differ.first().and_then(|k| b.get(*k))
+    );
+    // The index of segments followed them: every hit scores as in one built in full.
+    for q in ["river crossing", "rebuilt", "Place 6", "New place", "Event"] {
+        let (x, y) = (
+            hits_by_text(&index_of(&root), q),
+            hits_by_text(&index_of(&full_root), q),
+        );
+        assert!(!x.is_empty(), "no hit for `{q}`");
+        assert_eq!(x, y, "hits of `{q}`");
+    }
+    let i2 = stage(&s2, "index");
+    assert!(
+        i2["counters"]["passages.unchanged"].as_u64().unwrap() > 0,
+        "{i2}"
+    );
 }

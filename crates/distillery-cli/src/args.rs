@@ -116,11 +116,14 @@ pub enum CorpusCommand {
     },
     /// Point `CURRENT` at an earlier (or any) version.
     Rollback { root: String, version: String },
-    /// The live documents of a version (default: the current one) as JSON lines.
+    /// The live documents of a version (default: the current one) as JSON lines; with
+    /// `--segments`, their HSEQ segments (a corpus stage with `segments`).
     Cat {
         root: String,
         #[arg(long)]
         version: Option<String>,
+        #[arg(long)]
+        segments: bool,
     },
 }
 

@@ -17,9 +17,15 @@ use crate::schema::{SchemaError, records_to_batch};
 /// The key a record is sharded by: its id, except KG edges, entity and literal alike (by
 /// subject, so a subject's edges stay together in one shard), entities (by key, so an
 /// entity lands in the shard of its edges) and triples read from a text (by their
-/// `document_id`: the shard of the document, as the `triples` stage writes its own).
+/// `document_id`: the shard of the document, as the `triples` stage writes its own), and
+/// tables taken from a document (by its id: a page and its tables share a part, which a
+/// corpus that keeps segments cuts together).
 pub fn shard_key(r: &Record) -> &str {
     match r {
+        Record::Table(crate::record::Table {
+            document_id: Some(d),
+            ..
+        }) => d,
         Record::Triple(Triple {
             document_id: Some(d),
             ..

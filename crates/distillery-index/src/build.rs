@@ -327,7 +327,10 @@ impl ShardCx<'_> {
                 let new: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
                 let mut all: Vec<Passage> = old
                     .values()
-                    .filter(|p| !removed.contains(&p.document_id) && !new.contains(p.id.as_str()))
+                    .filter(|p| {
+                        !removed.contains(passage::page_of(&p.document_id))
+                            && !new.contains(p.id.as_str())
+                    })
                     .cloned()
                     .collect();
                 drop(new);

@@ -194,6 +194,19 @@ pub fn of_segment(seg: &Segment, title: &str) -> Option<Passage> {
     })
 }
 
+/// The passage of an HSEQ segment, titled by the page its URI names (`enwiki:Title#table0`:
+/// `Title`).
+pub fn of_segment_titled(seg: &Segment) -> Option<Passage> {
+    let title = seg.uri.split_once(':').map_or(seg.uri.as_str(), |x| x.1);
+    of_segment(seg, title.split('#').next().unwrap_or(title))
+}
+
+/// The page a passage's `document_id` names: a segment's URI without its fragment
+/// (`enwiki:Title#table0`: `enwiki:Title`).
+pub fn page_of(document_id: &str) -> &str {
+    document_id.split('#').next().unwrap_or(document_id)
+}
+
 /// The passage of a triple: `subject predicate object`, names in place of keys when known.
 pub fn of_triple(t: &Triple) -> Passage {
     let s = t.subject_name.as_deref().unwrap_or(&t.subject);

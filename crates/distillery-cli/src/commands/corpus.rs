@@ -67,7 +67,11 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        CorpusCommand::Cat { root, version } => {
+        CorpusCommand::Cat {
+            root,
+            version,
+            segments,
+        } => {
             let root = root_of(open_location(&root, false)?);
             let m = match &version {
                 Some(v) => corpus::manifest(&root, v).await?,
@@ -76,9 +80,27 @@ pub async fn run(command: CorpusCommand) -> Result<ExitCode> {
             let Some(m) = m else {
                 bail!("{}: no such corpus version", root.display);
             };
-            let mut view = corpus::LiveView::open(&root, &m).await?;
             let stdout = std::io::stdout();
             let mut w = std::io::BufWriter::new(stdout.lock());
+            if segments {
+                if m.segments.is_none() {
+                    bail!(
+                        "{}: version {} keeps no segments (its corpus stage has no `segments`)",
+                        root.display,
+                        m.version
+                    );
+                }
+                let mut view = corpus::SegmentView::open(&root, &m).await?;
+                while let Some(segs) = view.next(&root, &m).await? {
+                    for s in segs {
+                        serde_json::to_writer(&mut w, &s)?;
+                        w.write_all(b"\n")?;
+                    }
+                }
+                w.flush()?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut view = corpus::LiveView::open(&root, &m).await?;
             while let Some(docs) = view.next(&root, &m).await? {
                 for d in docs {
                     serde_json::to_writer(&mut w, &d)?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use distillery_core::spec::WikidataOptions;
 use distillery_core::{Document, Record};
 use distillery_index::build::Spool;
-use distillery_index::corpus::{self, Delta, LiveView, Manifest};
+use distillery_index::corpus::{self, Delta, LiveView, Manifest, SegmentView};
 use distillery_index::kg::{self, KgBuilder, KgIndex};
 use distillery_index::passage::{self, Unit};
 use distillery_index::version::{self, Root};
@@ -101,8 +101,9 @@ impl Feed {
         self.built_from.as_deref() == Some(self.current.version.as_str())
     }
 
-    /// Spools the passages of the corpus's current version at `unit`: with `delta`, and an
-    /// index built from an ancestor version, only the touched pages'.
+    /// Spools the passages of the corpus's current version at `unit` (its documents', or its
+    /// segments' for `segment`): with `delta`, and an index built from an ancestor version,
+    /// only the touched pages'.
     pub async fn fill(
         &self,
         spool: &mut Spool,
@@ -116,6 +117,24 @@ impl Feed {
             removed: d.map(|d| Arc::new(d.removed.clone())),
             ..Default::default()
         };
+        if unit == Unit::Segment {
+            if self.current.segments.is_none() {
+                return Err(ExecError::Task(format!(
+                    "corpus root {}: its versions keep no segments (set `segments` on its \
+                     corpus stage, and rebase) for an index of unit `segment`",
+                    self.root.display
+                )));
+            }
+            filled.bytes = view.segment_parts.iter().map(|p| p.bytes).sum();
+            let mut live = SegmentView::open(&self.root, view).await?;
+            while let Some(segs) = live.next(&self.root, view).await? {
+                filled.documents += segs.len() as u64;
+                for p in segs.iter().filter_map(passage::of_segment_titled) {
+                    spool.push(p)?;
+                }
+            }
+            return Ok(filled);
+        }
         let mut live = LiveView::open(&self.root, view).await?;
         while let Some(docs) = live.next(&self.root, view).await? {
             // A Wikidata page's text is entity JSON: the KG's, not a passage.

@@ -10,6 +10,10 @@
 //! touched are written; a day applied before is skipped with a message, a missing day is
 //! refused unless `allow_gaps`. A run that changes nothing publishes nothing. The output gets
 //! `corpora/<stage>.json`: the version's manifest and its root. One task applies the night.
+//!
+//! With `segments`, the corpus also keeps the HSEQ segments of its pages: each page a version
+//! writes is linearized (its text, and the tables the same ingest part took from it), so a
+//! night cuts only the touched pages, and an index with unit `segment` follows them.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
@@ -17,8 +21,10 @@ use std::time::Instant;
 use distillery_core::schema::from_batch;
 use distillery_core::spec::{Format, Pipeline, StageCheck, StageOptions, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
-use distillery_core::{Change, Document, TableKind};
+use distillery_core::{Change, Document, Segment, Table, TableKind};
+use distillery_hseq::{HseqOptions, Verifier};
 use distillery_index::corpus::{self, Day, Deletion, Night, PartWriter};
+use distillery_ingest::mediawiki::ENTITY_DATASET;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -27,7 +33,7 @@ use tracing::info;
 use crate::error::ExecError;
 use crate::kit::retrieval::root_of;
 use crate::kit::rows::{each_row, input_parts};
-use crate::parts::read_part_rows;
+use crate::parts::{WrittenPart, read_part_rows};
 use crate::run::StageOutput;
 use crate::stages::{Declared, Reads, RunCx, Stage};
 use crate::store::{is_url, open_location};
@@ -54,6 +60,11 @@ pub struct CorpusOptions {
     /// reads).
     #[serde(default = "default_keep")]
     pub keep_versions: usize,
+    /// Keep the HSEQ segments of the corpus's pages, cut with these options (`segments = {}`
+    /// for the defaults): a version linearizes the pages it writes and the tables taken from
+    /// them. Set from the base on; changing it needs `rebase`.
+    #[serde(default)]
+    pub segments: Option<HseqOptions>,
 }
 
 fn default_compact_after() -> usize {
@@ -217,6 +228,24 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         _ => None,
     };
     let prev = if snapshot { None } else { prev };
+    let cut = o.segments.as_ref().map(Cutter::new);
+    let fingerprint = cut.as_ref().map(|c| c.fingerprint.clone());
+    if let Some(p) = &prev
+        && p.segments != fingerprint
+    {
+        return Err(ExecError::Task(format!(
+            "stage `{}`: {} keeps {}, the stage's `segments` asks for {}; set `rebase = true` \
+             with a snapshot to cut the corpus again",
+            cx.stage.name,
+            root.display,
+            p.segments
+                .as_deref()
+                .map_or("no segments".into(), |s| format!("segments {s}")),
+            fingerprint
+                .as_deref()
+                .map_or("none".into(), |s| format!("segments {s}")),
+        )));
+    }
     let applied = prev.as_ref().map_or(&[][..], |m| &m.days[..]);
     let all: Vec<Day> = days.values().cloned().collect();
     let (apply, repeated) = corpus::plan_days(applied, &all, o.allow_gaps)
@@ -281,6 +310,11 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         return finish(&cx, summary, started, &out_file, &root.display, p, false).await;
     }
     let mut w = PartWriter::new(&root, &night.version, night.seq);
+    let mut sw = cut
+        .as_ref()
+        .map(|_| PartWriter::<Segment>::new(&root, &night.version, night.seq));
+    let tables = tables_by_part(&cx);
+    let mut cut = cut;
     let base = prev.is_none();
     if base {
         summary.bytes_in = docs.iter().map(|p| p.bytes).sum();
@@ -293,16 +327,51 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                     records_in += 1;
                 }
                 if if base { applies(&d) } else { night.keep(&d) } {
+                    // A Wikidata page's text is entity JSON: the KG's, not segments.
+                    if let (Some(c), Some(sw), false) =
+                        (&mut cut, &mut sw, d.dataset == ENTITY_DATASET)
+                    {
+                        for s in c.document(&d, &part.rel)? {
+                            sw.push(s).await?;
+                        }
+                    }
                     w.push(d).await?;
                 }
             }
         }
+        // The tables the same ingest part took from the pages written.
+        if let (Some(c), Some(sw)) = (&mut cut, &mut sw)
+            && let Some(tps) = part.id().and_then(|id| tables.get(&(id.tag, id.shard)))
+        {
+            for tp in tps {
+                let mut stream = Box::pin(read_part_rows(cx.out, &tp.path(), 256).await?);
+                while let Some(batch) = stream.next().await {
+                    for t in from_batch::<Table>(TableKind::Tables, &batch?)? {
+                        for s in c.table(&t) {
+                            sw.push(s).await?;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(c) = &mut cut {
+            c.pages.clear();
+        }
     }
     let parts = w.finish().await?;
+    let segment_parts = match sw {
+        Some(sw) => sw.finish().await?,
+        None => Vec::new(),
+    };
     let source = format!("{} ({})", cx.pipeline.output, cx.stage.name);
     let (mut m, report) = night
         .finish(&root, parts, apply.clone(), &cx.pipeline.hash, &source)
         .await?;
+    m.segment_parts.extend(segment_parts);
+    m.segments = fingerprint;
+    if let Some(c) = &cut {
+        c.count(&mut summary);
+    }
     if m.parts.len() > o.compact_after {
         corpus::compact(&root, &mut m).await?;
     }
@@ -362,4 +431,99 @@ async fn finish(
         }],
         ..Default::default()
     })
+}
+
+/// The tables parts of the stage's inputs, by the (tag, shard) of the ingest part they share
+/// with the documents they were taken from.
+fn tables_by_part(cx: &RunCx<'_>) -> HashMap<(String, u32), Vec<WrittenPart>> {
+    let mut out: HashMap<(String, u32), Vec<WrittenPart>> = HashMap::new();
+    for p in input_parts(cx, TableKind::Tables) {
+        if let Some(id) = p.id() {
+            out.entry((id.tag, id.shard)).or_default().push(p);
+        }
+    }
+    out
+}
+
+/// Cuts the pages a version writes into HSEQ segments named by their page and revision.
+struct Cutter {
+    opts: HseqOptions,
+    /// The options as the manifest records them (`verify` left out: it changes no segment).
+    fingerprint: String,
+    verifier: Verifier,
+    /// The pages written from the current documents part: document id → (page id, revision).
+    pages: HashMap<String, (i64, Option<i64>)>,
+    segments: u64,
+    failures: u64,
+}
+
+impl Cutter {
+    fn new(opts: &HseqOptions) -> Cutter {
+        let mut key = opts.clone();
+        key.verify = true;
+        Cutter {
+            opts: opts.clone(),
+            fingerprint: serde_json::to_string(&key).unwrap_or_default(),
+            verifier: Verifier::new(),
+            pages: HashMap::new(),
+            segments: 0,
+            failures: 0,
+        }
+    }
+
+    /// A written page's text segments; a page needs an id (the corpus keys segments by it).
+    fn document(&mut self, d: &Document, part: &str) -> Result<Vec<Segment>, ExecError> {
+        let page = d.page_id.ok_or_else(|| {
+            ExecError::Task(format!(
+                "{part}: document `{}` has no page id; a corpus that keeps segments keys them \
+                 by page",
+                d.id
+            ))
+        })?;
+        self.pages.insert(d.id.clone(), (page, d.revision_id));
+        let segs = distillery_hseq::encode_document(d, &self.opts);
+        if self.opts.verify && self.verifier.verify_document(d, &segs).is_err() {
+            self.failures += 1;
+            tracing::warn!(document = %d.id, "page does not round-trip through hseq");
+        }
+        self.segments += segs.len() as u64;
+        Ok(segs)
+    }
+
+    /// The segments of a table taken from a page written from the current part (none for
+    /// another page's), named by the page and its revision.
+    fn table(&mut self, t: &Table) -> Vec<Segment> {
+        let Some(&(page, revision)) = t.document_id.as_ref().and_then(|d| self.pages.get(d)) else {
+            return Vec::new();
+        };
+        let mut segs = distillery_hseq::encode_table(t, &self.opts);
+        if self.opts.verify && self.verifier.verify_table(t, &segs).is_err() {
+            self.failures += 1;
+            tracing::warn!(table = %t.id, "table does not round-trip through hseq");
+        }
+        for s in &mut segs {
+            s.page_id = Some(page);
+            s.source_version = revision.map(|r| r.to_string());
+        }
+        self.segments += segs.len() as u64;
+        segs
+    }
+
+    fn count(&self, summary: &mut StageSummary) {
+        summary
+            .counters
+            .insert("segments.written".into(), self.segments);
+        if self.opts.verify {
+            let c = self.verifier.counts();
+            summary
+                .counters
+                .insert("roundtrip.documents_ok".into(), c.documents_ok);
+            summary
+                .counters
+                .insert("roundtrip.tables_ok".into(), c.tables_ok);
+            summary
+                .counters
+                .insert("roundtrip.failed".into(), self.failures);
+        }
+    }
 }

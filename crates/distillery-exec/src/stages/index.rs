@@ -97,7 +97,7 @@ pub struct IndexOptions {
     pub same_as: Vec<String>,
     /// A corpus root (path or URL, written by a `corpus` stage) whose current version the
     /// passages come from instead of the inputs' documents (units `paragraph` and
-    /// `sentence`). With `incremental`, a build from an index made from an earlier version of
+    /// `sentence`; `segment` reads the segments of a corpus stage with `segments`). With `incremental`, a build from an index made from an earlier version of
     /// the corpus reads only the pages changed since; one made from the current version is
     /// kept as it is. A `kg` index is built from the corpus's Wikidata pages (kept by a
     /// `mediawiki` input's `entity_documents`): the previous graph carried on with the pages
@@ -165,10 +165,11 @@ impl Stage for IndexStage {
             );
         }
         if o.corpus.is_some() {
-            if !matches!(o.unit, Unit::Paragraph | Unit::Sentence) {
+            if o.unit == Unit::Triple {
                 cx.error(
                     "corpus",
-                    "a corpus gives documents: use unit `paragraph` or `sentence`",
+                    "a corpus gives documents and segments: use unit `paragraph`, `sentence` \
+                     or `segment` (a corpus stage with `segments`)",
                 );
             }
             if !o.same_as.is_empty() {
@@ -302,9 +303,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 let ps = parts(&cx, TableKind::Segments);
                 each_row(cx.out, TableKind::Segments, &ps, |s: Segment| {
                     records_in += 1;
-                    let title = s.uri.split_once(':').map_or(s.uri.as_str(), |x| x.1);
-                    let title = title.split('#').next().unwrap_or(title).to_string();
-                    passage::of_segment(&s, &title).map_or(Ok(()), &mut push)
+                    passage::of_segment_titled(&s).map_or(Ok(()), &mut push)
                 })
                 .await?
             }

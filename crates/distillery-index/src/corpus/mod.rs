@@ -5,6 +5,8 @@
 //! ROOT/CURRENT                               the version readers use (written last)
 //! ROOT/versions/<v>/corpus.json              its manifest (written after its files)
 //! ROOT/versions/<v>/documents/part-NNNNN.parquet   rows this version added (`documents` schema)
+//! ROOT/versions/<v>/segments/part-NNNNN.parquet    their HSEQ segments (`segments` schema), in
+//!                                            a corpus that keeps them
 //! ROOT/versions/<v>/tombstones.jsonl         pages this version deleted or restored
 //! ROOT/versions/<v>/changes.jsonl            what this version changed, page by page
 //! ```
@@ -14,7 +16,8 @@
 //! only the pages it touched. A page is keyed by its wiki and page id ([`key_of`]): a moved
 //! page keeps its key and its old title becomes another page. The view of a version is, per
 //! key, the row of the newest part holding it, unless a tombstone of that night or later
-//! deletes it (a later restore lifts the tombstone). Compaction rewrites the live rows into
+//! deletes it (a later restore lifts the tombstone). A page's segments are those of the night of
+//! its live row ([`SegmentView`]). Compaction rewrites the live rows into
 //! fresh parts when parts pile up ([`Manifest::parts`] past the stage's `compact_after`).
 //!
 //! A night that fails before `CURRENT` moves leaves the corpus as it was; its unfinished
@@ -24,7 +27,7 @@ mod night;
 mod parts;
 
 pub use night::{Deletion, Night, NightReport, Prior, compact};
-pub use parts::{LiveView, PartWriter, read_documents};
+pub use parts::{LiveView, PartRow, PartWriter, SegmentView, read_documents, segment_key};
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -80,6 +83,13 @@ pub struct Manifest {
     pub seq: u32,
     /// Every part of the view, oldest first.
     pub parts: Vec<Part>,
+    /// Every segments part of the view, oldest first, each written by the night of the
+    /// documents it was cut from; empty in a corpus that keeps no segments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub segment_parts: Vec<Part>,
+    /// The HSEQ options the corpus's segments are cut with (JSON); `None`: it keeps none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<String>,
     /// Tombstone files of the view, oldest first (relative to the root).
     pub tombstones: Vec<String>,
     /// Every daily folder applied since the base, in date order per wiki.
@@ -222,14 +232,24 @@ pub async fn prune(root: &Root, keep: usize) -> Result<Vec<String>, IndexError> 
     let cut = finished.len().saturating_sub(keep.max(1));
     let mut used = std::collections::HashSet::new();
     for (_, m) in &finished[cut..] {
-        used.extend(m.parts.iter().map(|p| p.path.clone()));
+        used.extend(
+            m.parts
+                .iter()
+                .chain(&m.segment_parts)
+                .map(|p| p.path.clone()),
+        );
         used.extend(m.tombstones.iter().cloned());
         used.extend(m.changes.iter().cloned());
     }
     let mut old: Vec<String> = Vec::new();
     for (v, m) in &finished[..cut] {
         if cur.as_deref() == Some(v.as_str()) {
-            used.extend(m.parts.iter().map(|p| p.path.clone()));
+            used.extend(
+                m.parts
+                    .iter()
+                    .chain(&m.segment_parts)
+                    .map(|p| p.path.clone()),
+            );
             used.extend(m.tombstones.iter().cloned());
             used.extend(m.changes.iter().cloned());
         } else {
@@ -472,6 +492,7 @@ pub async fn delta_since(
     }
     let mut view = m.clone();
     view.parts.retain(|p| p.seq > since_seq);
+    view.segment_parts.retain(|p| p.seq > since_seq);
     Ok(Some(Delta {
         removed,
         view,

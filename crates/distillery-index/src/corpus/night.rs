@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use distillery_core::Document;
+use distillery_core::{Document, Segment};
 
 use super::parts::{RowHead, walk_heads};
 use super::{Change, Counts, Day, Manifest, Part, PartWriter, Tomb, jsonl, key_of, tombs};
@@ -345,6 +345,10 @@ impl Night {
                 .into_iter()
                 .chain(parts)
                 .collect(),
+            segment_parts: prev
+                .as_ref()
+                .map_or_else(Vec::new, |m| m.segment_parts.clone()),
+            segments: prev.as_ref().and_then(|m| m.segments.clone()),
             tombstones,
             days: all_days,
             pages,
@@ -367,7 +371,19 @@ impl Night {
 /// Rewrites a version's live rows into fresh parts of its own night (dropping shadowed and
 /// deleted rows and the tombstones), in place of the parts it lists.
 pub async fn compact(root: &Root, m: &mut Manifest) -> Result<(), IndexError> {
-    let mut w = PartWriter::new(root, &format!("{}/compact", m.version), m.seq);
+    let dir = format!("{}/compact", m.version);
+    // The segments first: their view reads the parts being replaced.
+    if !m.segment_parts.is_empty() {
+        let mut w = PartWriter::<Segment>::new(root, &dir, m.seq);
+        let mut view = super::SegmentView::open(root, m).await?;
+        while let Some(segs) = view.next(root, m).await? {
+            for s in segs {
+                w.push(s).await?;
+            }
+        }
+        m.segment_parts = w.finish().await?;
+    }
+    let mut w = PartWriter::new(root, &dir, m.seq);
     let mut view = super::LiveView::open(root, m).await?;
     while let Some(docs) = view.next(root, m).await? {
         for d in docs {

@@ -1,4 +1,5 @@
-//! Reading and writing a corpus root's document parts (Parquet, the `documents` schema).
+//! Reading and writing a corpus root's parts: documents (the `documents` schema) and, in a
+//! corpus that keeps them, the HSEQ segments of its pages (the `segments` schema).
 
 use std::collections::{HashMap, HashSet};
 
@@ -6,7 +7,7 @@ use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int64Type};
 use bytes::Bytes;
 use distillery_core::schema::{from_batch, schema_of, to_batch};
-use distillery_core::{Document, TableKind};
+use distillery_core::{Document, Segment, TableKind};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -22,24 +23,48 @@ const BATCH_ROWS: usize = 512;
 /// Encoded bytes past which a part is closed and uploaded (parts are read whole).
 const PART_BYTES: usize = 32 << 20;
 
-/// Writes documents as parts under `versions/<v>/documents/`, closing one at about
+/// A row a corpus part holds: its table, the folder of its parts in a version, and about how
+/// many bytes it holds in memory.
+pub trait PartRow: serde::Serialize {
+    const TABLE: TableKind;
+    const DIR: &'static str;
+    fn weight(&self) -> usize;
+}
+
+impl PartRow for Document {
+    const TABLE: TableKind = TableKind::Documents;
+    const DIR: &'static str = "documents";
+    fn weight(&self) -> usize {
+        self.text.len() * 2 + 256
+    }
+}
+
+impl PartRow for Segment {
+    const TABLE: TableKind = TableKind::Segments;
+    const DIR: &'static str = "segments";
+    fn weight(&self) -> usize {
+        self.content.len() + 256
+    }
+}
+
+/// Writes rows as parts under `versions/<v>/documents/` (or `segments/`), closing one at about
 /// [`PART_BYTES`]; memory stays one part and one batch.
-pub struct PartWriter {
+pub struct PartWriter<T: PartRow = Document> {
     root: Root,
     dir: String,
     seq: u32,
-    buf: Vec<Document>,
+    buf: Vec<T>,
     held: usize,
     writer: Option<ArrowWriter<Vec<u8>>>,
     rows: u64,
     pub parts: Vec<Part>,
 }
 
-impl PartWriter {
-    pub fn new(root: &Root, version: &str, seq: u32) -> PartWriter {
+impl<T: PartRow> PartWriter<T> {
+    pub fn new(root: &Root, version: &str, seq: u32) -> PartWriter<T> {
         PartWriter {
             root: root.clone(),
-            dir: format!("versions/{version}/documents"),
+            dir: format!("versions/{version}/{}", T::DIR),
             seq,
             buf: Vec::new(),
             held: 0,
@@ -49,9 +74,9 @@ impl PartWriter {
         }
     }
 
-    pub async fn push(&mut self, d: Document) -> Result<(), IndexError> {
-        self.held += d.text.len() * 2 + 256;
-        self.buf.push(d);
+    pub async fn push(&mut self, row: T) -> Result<(), IndexError> {
+        self.held += row.weight();
+        self.buf.push(row);
         if self.buf.len() >= BATCH_ROWS || self.held >= 8 << 20 {
             self.encode()?;
         }
@@ -69,14 +94,14 @@ impl PartWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        let batch = to_batch(TableKind::Documents, &self.buf)
+        let batch = to_batch(T::TABLE, &self.buf)
             .map_err(|e| IndexError::Parquet(self.dir.clone(), e.to_string()))?;
         if self.writer.is_none() {
             let props = WriterProperties::builder()
                 .set_compression(Compression::ZSTD(ZstdLevel::default()))
                 .build();
             self.writer = Some(
-                ArrowWriter::try_new(Vec::new(), schema_of(TableKind::Documents), Some(props))
+                ArrowWriter::try_new(Vec::new(), schema_of(T::TABLE), Some(props))
                     .map_err(|e| IndexError::parquet(&self.dir, e))?,
             );
         }
@@ -129,7 +154,17 @@ async fn fetch(root: &Root, rel: &str) -> Result<Bytes, IndexError> {
 pub async fn read_documents(
     root: &Root,
     rel: &str,
-    mut f: impl FnMut(Document) -> Result<(), IndexError>,
+    f: impl FnMut(Document) -> Result<(), IndexError>,
+) -> Result<(), IndexError> {
+    read_rows(root, rel, TableKind::Documents, f).await
+}
+
+/// Every row of one part of `table`, in row order, batch by batch.
+async fn read_rows<T: serde::de::DeserializeOwned>(
+    root: &Root,
+    rel: &str,
+    table: TableKind,
+    mut f: impl FnMut(T) -> Result<(), IndexError>,
 ) -> Result<(), IndexError> {
     let data = fetch(root, rel).await?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(data)
@@ -137,9 +172,9 @@ pub async fn read_documents(
         .map_err(|e| IndexError::parquet(root.show(rel), e))?;
     for batch in reader {
         let batch = batch.map_err(|e| IndexError::parquet(root.show(rel), e))?;
-        let docs: Vec<Document> = from_batch(TableKind::Documents, &batch)
+        let rows: Vec<T> = from_batch(table, &batch)
             .map_err(|e| IndexError::Parquet(root.show(rel), e.to_string()))?;
-        docs.into_iter().try_for_each(&mut f)?;
+        rows.into_iter().try_for_each(&mut f)?;
     }
     Ok(())
 }
@@ -302,6 +337,76 @@ impl LiveView {
         })
         .await?;
         self.seen.extend(here);
+        self.count += live.len() as u64;
+        Ok(Some(live))
+    }
+}
+
+/// The key of the page a segment of a corpus was cut from (its text, or one of its tables):
+/// a corpus that keeps segments gives every one its page's id.
+pub fn segment_key(s: &Segment) -> String {
+    key_from(&s.uri, s.page_id, &s.source_id)
+}
+
+/// The live segments of a version's view, one night at a time, newest night first: a page's
+/// segments are those written by the night of its live row. Memory: one night's segments
+/// parts, and the keys of the nights read (as [`LiveView`]).
+pub struct SegmentView {
+    tombs: HashMap<String, Tomb>,
+    seen: HashSet<String>,
+    /// The nights not read yet, oldest first.
+    nights: Vec<u32>,
+    pub count: u64,
+}
+
+impl SegmentView {
+    pub async fn open(root: &Root, m: &Manifest) -> Result<SegmentView, IndexError> {
+        let mut nights: Vec<u32> = m
+            .parts
+            .iter()
+            .chain(&m.segment_parts)
+            .map(|p| p.seq)
+            .collect();
+        nights.sort_unstable();
+        nights.dedup();
+        Ok(SegmentView {
+            tombs: tombs(root, m).await?,
+            seen: HashSet::new(),
+            nights,
+            count: 0,
+        })
+    }
+
+    /// The next night's live segments, `None` when every night is read.
+    pub async fn next(
+        &mut self,
+        root: &Root,
+        m: &Manifest,
+    ) -> Result<Option<Vec<Segment>>, IndexError> {
+        let Some(seq) = self.nights.pop() else {
+            return Ok(None);
+        };
+        let mut live = Vec::new();
+        for part in m.segment_parts.iter().filter(|p| p.seq == seq) {
+            read_rows(root, &part.path, TableKind::Segments, |s: Segment| {
+                let key = segment_key(&s);
+                if !self.seen.contains(&key) && !buried(self.tombs.get(&key), seq) {
+                    live.push(s);
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        // The pages this night wrote shadow their rows of older nights.
+        if !self.nights.is_empty() {
+            for part in m.parts.iter().filter(|p| p.seq == seq) {
+                let seen = &mut self.seen;
+                read_heads(root, &part.path, |h| {
+                    seen.insert(h.key);
+                })
+                .await?;
+            }
+        }
         self.count += live.len() as u64;
         Ok(Some(live))
     }

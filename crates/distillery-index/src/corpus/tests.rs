@@ -273,3 +273,125 @@ async fn a_night_killed_before_its_switch_leaves_current_and_is_redone() {
             .exists()
     );
 }
+
+/// One segment per sentence-like piece of a document's text (none for an empty text), as a
+/// corpus keeps them: named by the page.
+fn segs_of(d: &Document) -> Vec<distillery_core::Segment> {
+    d.text
+        .split('.')
+        .filter(|t| !t.trim().is_empty())
+        .enumerate()
+        .map(|(i, t)| distillery_core::Segment {
+            id: format!("{}/{}/{i}", d.uri, d.revision_id.unwrap()),
+            level: "sentence".into(),
+            content: t.trim().into(),
+            source_id: d.id.clone(),
+            uri: d.uri.clone(),
+            page_id: d.page_id,
+            ..Default::default()
+        })
+        .collect()
+}
+
+/// [`night`] with the segments of the pages written.
+async fn night_segs(root: &Root, docs: &[Document], dels: Vec<Deletion>) -> Manifest {
+    let prev = current(root).await.unwrap();
+    let mut n = Night::new(prev.clone(), "t");
+    docs.iter().for_each(|d| n.see(d));
+    dels.into_iter().for_each(|d| n.delete(d));
+    n.resolve(root).await.unwrap();
+    let mut w = PartWriter::new(root, &n.version, n.seq);
+    let mut sw = PartWriter::<distillery_core::Segment>::new(root, &n.version, n.seq);
+    for d in docs {
+        if n.keep(d) {
+            w.push(d.clone()).await.unwrap();
+            for s in segs_of(d) {
+                sw.push(s).await.unwrap();
+            }
+        }
+    }
+    let parts = w.finish().await.unwrap();
+    let (mut m, _) = n.finish(root, parts, Vec::new(), "h", "s").await.unwrap();
+    m.segment_parts.extend(sw.finish().await.unwrap());
+    m.segments = Some("{}".into());
+    publish(root, &m).await.unwrap();
+    m
+}
+
+/// The live segments of `m`, sorted, and those the live documents give.
+async fn live_segments(root: &Root, m: &Manifest) -> (Vec<String>, Vec<String>) {
+    let mut got = Vec::new();
+    let mut v = SegmentView::open(root, m).await.unwrap();
+    while let Some(segs) = v.next(root, m).await.unwrap() {
+        got.extend(segs.into_iter().map(|s| format!("{} {}", s.id, s.content)));
+    }
+    let mut want = Vec::new();
+    let mut v = LiveView::open(root, m).await.unwrap();
+    while let Some(docs) = v.next(root, m).await.unwrap() {
+        for d in &docs {
+            want.extend(
+                segs_of(d)
+                    .into_iter()
+                    .map(|s| format!("{} {}", s.id, s.content)),
+            );
+        }
+    }
+    got.sort();
+    want.sort();
+    (got, want)
+}
+
+#[tokio::test]
+async fn segments_follow_their_pages_through_nights_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = local(dir.path());
+    let base = [
+        doc(1, "A", 10, "a one. a two."),
+        doc(2, "B", 11, "b one."),
+        doc(3, "C", 12, "c one. c two. c three."),
+    ];
+    let m = night_segs(&root, &base, Vec::new()).await;
+    let (got, want) = live_segments(&root, &m).await;
+    assert_eq!(got.len(), 6);
+    assert_eq!(got, want);
+    // A changed page, a page emptied (no segments now: its old ones must not show), a new
+    // page and a deletion.
+    let del = Deletion {
+        title: "B".into(),
+        page_id: Some(2),
+        timestamp: None,
+        restore: false,
+    };
+    let n1 = [
+        doc(1, "A", 20, "a new."),
+        doc(3, "C", 21, ""),
+        doc(4, "D", 22, "d one."),
+    ];
+    let m = night_segs(&root, &n1, vec![del]).await;
+    let (got, want) = live_segments(&root, &m).await;
+    assert_eq!(got, want);
+    assert!(
+        got.iter().all(|s| !s.contains(" c ") && !s.contains(" b ")),
+        "{got:?}"
+    );
+    assert_eq!(got.len(), 2, "{got:?}");
+    // The delta from the base: only the second night's segments.
+    let delta = delta_since(&root, &m, &m.previous.clone().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(delta.view.segment_parts.len(), 1);
+    let mut v = SegmentView::open(&root, &delta.view).await.unwrap();
+    let mut n = 0;
+    while let Some(segs) = v.next(&root, &delta.view).await.unwrap() {
+        n += segs.len();
+    }
+    assert_eq!(n, 2);
+    // Compaction keeps the live segments and drops the rest.
+    let mut m = m;
+    compact(&root, &mut m).await.unwrap();
+    assert_eq!(m.segment_parts.len(), 1);
+    assert_eq!(m.segment_parts[0].rows, 2);
+    let (got2, _) = live_segments(&root, &m).await;
+    assert_eq!(got2, got);
+}
