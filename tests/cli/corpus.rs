@@ -380,6 +380,20 @@ fn nights_of_daily_folders_equal_a_full_build_of_the_last_day() {
         assert!(!a.is_empty());
         assert_eq!(a, b, "top 10 of `{q}`");
     }
+    // An index entry names the page and revision its passage was cut from.
+    let hits = ok(&[
+        "search",
+        index_of(&root).to_str().unwrap(),
+        "river crossing",
+        "--format",
+        "json",
+    ]);
+    for l in hits.lines() {
+        let h: serde_json::Value = serde_json::from_str(l).unwrap();
+        let page = h["page_id"].as_i64().unwrap();
+        let now = w.pages[&page].revs.last().unwrap().0;
+        assert_eq!(h["revision_id"].as_i64(), Some(now), "{h}");
+    }
 
     // The same days again: nothing new is published.
     let out = night(&nightly, &t.join("o4"));
@@ -624,6 +638,18 @@ fn changes_lists_the_sft_samples_whose_evidence_changed() {
         for l in text.lines() {
             let v: serde_json::Value = serde_json::from_str(l).unwrap();
             let segs = v["segment_ids"].as_array().unwrap();
+            // Each evidence names the page revision the index held: `enwiki#N@rev`.
+            let revs = v["revisions"].as_array().unwrap();
+            assert_eq!(revs.len(), segs.len(), "{v}");
+            for (seg, rev) in segs.iter().zip(revs) {
+                let n: i64 = seg
+                    .as_str()
+                    .and_then(|s| s.strip_prefix("enwiki:Place "))
+                    .and_then(|n| n.parse().ok())
+                    .unwrap();
+                let now = w.pages[&n].revs.last().unwrap().0;
+                assert_eq!(rev.as_str().unwrap(), format!("enwiki#{n}@{now}"));
+            }
             samples.push((
                 v["id"].as_str().unwrap().to_string(),
                 segs.iter()
@@ -689,6 +715,17 @@ fn changes_lists_the_sft_samples_whose_evidence_changed() {
         kinds.contains("changed") && kinds.contains("deleted"),
         "{kinds:?}"
     );
+    // Matched by page id: the revision cited, and the one the page has now (a deleted page's
+    // is the one it had).
+    for e in listed
+        .iter()
+        .flat_map(|s| s["evidence"].as_array().unwrap())
+    {
+        assert!(e["cited_revision"].is_i64(), "{e}");
+        if e["kind"] != "deleted" {
+            assert_ne!(e["cited_revision"], e["revision_id"], "{e}");
+        }
+    }
     assert!(report["pages"].as_array().unwrap().len() >= 3);
 }
 

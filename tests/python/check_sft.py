@@ -33,7 +33,7 @@ MAX_SAMPLES = 2000
 COLUMNS = [
     "id", "messages", "weight", "task", "dataset", "question_id", "segment_ids", "method",
     "params", "template_id", "template_version", "pipeline_hash", "step", "steps",
-    "sufficient", "prompt_tokens", "target_tokens", "teacher", "cache_entries",
+    "sufficient", "prompt_tokens", "target_tokens", "teacher", "cache_entries", "revisions",
 ]
 SPECIAL = ["[UNK]", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
 # One line on purpose: no template whitespace leaks into the rendering. Every turn is

@@ -390,6 +390,14 @@ pub struct Segment {
     pub page_id: Option<i64>,
 }
 
+impl Segment {
+    /// The page revision the segment was cut from ([`page_revision`]): empty for a segment
+    /// with no page (KG, or a table outside a corpus).
+    pub fn page_revision(&self) -> String {
+        page_revision(&self.uri, self.page_id, self.source_version.as_deref())
+    }
+}
+
 /// One weak-positive segment chosen by a labelling method.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct LabeledSegment {
@@ -480,6 +488,36 @@ pub struct SftSample {
     /// characters).
     #[serde(default)]
     pub cache_entries: Vec<String>,
+    /// The wiki page revision of each of `segment_ids`, in its order: `<wiki>#<page
+    /// id>@<revision id>` (`enwiki#12@3456`, [`page_revision`]), or an empty string where the
+    /// evidence names none (a QA dataset's context). Empty when no evidence has one.
+    #[serde(default)]
+    pub revisions: Vec<String>,
+}
+
+/// A page revision as an SFT sample names its evidence: `<wiki>#<page id>@<revision id>` (the
+/// wiki from a URI such as `enwiki:Title`), `<wiki>#<page id>` without a revision; an empty
+/// string without a page id.
+pub fn page_revision(uri: &str, page_id: Option<i64>, revision: Option<&str>) -> String {
+    let Some(page) = page_id else {
+        return String::new();
+    };
+    let wiki = uri.split_once(':').map_or("", |x| x.0);
+    match revision {
+        Some(r) => format!("{wiki}#{page}@{r}"),
+        None => format!("{wiki}#{page}"),
+    }
+}
+
+/// [`SftSample::revisions`] for evidence of which `of` tells each revision: empty when none
+/// has one.
+pub fn revisions_of<T>(evidence: &[T], of: impl Fn(&T) -> String) -> Vec<String> {
+    let v: Vec<String> = evidence.iter().map(of).collect();
+    if v.iter().all(String::is_empty) {
+        Vec::new()
+    } else {
+        v
+    }
 }
 
 /// A record that could not be read, kept with enough context to find and fix it.
@@ -780,5 +818,29 @@ mod tests {
         for t in TableKind::ALL {
             assert_eq!(TableKind::from_name(t.name()), Some(t));
         }
+    }
+
+    #[test]
+    fn evidence_names_the_page_revision_it_was_cut_from() {
+        let seg = |uri: &str, page: Option<i64>, rev: Option<&str>| Segment {
+            uri: uri.into(),
+            page_id: page,
+            source_version: rev.map(str::to_string),
+            ..Default::default()
+        };
+        let text = seg("enwiki:Lake Varnholm", Some(12), Some("3456"));
+        assert_eq!(text.page_revision(), "enwiki#12@3456");
+        let table = seg("enwiki:Lake Varnholm#table0", Some(12), Some("3456"));
+        assert_eq!(table.page_revision(), "enwiki#12@3456");
+        // A KG segment, or a table outside a corpus (its version is a file name): no page.
+        let kg = seg("fb:m.0abc", None, Some("kb.txt"));
+        assert_eq!(kg.page_revision(), "");
+        assert_eq!(page_revision("enwiki:X", Some(3), None), "enwiki#3");
+        let mixed = [text.clone(), kg.clone()];
+        assert_eq!(
+            revisions_of(&mixed, Segment::page_revision),
+            vec!["enwiki#12@3456".to_string(), String::new()]
+        );
+        assert!(revisions_of(&[kg], Segment::page_revision).is_empty());
     }
 }

@@ -371,26 +371,19 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
         items.len(),
     )
     .with_field(message.clone());
-    let ids = items.iter().map(|s| s.segment_ids.len()).sum();
-    let id_bytes = items
-        .iter()
-        .flat_map(|s| &s.segment_ids)
-        .map(String::len)
-        .sum();
-    let mut segment_ids =
-        ListBuilder::with_capacity(StringBuilder::with_capacity(ids, id_bytes), items.len())
-            .with_field(item_field("segment_ids")?);
-    let entries = items.iter().map(|s| s.cache_entries.len()).sum();
-    let entry_bytes = items
-        .iter()
-        .flat_map(|s| &s.cache_entries)
-        .map(String::len)
-        .sum();
-    let mut cache_entries = ListBuilder::with_capacity(
-        StringBuilder::with_capacity(entries, entry_bytes),
-        items.len(),
-    )
-    .with_field(item_field("cache_entries")?);
+    let lists = |f: &dyn Fn(&SftSample) -> &[String],
+                 name: &str|
+     -> Result<ListBuilder<StringBuilder>, SchemaError> {
+        let n = items.iter().map(|s| f(s).len()).sum();
+        let bytes = items.iter().flat_map(f).map(String::len).sum();
+        Ok(
+            ListBuilder::with_capacity(StringBuilder::with_capacity(n, bytes), items.len())
+                .with_field(item_field(name)?),
+        )
+    };
+    let mut segment_ids = lists(&|s| &s.segment_ids, "segment_ids")?;
+    let mut cache_entries = lists(&|s| &s.cache_entries, "cache_entries")?;
+    let mut revisions = lists(&|s| &s.revisions, "revisions")?;
     let mut teacher = StringBuilder::with_capacity(
         items.len(),
         items
@@ -413,14 +406,16 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
             values.append(true);
         }
         messages.append(true);
-        for id in &s.segment_ids {
-            segment_ids.values().append_value(id);
+        for (b, v) in [
+            (&mut segment_ids, &s.segment_ids),
+            (&mut cache_entries, &s.cache_entries),
+            (&mut revisions, &s.revisions),
+        ] {
+            for x in v {
+                b.values().append_value(x);
+            }
+            b.append(true);
         }
-        segment_ids.append(true);
-        for e in &s.cache_entries {
-            cache_entries.values().append_value(e);
-        }
-        cache_entries.append(true);
         teacher.append_option(s.teacher.as_deref());
         weight.append_value(s.weight);
         sufficient.append_option(s.sufficient);
@@ -449,6 +444,7 @@ pub fn sft_batch(items: &[SftSample]) -> Result<RecordBatch, SchemaError> {
             "target_tokens" => u32s(&|s| Some(s.target_tokens)),
             "teacher" => Arc::new(teacher.finish()),
             "cache_entries" => Arc::new(cache_entries.finish()),
+            "revisions" => Arc::new(revisions.finish()),
             other => return Err(err(format!("no column builder for `{other}`"))),
         });
     }
@@ -679,6 +675,7 @@ mod tests {
             target_tokens: 5,
             teacher: (n % 3 == 1).then(|| format!("model@r{n}")),
             cache_entries: (0..n % 4).map(|k| format!("{k:040x}")).collect(),
+            revisions: (0..n % 3).map(|k| format!("enwiki#{k}@{n}")).collect(),
         };
         for rows in [0, 1, 2, 7, 40] {
             let items: Vec<SftSample> = (0..rows).map(sample).collect();

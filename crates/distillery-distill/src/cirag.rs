@@ -389,6 +389,12 @@ pub type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T, DistillError>> + Sen
 /// replays its cached steps.
 pub trait Retriever: Send + Sync {
     fn retrieve<'a>(&'a self, query: &'a str, k: usize) -> Fut<'a, Vec<Passage>>;
+
+    /// The wiki page revision of a document this retriever has returned passages of
+    /// (`distillery_core::page_revision`: `enwiki#12@3456`), empty when it knows none.
+    fn revision(&self, _document_id: &str) -> String {
+        String::new()
+    }
 }
 
 /// An in-memory corpus: its passages indexed with BM25 (the fallback when no built index is

@@ -120,6 +120,10 @@ struct Fields {
     document_id: Field,
     title: Field,
     text: Field,
+    /// The page and revision a passage was cut from (stored, not searched); `None` in an
+    /// index built before entries named them.
+    page_id: Option<Field>,
+    revision_id: Option<Field>,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -129,6 +133,8 @@ fn schema() -> (Schema, Fields) {
         document_id: sb.add_text_field("document_id", STRING | STORED),
         title: sb.add_text_field("title", TEXT | STORED),
         text: sb.add_text_field("text", TEXT | STORED),
+        page_id: Some(sb.add_i64_field("page_id", STORED)),
+        revision_id: Some(sb.add_i64_field("revision_id", STORED)),
     };
     (sb.build(), f)
 }
@@ -144,6 +150,8 @@ fn fields(index: &Index, dir: &Path) -> Result<Fields, IndexError> {
         document_id: get("document_id")?,
         title: get("title")?,
         text: get("text")?,
+        page_id: s.get_field("page_id").ok(),
+        revision_id: s.get_field("revision_id").ok(),
     })
 }
 
@@ -157,12 +165,18 @@ fn writer(index: &Index, dir: &Path) -> Result<IndexWriter<TantivyDocument>, Ind
 
 fn add(w: &IndexWriter<TantivyDocument>, f: Fields, ps: &[&Passage]) -> Result<(), IndexError> {
     for p in ps {
-        w.add_document(doc!(
+        let mut d = doc!(
             f.id => p.id.as_str(),
             f.document_id => p.document_id.as_str(),
             f.title => p.title.as_str(),
             f.text => p.text.as_str(),
-        ))?;
+        );
+        for (field, v) in [(f.page_id, p.page_id), (f.revision_id, p.revision_id)] {
+            if let (Some(field), Some(v)) = (field, v) {
+                d.add_i64(field, v);
+            }
+        }
+        w.add_document(d)?;
     }
     Ok(())
 }
@@ -251,6 +265,8 @@ pub struct Hit {
     pub title: String,
     pub text: String,
     pub score: f32,
+    pub page_id: Option<i64>,
+    pub revision_id: Option<i64>,
 }
 
 /// The terms of a free-text query for a title and a text field, tokenized by the index's own
@@ -347,12 +363,15 @@ impl Bm25Reader {
                     .unwrap_or_default()
                     .to_string()
             };
+            let int = |f: Option<Field>| d.get_first(f?).and_then(|v| v.as_i64());
             hits.push(Hit {
                 id: get(self.f.id),
                 document_id: get(self.f.document_id),
                 title: get(self.f.title),
                 text: get(self.f.text),
                 score,
+                page_id: int(self.f.page_id),
+                revision_id: int(self.f.revision_id),
             });
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));

@@ -344,6 +344,9 @@ impl ShardCx<'_> {
         // The previous passages to remove (changed or gone), as the old version holds them.
         let mut removed: Vec<&Passage> = Vec::new();
         let mut added: Vec<&Passage> = Vec::new();
+        // The same text at another revision: its BM25 entry names the revision, so it is
+        // replaced there; its vector stays.
+        let mut relabeled: Vec<(&Passage, &Passage)> = Vec::new();
         if let Some(old) = &old {
             let now: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
             for p in &ps {
@@ -356,6 +359,10 @@ impl ShardCx<'_> {
                         m.changes.changed += 1;
                         removed.push(o);
                         added.push(p);
+                    }
+                    Some(o) if (o.page_id, o.revision_id) != (p.page_id, p.revision_id) => {
+                        m.changes.unchanged += 1;
+                        relabeled.push((o, p));
                     }
                     Some(_) => m.changes.unchanged += 1,
                 }
@@ -383,7 +390,10 @@ impl ShardCx<'_> {
                 .await?,
         );
 
-        if let (Some(p), true) = (self.prev, removed.is_empty() && added.is_empty()) {
+        if let (Some(p), true) = (
+            self.prev,
+            removed.is_empty() && added.is_empty() && relabeled.is_empty(),
+        ) {
             // Nothing changed in this shard: its files are the previous version's.
             for f in p
                 .manifest
@@ -413,7 +423,17 @@ impl ShardCx<'_> {
         }
         m.shards_rebuilt += 1;
         if self.spec.bm25 {
-            files.extend(self.bm25(&ps, &removed, &added).await?);
+            let gone: Vec<&Passage> = removed
+                .iter()
+                .copied()
+                .chain(relabeled.iter().map(|r| r.0))
+                .collect();
+            let new: Vec<&Passage> = added
+                .iter()
+                .copied()
+                .chain(relabeled.iter().map(|r| r.1))
+                .collect();
+            files.extend(self.bm25(&ps, &gone, &new).await?);
         }
         if self.spec.dense {
             let ids: Vec<&str> = removed.iter().map(|p| p.id.as_str()).collect();
@@ -658,6 +678,43 @@ mod tests {
             .unwrap();
         }
         s
+    }
+
+    #[tokio::test]
+    async fn a_new_revision_of_the_same_text_is_named_by_its_bm25_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let r = root(&tmp.path().join("root"));
+        let scratch = tmp.path().join("scratch");
+        let revised = |dir: &str, rev: i64| {
+            let mut s = Spool::new(&tmp.path().join(dir), 2, false);
+            for i in 0..6 {
+                let p = Passage::new(
+                    format!("doc{i}#p0"),
+                    format!("enwiki:Doc {i}"),
+                    format!("T{i}"),
+                    format!("passage number {i} about topic{i}"),
+                );
+                let rev = if i == 0 { rev } else { 1 };
+                s.push(p.from_revision(Some(i), Some(rev))).unwrap();
+            }
+            s
+        };
+        for (n, rev) in [(1, 1), (2, 7)] {
+            let b = build(
+                &r,
+                &spec(&scratch.join(n.to_string()), 2, 0, true),
+                revised(&format!("s{n}"), rev),
+                None,
+                None,
+                None,
+            )
+            .await
+            .unwrap();
+            assert_eq!(b.manifest.changes.changed, 0);
+            let opened = version::open(&r, None, tmp.path()).await.unwrap();
+            let hits = Searcher::open(opened).unwrap().bm25("topic0", 1).unwrap();
+            assert_eq!((hits[0].page_id, hits[0].revision_id), (Some(0), Some(rev)));
+        }
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use arrow::array::{Array, StringArray};
+use arrow::array::{Array, Int64Array, StringArray};
 use serde::Serialize;
 
 use crate::IndexError;
@@ -21,6 +21,12 @@ pub struct Hit {
     pub title: String,
     pub score: f32,
     pub text: String,
+    /// The page and revision the passage was cut from (`None` for a passage of no wiki
+    /// page, or of an index built before passages named them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_id: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision_id: Option<i64>,
 }
 
 /// How a query is answered.
@@ -138,6 +144,8 @@ impl Searcher {
                 title: h.title,
                 score: h.score,
                 text: h.text,
+                page_id: h.page_id,
+                revision_id: h.revision_id,
             }));
         }
         hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
@@ -190,7 +198,7 @@ impl Searcher {
     /// Hits with their passages' fields, read from the passage tables.
     fn fill(&self, ids: Vec<(String, f32)>) -> Result<Vec<Hit>, IndexError> {
         let want: HashSet<&str> = ids.iter().map(|h| h.0.as_str()).collect();
-        let mut found: HashMap<String, (String, String, String)> = HashMap::new();
+        let mut found: HashMap<String, Hit> = HashMap::new();
         for s in 0..self.opened.manifest.shards as usize {
             let f = self
                 .opened
@@ -205,17 +213,30 @@ impl Searcher {
                             IndexError::Corrupt(f.display().to_string(), format!("no `{n}`"))
                         })
                 };
+                // Tables written before passages named their page have no such columns.
+                let int = |n: &str| {
+                    b.column_by_name(n)
+                        .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+                };
                 let (id, doc, title, text) =
                     (col("id")?, col("document_id")?, col("title")?, col("text")?);
+                let (page, rev) = (int("page_id"), int("revision_id"));
+                let at = |a: &Option<Int64Array>, i: usize| {
+                    a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
+                };
                 for i in 0..b.num_rows() {
                     if want.contains(id.value(i)) {
                         found.insert(
                             id.value(i).to_string(),
-                            (
-                                doc.value(i).to_string(),
-                                title.value(i).to_string(),
-                                text.value(i).to_string(),
-                            ),
+                            Hit {
+                                id: id.value(i).to_string(),
+                                document_id: doc.value(i).to_string(),
+                                title: title.value(i).to_string(),
+                                score: 0.0,
+                                text: text.value(i).to_string(),
+                                page_id: at(&page, i),
+                                revision_id: at(&rev, i),
+                            },
                         );
                     }
                 }
@@ -224,14 +245,9 @@ impl Searcher {
         Ok(ids
             .into_iter()
             .filter_map(|(id, score)| {
-                let (document_id, title, text) = found.remove(&id)?;
-                Some(Hit {
-                    id,
-                    document_id,
-                    title,
-                    score,
-                    text,
-                })
+                let mut h = found.remove(&id)?;
+                h.score = score;
+                Some(h)
             })
             .collect())
     }

@@ -109,6 +109,7 @@ pub fn head_sample(
         dataset: q.dataset.clone(),
         question_id: q.id.clone(),
         segment_ids: selected.iter().map(|s| s.id.clone()).collect(),
+        revisions: distillery_core::revisions_of(&selected, Segment::page_revision),
         method: method.to_string(),
         params: params.to_string(),
         template_id: template.id.clone(),

@@ -553,6 +553,10 @@ impl StepSamples<'_> {
             .map(|&p| sh[step.window[p]].id.clone())
             .collect();
         segment_ids.extend(step.selected_before.iter().map(|&i| sh[i].id.clone()));
+        let evidence: Vec<usize> = (rendered.shown.iter().map(|&p| step.window[p]))
+            .chain(step.selected_before.iter().copied())
+            .collect();
+        let revisions = distillery_core::revisions_of(&evidence, |&i| sh[i].page_revision());
         let method = self.method.name();
         let id = sample_id(TASK_ITERATION, &q.id, method, &n.to_string(), &messages);
         SftSample {
@@ -564,6 +568,7 @@ impl StepSamples<'_> {
             dataset: q.dataset.clone(),
             question_id: q.id.clone(),
             segment_ids,
+            revisions,
             method: method.to_string(),
             params: self.params[usize::from(rendered.over_budget)].clone(),
             template_id: l.prompts.iteration.id.clone(),

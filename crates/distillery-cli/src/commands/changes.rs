@@ -6,7 +6,9 @@
 //! retrieves from a corpus-fed index records), a passage id (`enwiki:Title#p3`), or the id of
 //! a row of the output's `segments` table, read through its `uri`. A page matches by wiki and
 //! title, its title now or before a move (so a sample citing a page by its old title is
-//! found), and a deleted page by the title it had.
+//! found), and a deleted page by the title it had. A sample that names the revision of its
+//! evidence (`revisions`, `enwiki#12@3456`) matches by page id instead, and only when the page
+//! is deleted or its revision now is not the one cited.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
@@ -42,6 +44,8 @@ struct Evidence {
     key: String,
     title: String,
     revision_id: Option<i64>,
+    /// The revision the sample cites (from its `revisions`), when it names one.
+    cited_revision: Option<i64>,
 }
 
 /// What `--format json` prints with `--sft`.
@@ -152,21 +156,50 @@ async fn stale_samples(out: &str, rows: &[PageChange]) -> Result<Vec<Stale>> {
             }
         }
     }
+    let by_key: HashMap<&str, &PageChange> = rows.iter().map(|r| (r.key.as_str(), r)).collect();
+    // Outputs written before samples named revisions have no such column.
+    let with_revisions = ctx
+        .table("sft")
+        .await?
+        .schema()
+        .has_column_with_unqualified_name("revisions");
     let mut stale = Vec::new();
-    let sql = "SELECT id, task, split, question_id, segment_ids FROM sft ORDER BY id";
+    let sql = if with_revisions {
+        "SELECT id, task, split, question_id, segment_ids, revisions FROM sft ORDER BY id"
+    } else {
+        "SELECT id, task, split, question_id, segment_ids FROM sft ORDER BY id"
+    };
     for b in batches(&ctx, sql).await? {
         let s = |c: usize| b.column(c).as_string::<i32>();
         let (id, task, split, question) = (s(0), s(1), s(2), s(3));
         let segs = b.column(4).as_list::<i32>();
+        let revs = with_revisions.then(|| b.column(5).as_list::<i32>());
         for i in 0..b.num_rows() {
             let ids = segs.value(i);
             let ids = ids.as_string::<i32>();
+            let cited = revs.map(|r| r.value(i));
+            let cited = cited.as_ref().map(|c| c.as_string::<i32>());
             let mut evidence = Vec::new();
             for j in 0..ids.len() {
                 let seg = ids.value(j);
                 let uri = uris.get(seg).map_or(seg, String::as_str);
-                let Some(c) = page_of(uri).and_then(|p| changed.get(&p)) else {
-                    continue;
+                let rev = cited
+                    .filter(|c| j < c.len() && !c.value(j).is_empty())
+                    .map(|c| c.value(j));
+                let (c, cited_revision) = match rev {
+                    // By page id: stale when deleted, or at another revision now.
+                    Some(rev) => {
+                        let (key, r) = rev.split_once('@').unwrap_or((rev, ""));
+                        let r: Option<i64> = r.parse().ok();
+                        match by_key.get(key) {
+                            Some(c) if c.kind == "deleted" || c.revision_id != r => (*c, r),
+                            _ => continue,
+                        }
+                    }
+                    None => match page_of(uri).and_then(|p| changed.get(&p)) {
+                        Some(c) => (*c, None),
+                        None => continue,
+                    },
                 };
                 evidence.push(Evidence {
                     id: seg.to_string(),
@@ -175,6 +208,7 @@ async fn stale_samples(out: &str, rows: &[PageChange]) -> Result<Vec<Stale>> {
                     key: c.key.clone(),
                     title: c.title.clone(),
                     revision_id: c.revision_id,
+                    cited_revision,
                 });
             }
             if !evidence.is_empty() {

@@ -61,7 +61,8 @@ pub fn content_hash(s: &SftSample) -> u128 {
 /// One line of `sft/*.jsonl`: a JSON object with the keys `id`, `messages` (`role`,
 /// `content`), `weight`, then the lineage `task, dataset, question_id, segment_ids, method,
 /// params` (a JSON object), `template_id, template_version, pipeline_hash, step, steps,
-/// sufficient, prompt_tokens, target_tokens`, in that order, and a newline. Chat-template
+/// sufficient, prompt_tokens, target_tokens, teacher, cache_entries, revisions`, in that
+/// order, and a newline. Chat-template
 /// control tokens in the contents are broken ([`neutralise_control_tokens`]).
 pub fn jsonl_line(s: &SftSample) -> String {
     JsonlLines::default().line(s)
@@ -98,7 +99,11 @@ impl JsonlLines {
             .iter()
             .map(|m| m.content.len() + 32)
             .sum::<usize>()
-            + s.segment_ids.iter().map(|i| i.len() + 3).sum::<usize>();
+            + s.segment_ids
+                .iter()
+                .chain(&s.revisions)
+                .map(|i| i.len() + 3)
+                .sum::<usize>();
         let mut o = String::with_capacity(text + params.len() + 512);
         o.push_str("{\"id\":");
         json_str(&mut o, &s.id);
@@ -128,15 +133,7 @@ impl JsonlLines {
                 ("question_id", &s.question_id),
             ],
         );
-        push_key(&mut o, "segment_ids");
-        o.push('[');
-        for (i, id) in s.segment_ids.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            json_str(&mut o, id);
-        }
-        o.push(']');
+        push_list(&mut o, "segment_ids", &s.segment_ids);
         push_string_fields(&mut o, &[("method", &s.method)]);
         push_key(&mut o, "params");
         o.push_str(params);
@@ -164,15 +161,8 @@ impl JsonlLines {
             Some(t) => json_str(&mut o, t),
             None => o.push_str("null"),
         }
-        push_key(&mut o, "cache_entries");
-        o.push('[');
-        for (i, e) in s.cache_entries.iter().enumerate() {
-            if i > 0 {
-                o.push(',');
-            }
-            json_str(&mut o, e);
-        }
-        o.push(']');
+        push_list(&mut o, "cache_entries", &s.cache_entries);
+        push_list(&mut o, "revisions", &s.revisions);
         o.push_str("}\n");
         o
     }
@@ -184,6 +174,19 @@ fn push_string_fields(o: &mut String, fields: &[(&str, &str)]) {
         push_key(o, key);
         json_str(o, value);
     }
+}
+
+/// `,"key":[...]` of strings.
+fn push_list(o: &mut String, key: &str, values: &[String]) {
+    push_key(o, key);
+    o.push('[');
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            o.push(',');
+        }
+        json_str(o, v);
+    }
+    o.push(']');
 }
 
 /// `,"key":`.

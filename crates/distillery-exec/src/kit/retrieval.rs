@@ -45,6 +45,8 @@ pub struct IndexRetriever {
     searcher: Searcher,
     model: Option<Arc<dyn Embedder>>,
     how: Retrieval,
+    /// The page revision of each document a hit came from (`Retriever::revision`).
+    revisions: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for IndexRetriever {
@@ -82,6 +84,7 @@ impl IndexRetriever {
             searcher,
             model,
             how,
+            revisions: Default::default(),
         })
     }
 
@@ -111,8 +114,21 @@ impl Retriever for IndexRetriever {
     fn retrieve<'a>(&'a self, query: &'a str, k: usize) -> Fut<'a, Vec<Passage>> {
         Box::pin(async move {
             let hits = self.search(query, k).await?;
+            let mut seen = self.revisions.lock().unwrap_or_else(|e| e.into_inner());
+            for h in &hits {
+                let rev = h.revision_id.map(|r| r.to_string());
+                let r = distillery_core::page_revision(&h.document_id, h.page_id, rev.as_deref());
+                if !r.is_empty() {
+                    seen.insert(h.document_id.clone(), r);
+                }
+            }
             Ok(hits.iter().map(passage_of).collect())
         })
+    }
+
+    fn revision(&self, document_id: &str) -> String {
+        let seen = self.revisions.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(document_id).cloned().unwrap_or_default()
     }
 }
 

@@ -40,7 +40,7 @@
 //! `samples.train`, `samples.validation`, `duplicates_removed`, and the `llm.*` counters of
 //! the `triples` stage.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -54,7 +54,7 @@ use distillery_distill::cascade::{
     Cascade, CascadeEnd, CascadePrompts, CascadeRunner, TASK_GENERATION,
 };
 use distillery_distill::cirag::{
-    Cirag as CiragLoop, Config, Corpus, End, Prompts, Retriever, Trajectory, step_messages,
+    Cirag as CiragLoop, Config, Corpus, End, Fut, Prompts, Retriever, Trajectory, step_messages,
 };
 use distillery_index::search::Retrieval;
 use distillery_triples::{Passage, TriplesOptions, Unit, passages};
@@ -455,7 +455,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                         End::Kept { .. } => {
                             summary.add("trajectories.kept", 1);
                             for (i, step) in t.steps.iter().enumerate() {
-                                let s = sample(
+                                let mut s = sample(
                                     &q,
                                     &t,
                                     i,
@@ -465,6 +465,9 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                     &params,
                                     (p, &teacher_label),
                                 );
+                                s.revisions = distillery_core::revisions_of(&s.segment_ids, |d| {
+                                    corpus.revision(d)
+                                });
                                 sft.add(s, &q.question, pw.tag(), shard).await?;
                             }
                         }
@@ -612,6 +615,7 @@ fn cascade_samples(
                 dataset: q.dataset.clone(),
                 question_id: q.id.clone(),
                 segment_ids: Vec::new(),
+                revisions: Vec::new(),
                 method: "cirag".into(),
                 params: params.to_string(),
                 template_id: tid.to_string(),
@@ -648,6 +652,7 @@ async fn open_corpus(
     };
     let mut corpus_passages: Vec<Passage> = Vec::new();
     let mut seen_docs: HashSet<String> = HashSet::new();
+    let mut revisions: HashMap<String, String> = HashMap::new();
     let mut corpus_bytes = 0;
     for (_, _, part) in parts_of(cx.parts, TableKind::Documents, &corpus_inputs) {
         corpus_bytes += part.bytes;
@@ -655,11 +660,17 @@ async fn open_corpus(
         while let Some(batch) = stream.next().await {
             for d in from_batch::<Document>(TableKind::Documents, &batch?)? {
                 if seen_docs.insert(d.id.clone()) {
-                    corpus_passages.extend(
-                        passages(&d, Unit::Paragraph)
-                            .into_iter()
-                            .filter(|ps| ps.text.chars().count() >= 20),
-                    );
+                    let rev = d.revision_id.map(|r| r.to_string());
+                    let r = distillery_core::page_revision(&d.uri, d.page_id, rev.as_deref());
+                    for ps in passages(&d, Unit::Paragraph) {
+                        if ps.text.chars().count() < 20 {
+                            continue;
+                        }
+                        if !r.is_empty() {
+                            revisions.insert(ps.document_id.clone(), r.clone());
+                        }
+                        corpus_passages.push(ps);
+                    }
                 }
             }
         }
@@ -670,7 +681,24 @@ async fn open_corpus(
         .map_err(|e| ExecError::Task(e.to_string()))?
         .map_err(distill_err)?;
     info!(stage, passages = n_passages, "cirag corpus indexed");
+    let corpus = Revised { corpus, revisions };
     Ok((Arc::new(corpus), n_passages, corpus_bytes, None))
+}
+
+/// The in-memory corpus, with the page revision of each document it holds.
+struct Revised {
+    corpus: Corpus,
+    revisions: HashMap<String, String>,
+}
+
+impl Retriever for Revised {
+    fn retrieve<'a>(&'a self, query: &'a str, k: usize) -> Fut<'a, Vec<Passage>> {
+        self.corpus.retrieve(query, k)
+    }
+
+    fn revision(&self, document_id: &str) -> String {
+        self.revisions.get(document_id).cloned().unwrap_or_default()
+    }
 }
 
 struct Writers {
@@ -770,6 +798,8 @@ fn sample(
         dataset: q.dataset.clone(),
         question_id: q.id.clone(),
         segment_ids: docs,
+        // Filled from the retriever by the caller.
+        revisions: Vec::new(),
         method: "cirag".into(),
         params: params.to_string(),
         template_id: tid.to_string(),

@@ -529,6 +529,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                                 dataset: q.dataset.clone(),
                                 question_id: q.id.clone(),
                                 segment_ids: seg_ids.clone(),
+                                // A QA dataset's contexts name no page revision.
+                                revisions: Vec::new(),
                                 method: "ras".into(),
                                 params: params.clone(),
                                 template_id: "ras-hotpotqa-subq".into(),

@@ -407,6 +407,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                             dataset: q.dataset.clone(),
                             question_id: q.id.clone(),
                             segment_ids: vec![d.id.clone()],
+                            // A QA dataset's contexts name no page revision.
+                            revisions: Vec::new(),
                             method: "teacher".into(),
                             params: params.clone(),
                             template_id: "hanrag-relevance".into(),

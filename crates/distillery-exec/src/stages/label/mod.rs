@@ -1498,7 +1498,8 @@ mod tests {
                 "prompt_tokens",
                 "target_tokens",
                 "teacher",
-                "cache_entries"
+                "cache_entries",
+                "revisions"
             ]
         );
         assert_eq!(v["params"]["k"], 2);
@@ -1516,7 +1517,7 @@ mod tests {
             "template_version": s.template_version, "pipeline_hash": s.pipeline_hash,
             "step": s.step, "steps": s.steps, "sufficient": s.sufficient,
             "prompt_tokens": s.prompt_tokens, "target_tokens": s.target_tokens,
-            "teacher": s.teacher, "cache_entries": s.cache_entries,
+            "teacher": s.teacher, "cache_entries": s.cache_entries, "revisions": s.revisions,
         }))
         .unwrap();
         v.push('\n');
@@ -1553,6 +1554,9 @@ mod tests {
             s.sufficient = [None, Some(true), Some(false)][n % 3];
             s.teacher = (n % 2 == 1).then(|| format!("m\"{text}@r"));
             s.cache_entries = (0..n % 3).map(|k| format!("{k}{text}")).collect();
+            s.revisions = (0..n % 3)
+                .map(|k| format!("enwiki#{k}@{n}{text}"))
+                .collect();
             s.params = match n % 4 {
                 0 => "{\"k\": 2, \"a\": [1.5, \"x\\\"y\"], \"b\": {\"c\": null}}".into(),
                 1 => "not json \u{1}".into(),
