@@ -7,6 +7,8 @@
 mod fault;
 #[path = "../support/files.rs"]
 mod files;
+#[path = "../support/incr.rs"]
+mod incr;
 mod s3;
 #[path = "../support/stand_in.rs"]
 mod stand_in;

@@ -383,3 +383,143 @@ fn s3_a_multistream_dump_in_s3_is_read_as_byte_ranges() {
         );
     }
 }
+
+/// A page of a MediaWiki export: id, title, revision, text.
+fn page(id: i64, title: &str, rev: i64, text: &str) -> String {
+    format!(
+        "<page><title>{title}</title><ns>0</ns><id>{id}</id><revision><id>{rev}</id>\
+         <timestamp>2026-12-01T10:00:{:02}Z</timestamp><text>{text}</text></revision></page>\n",
+        rev % 60
+    )
+}
+
+fn export(pages: &str) -> String {
+    format!(
+        "<mediawiki xmlns=\"http://www.mediawiki.org/xml/export-0.11/\" version=\"0.11\">\n\
+         {pages}</mediawiki>\n"
+    )
+}
+
+/// Uploads the files of the local folder `dir` under `loc`'s `prefix`.
+async fn upload(loc: &Location, prefix: &str, dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        loc.write(
+            &format!("{prefix}/{name}"),
+            std::fs::read(e.path()).unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// A daily adds-changes folder in S3 is a night's input like a local one: checked (status,
+/// maxrevid, the pages file's MD5 read through object_store), applied to the corpus, not read
+/// again when repeated, and refused by name when its pages file does not match its sum.
+#[test]
+fn s3_a_daily_folder_in_s3_advances_a_corpus() {
+    let Some(endpoint) = endpoint() else { return };
+    let bucket = Bucket::new(&endpoint);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let base: String = (1..=3)
+        .map(|i| page(i, &format!("Place {i}"), i, &format!("Place {i} is old.")))
+        .collect();
+    std::fs::write(dir.join("snapshot.xml"), export(&base)).unwrap();
+    let root = dir.join("corpus");
+    let pipeline = dir.join("nightly.toml");
+    std::fs::write(
+        &pipeline,
+        format!(
+            "version = 1\nname = \"nightly\"\noutput = \"unused\"\n\
+             [[inputs]]\nname = \"wiki\"\nformat = \"mediawiki\"\npaths = [\"{}\"]\n\
+             options = {{ namespaces = [0] }}\n\
+             [[stages]]\nkind = \"corpus\"\noptions = {{ root = \"{}\" }}\n",
+            dir.join("snapshot.xml").display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    run_into(&pipeline, &dir.join("o0"), &[]);
+    // Day 1 revises page 2; day 2's pages file is damaged after its sum was taken.
+    let days = bucket.location("incr/enwiki");
+    let day1 = dir.join("20261201");
+    incr::daily_folder(
+        &day1,
+        "enwiki",
+        "20261201",
+        &export(&page(2, "Place 2", 10, "Place 2 is new.")),
+        10,
+    );
+    let day2 = dir.join("20261202");
+    incr::daily_folder(
+        &day2,
+        "enwiki",
+        "20261202",
+        &export(&page(3, "Place 3", 11, "Place 3 is new.")),
+        11,
+    );
+    std::fs::write(
+        day2.join("enwiki-20261202-pages-meta-hist-incr.xml.bz2"),
+        b"truncated",
+    )
+    .unwrap();
+    runtime().block_on(async {
+        upload(&days, "20261201", &day1).await;
+        upload(&days, "20261202", &day2).await;
+    });
+    let night = |date: &str, out: &str| {
+        bin()
+            .envs(bucket.env())
+            .args(["run", "-q"])
+            .arg(&pipeline)
+            .args([
+                "--set",
+                &format!(
+                    "inputs.wiki.paths=[\"{}\"]",
+                    bucket.url(&format!("incr/enwiki/{date}"))
+                ),
+            ])
+            .args(["--set", &format!("output={}", dir.join(out).display())])
+            .output()
+            .unwrap()
+    };
+    let o = night("20261201", "o1");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let corpus = |out: &str| -> serde_json::Value {
+        let s: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(out).join("_summary.json")).unwrap())
+                .unwrap();
+        s["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["stage"] == "corpus")
+            .unwrap()
+            .clone()
+    };
+    let c1 = corpus("o1");
+    assert_eq!(c1["counters"]["days.applied"], 1, "{c1}");
+    assert_eq!(c1["counters"]["pages.changed"], 1, "{c1}");
+    let cat = bin().args(["corpus", "cat"]).arg(&root).output().unwrap();
+    let text = String::from_utf8_lossy(&cat.stdout);
+    assert!(
+        text.contains("Place 2 is new.") && !text.contains("Place 2 is old."),
+        "{text}"
+    );
+    // The same day again: not read, nothing new.
+    let o = night("20261201", "o2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c2 = corpus("o2");
+    assert_eq!(c2["records_in"], 0, "{c2}");
+    assert_eq!(c2["counters"]["days.repeated"], 1, "{c2}");
+    // The damaged day is refused, naming the file and the sums.
+    let o = night("20261202", "o3");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("MD5") && err.contains("enwiki-20261202-pages-meta-hist-incr.xml.bz2"),
+        "{err}"
+    );
+}

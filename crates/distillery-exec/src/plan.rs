@@ -271,14 +271,11 @@ pub fn plan(p: &Pipeline) -> Result<Plan, ExecError> {
 /// the folders that cannot be read are refused.
 pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
     let mut out = Vec::new();
-    let (found, errors) = daily_days(paths);
+    let (found, errors) = daily_days(paths, true);
     for (p, days) in found {
         match days {
             None => out.push(p),
-            Some(days) => out.extend(
-                days.into_iter()
-                    .map(|d| d.pages.to_string_lossy().into_owned()),
-            ),
+            Some(days) => out.extend(days.into_iter().map(|d| d.pages)),
         }
     }
     (out, errors)
@@ -289,7 +286,7 @@ pub fn daily_folders(paths: &[String]) -> (Vec<String>, Vec<String>) {
 /// night given a day it applied does not parse it again; returns the folders left out. An
 /// input whose folders are all left out keeps no path. Folders that cannot be read are kept,
 /// for planning to refuse with its message.
-pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<std::path::PathBuf>, ExecError> {
+pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<String>, ExecError> {
     let mut reads = Vec::with_capacity(p.stages.len());
     for s in &p.stages {
         reads.push((s.inputs.clone(), stage_of(s)?.reads(s, p).await?));
@@ -307,7 +304,7 @@ pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<std::path::Path
         if readers.is_empty() || readers.iter().all(|r| **r == crate::stages::Reads::All) {
             continue;
         }
-        let (found, errors) = daily_days(&input.paths);
+        let (found, errors) = daily_days(&input.paths, false);
         if !errors.is_empty() {
             continue;
         }
@@ -324,7 +321,7 @@ pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<std::path::Path
                 paths.push(path);
                 continue;
             }
-            paths.extend(keep.iter().map(|d| d.dir.to_string_lossy().into_owned()));
+            paths.extend(keep.into_iter().map(|d| d.dir));
             left.extend(skip.into_iter().map(|d| d.dir));
         }
         input.paths = paths;
@@ -339,23 +336,58 @@ pub type DailyPath = (
 );
 
 /// Each of a `mediawiki` input's paths with the daily folders it names, checked (`None`: not
-/// a daily folder, a file or URL read as it is), and the problems of the folders refused.
-pub fn daily_days(paths: &[String]) -> (Vec<DailyPath>, Vec<String>) {
+/// a daily folder, a file or URL read as it is), and the problems of the folders refused. A
+/// folder is a local directory, a glob of them, or an object-store prefix (`s3://…/20261201`,
+/// read through [`StoreOpener`]); `verify` checks each pages file's MD5 (reading it).
+pub fn daily_days(paths: &[String], verify: bool) -> (Vec<DailyPath>, Vec<String>) {
+    if !paths.iter().any(|p| is_url(p) && !p.starts_with("file://")) {
+        return daily_days_with(&distillery_ingest::LocalFs, paths, verify);
+    }
+    // object_store needs a runtime of its own: this may be called inside one.
+    let paths = paths.to_vec();
+    std::thread::spawn(move || {
+        match tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => daily_days_with(&StoreOpener::new(rt.handle().clone()), &paths, verify),
+            Err(e) => (Vec::new(), vec![format!("reading daily folders: {e}")]),
+        }
+    })
+    .join()
+    .unwrap_or_else(|_| (Vec::new(), vec!["reading daily folders panicked".into()]))
+}
+
+fn daily_days_with(
+    fs: &dyn distillery_ingest::Opener,
+    paths: &[String],
+    verify: bool,
+) -> (Vec<DailyPath>, Vec<String>) {
     use distillery_ingest::mediawiki::daily;
     let (mut out, mut errors) = (Vec::new(), Vec::new());
     for p in paths {
         let local = p.strip_prefix("file://").unwrap_or(p);
-        let dirs: Vec<std::path::PathBuf> = if is_url(p) && !p.starts_with("file://") {
-            Vec::new()
+        let dirs: Vec<String> = if is_url(p) && !p.starts_with("file://") {
+            let dir = p.trim_end_matches('/');
+            if daily::is_daily_folder(fs, dir) {
+                vec![dir.to_string()]
+            } else {
+                Vec::new()
+            }
         } else if local.contains(['*', '?', '[']) {
-            let mut d: Vec<_> = glob::glob(local)
-                .map(|g| g.filter_map(Result::ok).collect())
+            let mut d: Vec<String> = glob::glob(local)
+                .map(|g| {
+                    g.filter_map(Result::ok)
+                        .map(|d| d.to_string_lossy().into_owned())
+                        .collect()
+                })
                 .unwrap_or_default();
-            d.retain(|d| daily::is_daily_folder(d));
+            d.retain(|d| std::path::Path::new(d).is_dir() && daily::is_daily_folder(fs, d));
             d.sort();
             d
-        } else if daily::is_daily_folder(std::path::Path::new(local)) {
-            vec![local.into()]
+        } else if std::path::Path::new(local).is_dir() && daily::is_daily_folder(fs, local) {
+            vec![local.to_string()]
         } else {
             Vec::new()
         };
@@ -365,7 +397,7 @@ pub fn daily_days(paths: &[String]) -> (Vec<DailyPath>, Vec<String>) {
         }
         let mut days = Vec::new();
         for d in dirs {
-            match daily::open(&d) {
+            match daily::open(fs, &d, verify) {
                 Ok(f) => days.push(f),
                 Err(e) => errors.push(e),
             }

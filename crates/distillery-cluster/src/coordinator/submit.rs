@@ -59,7 +59,7 @@ impl CoordinatorService {
             .await
             .map_err(ClusterError::Exec)?;
         for dir in &left {
-            info!(folder = %dir.display(), "daily folder applied before: not read");
+            info!(folder = %dir, "daily folder applied before: not read");
         }
         let plan = plan_tasks(&p).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let job_id = distillery_exec::run::new_run_id(&p.hash);

@@ -44,7 +44,8 @@ fn is_default_record(v: &u64) -> bool {
 }
 
 /// `mediawiki` options. A path may also name a daily adds-changes folder of Wikimedia's
-/// (`other/incr/<wiki>/<date>/`), or a glob of them (read in date order): each is checked
+/// (`other/incr/<wiki>/<date>/`), a glob of them (read in date order), or an object-store
+/// prefix holding one (`s3://dumps/incr/enwiki/20261201`): each is checked
 /// (`status.txt` done, `maxrevid.txt`, the MD5 of its pages file) and read as its
 /// `pages-meta-hist-incr.xml.bz2`. A page with several revisions gives its newest one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

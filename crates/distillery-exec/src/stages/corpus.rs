@@ -142,7 +142,7 @@ async fn applied_folders(stage: &StageSpec, p: &Pipeline) -> Result<Reads, ExecE
         if input.format != Format::MediaWiki || !stage.inputs.contains(&input.name) {
             continue;
         }
-        let (found, _) = crate::plan::daily_days(&input.paths);
+        let (found, _) = crate::plan::daily_days(&input.paths, false);
         for f in found.into_iter().filter_map(|(_, f)| f).flatten() {
             if current
                 .days
@@ -164,7 +164,7 @@ fn days_of(cx: &RunCx<'_>) -> Result<(HashMap<String, Day>, bool), ExecError> {
         if input.format != Format::MediaWiki || !cx.stage.inputs.contains(&input.name) {
             continue;
         }
-        let (found, errors) = crate::plan::daily_days(&input.paths);
+        let (found, errors) = crate::plan::daily_days(&input.paths, false);
         if let Some(e) = errors.into_iter().next() {
             return Err(ExecError::Task(e));
         }
@@ -174,10 +174,7 @@ fn days_of(cx: &RunCx<'_>) -> Result<(HashMap<String, Day>, bool), ExecError> {
                 continue;
             };
             for f in folders {
-                let name = f
-                    .pages
-                    .file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                let name = f.pages_name().to_string();
                 days.insert(
                     name,
                     Day {

@@ -110,14 +110,14 @@ pub enum Reads {
     /// Every folder (the default).
     All,
     /// Every folder but these (days a `corpus` stage applied before).
-    AllBut(std::collections::HashSet<std::path::PathBuf>),
+    AllBut(std::collections::HashSet<String>),
     /// None: the stage reads none of its inputs' tables (an index fed by a corpus root).
     Nothing,
 }
 
 impl Reads {
     /// Whether the stage can do without the daily folder `dir`.
-    pub fn skips(&self, dir: &std::path::Path) -> bool {
+    pub fn skips(&self, dir: &str) -> bool {
         match self {
             Reads::All => false,
             Reads::AllBut(left) => left.contains(dir),

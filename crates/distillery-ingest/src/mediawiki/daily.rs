@@ -13,16 +13,19 @@
 //! (or failed) is refused with what its `status.txt` says, so a night never applies half a day;
 //! a missing or unreadable `maxrevid.txt` and a pages file whose MD5 is not the one listed
 //! (a partial download) are refused too, each naming the file. A file's sum is computed once
-//! per process for a given size and modification time (planning and the stage that applies
-//! the day both open the folder).
+//! per process for a given size (and modification time, on local disk): planning and the
+//! stage that applies the day both open the folder. A folder is read through an [`Opener`]:
+//! a local directory, or an object-store prefix (`s3://dumps/incr/enwiki/20261201`), whose
+//! pages file is then read like any URL input (its MD5 checked first, reading it once).
 
 use std::collections::HashMap;
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
 use md5::{Digest, Md5};
+
+use crate::input::Opener;
 
 /// The file of a folder that holds the day's revisions.
 const PAGES_SUFFIX: &str = "-pages-meta-hist-incr.xml.bz2";
@@ -30,29 +33,44 @@ const PAGES_SUFFIX: &str = "-pages-meta-hist-incr.xml.bz2";
 /// A checked daily folder.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DailyFolder {
-    pub dir: PathBuf,
+    /// The folder (a path or a URL).
+    pub dir: String,
     /// The wiki's database name (`enwiki`), from the pages file's name.
     pub wiki: String,
     /// The day (`YYYYMMDD`), from the pages file's name.
     pub date: String,
     /// The highest revision id the day covers (`maxrevid.txt`).
     pub max_rev_id: i64,
-    /// The `pages-meta-hist-incr.xml.bz2` file, whose MD5 matched its listed sum.
-    pub pages: PathBuf,
+    /// The `pages-meta-hist-incr.xml.bz2` file (a path or a URL), whose MD5 matched its
+    /// listed sum.
+    pub pages: String,
+}
+
+impl DailyFolder {
+    /// The pages file's name.
+    pub fn pages_name(&self) -> &str {
+        self.pages.rsplit('/').next().unwrap_or(&self.pages)
+    }
 }
 
 /// Whether `dir` looks like a daily folder (it has a `maxrevid.txt` or a `status.txt`), so
-/// that a directory given as a `mediawiki` input is read as one.
-pub fn is_daily_folder(dir: &Path) -> bool {
-    dir.is_dir() && (dir.join("maxrevid.txt").is_file() || dir.join("status.txt").is_file())
+/// that a directory or prefix given as a `mediawiki` input is read as one.
+pub fn is_daily_folder(fs: &dyn Opener, dir: &str) -> bool {
+    ["maxrevid.txt", "status.txt"]
+        .iter()
+        .any(|n| fs.exists(&fs.join(dir, n)))
 }
 
-/// Checks a daily folder: finished, its `maxrevid.txt` a number, its pages file present and
-/// matching its MD5 sum. The error names the folder and the file at fault.
-pub fn open(dir: &Path) -> Result<DailyFolder, String> {
-    let show = dir.display();
+/// Checks a daily folder: finished, its `maxrevid.txt` a number, its pages file present and,
+/// with `verify`, matching its MD5 sum (which reads the whole file; without it, only its
+/// listing). The error names the folder and the file at fault.
+pub fn open(fs: &dyn Opener, dir: &str, verify: bool) -> Result<DailyFolder, String> {
+    let show = dir.trim_end_matches('/');
     let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name))
+        let mut s = String::new();
+        fs.open(&fs.join(dir, name))
+            .and_then(|mut r| r.read_to_string(&mut s))
+            .map(|_| s)
             .map_err(|e| format!("daily folder {show}: cannot read {name}: {e}"))
     };
     let status = read("status.txt")?;
@@ -70,7 +88,9 @@ pub fn open(dir: &Path) -> Result<DailyFolder, String> {
             max.trim().chars().take(40).collect::<String>()
         )
     })?;
-    let names = file_names(dir)?;
+    let names = fs
+        .list(dir)
+        .map_err(|e| format!("daily folder {show}: cannot list it: {e}"))?;
     let pages: Vec<&String> = names.iter().filter(|n| n.ends_with(PAGES_SUFFIX)).collect();
     let [pages_name] = pages.as_slice() else {
         return Err(format!(
@@ -98,8 +118,12 @@ pub fn open(dir: &Path) -> Result<DailyFolder, String> {
     let listed = listed_sum(&sums, pages_name).ok_or_else(|| {
         format!("daily folder {show}: {sums_name} lists no MD5 sum for {pages_name}")
     })?;
-    let pages = dir.join(pages_name);
-    let got = md5_once(&pages)?;
+    let pages = fs.join(dir, pages_name);
+    let got = if verify {
+        md5_once(fs, &pages)?
+    } else {
+        listed.clone()
+    };
     if !got.eq_ignore_ascii_case(&listed) {
         return Err(format!(
             "daily folder {show}: the MD5 of {pages_name} is {got}, {sums_name} says {listed} \
@@ -107,24 +131,12 @@ pub fn open(dir: &Path) -> Result<DailyFolder, String> {
         ));
     }
     Ok(DailyFolder {
-        dir: dir.to_path_buf(),
+        dir: show.to_string(),
         wiki: wiki.to_string(),
         date: date.to_string(),
         max_rev_id,
         pages,
     })
-}
-
-fn file_names(dir: &Path) -> Result<Vec<String>, String> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|e| format!("daily folder {}: cannot list it: {e}", dir.display()))?;
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
-    Ok(names)
 }
 
 /// The sum an md5sums file lists for `name` (`<hex>  <name>`, or `<hex> *<name>` for a
@@ -138,29 +150,34 @@ fn listed_sum(sums: &str, name: &str) -> Option<String> {
     })
 }
 
-/// Sums already computed in this process, by path, size and modification time.
-type Sums = HashMap<(PathBuf, u64, Option<SystemTime>), String>;
+/// Sums already computed in this process, by location, size and (local files) modification
+/// time.
+type Sums = HashMap<(String, u64, Option<SystemTime>), String>;
 
-/// [`md5_of`], remembered while the file keeps its size and modification time.
-fn md5_once(path: &Path) -> Result<String, String> {
+/// [`md5_of`], remembered while the file keeps its size (and modification time).
+fn md5_once(fs: &dyn Opener, location: &str) -> Result<String, String> {
     static SUMS: OnceLock<Mutex<Sums>> = OnceLock::new();
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let key = (path.to_path_buf(), meta.len(), meta.modified().ok());
+    let size = fs
+        .size(location)
+        .map_err(|e| format!("cannot read {location}: {e}"))?;
+    let modified = (!location.contains("://"))
+        .then(|| std::fs::metadata(location).ok()?.modified().ok())
+        .flatten();
+    let key = (location.to_string(), size, modified);
     let sums = SUMS.get_or_init(Default::default);
     if let Some(s) = sums.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
         return Ok(s.clone());
     }
-    let sum = md5_of(path)?;
+    let sum = md5_of(fs, location)?;
     sums.lock()
         .unwrap_or_else(|p| p.into_inner())
         .insert(key, sum.clone());
     Ok(sum)
 }
 
-fn md5_of(path: &Path) -> Result<String, String> {
-    let fail = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-    let mut f = std::fs::File::open(path).map_err(fail)?;
+fn md5_of(fs: &dyn Opener, location: &str) -> Result<String, String> {
+    let fail = |e: std::io::Error| format!("cannot read {location}: {e}");
+    let mut f = fs.open(location).map_err(fail)?;
     let mut h = Md5::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
@@ -179,6 +196,7 @@ fn md5_of(path: &Path) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::input::LocalFs;
 
     fn folder(status: &str, maxrevid: &str, sum: Option<&str>) -> tempfile::TempDir {
         let d = tempfile::tempdir().unwrap();
@@ -186,7 +204,7 @@ mod tests {
         std::fs::write(d.path().join(name), b"not really bz2").unwrap();
         std::fs::write(d.path().join("status.txt"), status).unwrap();
         std::fs::write(d.path().join("maxrevid.txt"), maxrevid).unwrap();
-        let real = md5_of(&d.path().join(name)).unwrap();
+        let real = md5_of(&LocalFs, d.path().join(name).to_str().unwrap()).unwrap();
         std::fs::write(
             d.path().join("testwiki-20240102-md5sums.txt"),
             format!(
@@ -198,11 +216,19 @@ mod tests {
         d
     }
 
+    fn at(d: &tempfile::TempDir) -> String {
+        d.path().to_str().unwrap().to_string()
+    }
+
+    fn check(d: &tempfile::TempDir) -> Result<DailyFolder, String> {
+        open(&LocalFs, &at(d), true)
+    }
+
     #[test]
     fn a_finished_folder_is_read_as_its_pages_file() {
         let d = folder("done:all\n", "12345", None);
-        assert!(is_daily_folder(d.path()));
-        let f = open(d.path()).unwrap();
+        assert!(is_daily_folder(&LocalFs, &at(&d)));
+        let f = check(&d).unwrap();
         assert_eq!((f.wiki.as_str(), f.date.as_str()), ("testwiki", "20240102"));
         assert_eq!(f.max_rev_id, 12345);
         assert!(
@@ -213,29 +239,29 @@ mod tests {
         let t = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(t.path(), b"abc").unwrap();
         assert_eq!(
-            md5_of(t.path()).unwrap(),
+            md5_of(&LocalFs, t.path().to_str().unwrap()).unwrap(),
             "900150983cd24fb0d6963f7d28e17f72"
         );
     }
 
     #[test]
     fn unfinished_damaged_or_unlabelled_folders_are_refused_by_name() {
-        let e = open(folder("in-progress", "1", None).path()).unwrap_err();
+        let e = check(&folder("in-progress", "1", None)).unwrap_err();
         assert!(
             e.contains("not finished") && e.contains("in-progress"),
             "{e}"
         );
-        let e = open(folder("done", "twelve", None).path()).unwrap_err();
+        let e = check(&folder("done", "twelve", None)).unwrap_err();
         assert!(e.contains("maxrevid.txt holds `twelve`"), "{e}");
         let wrong = "ffffffffffffffffffffffffffffffff";
-        let e = open(folder("done", "1", Some(wrong)).path()).unwrap_err();
+        let e = check(&folder("done", "1", Some(wrong))).unwrap_err();
         assert!(e.contains("MD5") && e.contains(wrong), "{e}");
         let d = folder("done", "1", None);
         std::fs::remove_file(d.path().join("testwiki-20240102-md5sums.txt")).unwrap();
-        assert!(open(d.path()).unwrap_err().contains("no md5sums"));
+        assert!(check(&d).unwrap_err().contains("no md5sums"));
         let d = folder("done", "1", None);
         std::fs::remove_file(d.path().join("status.txt")).unwrap();
-        assert!(open(d.path()).unwrap_err().contains("status.txt"));
+        assert!(check(&d).unwrap_err().contains("status.txt"));
         assert_eq!(listed_sum("x  y", "y"), None, "not a digest");
     }
 }
