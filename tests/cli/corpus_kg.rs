@@ -117,6 +117,16 @@ impl Graph {
         crate::deletion_log(&log, deleted, date, &format!("Q{deleted}"));
         log
     }
+
+    /// A day that only deletes `deleted` (an empty pages file, one log entry).
+    fn deletion_day(&mut self, root: &Path, date: &str, deleted: i64) {
+        self.next_rev += 1;
+        self.items.remove(&deleted);
+        let dir = root.join(format!("incr/wikidatawiki/{date}"));
+        crate::daily_folder(&dir, "wikidatawiki", date, &export(&[]), self.next_rev - 1);
+        let log = root.join(format!("logs/wikidatawiki-{date}-pages-logging.xml"));
+        crate::deletion_log(&log, deleted, date, &format!("Q{deleted}"));
+    }
 }
 
 fn pipeline(t: &Path, name: &str, inputs: &str, root: &Path, index: &Path) -> String {
@@ -213,6 +223,18 @@ fn a_kg_fed_by_a_wikidata_corpus_equals_a_full_build_after_nights() {
     );
     let s = summary(&t.join("out-nightly"));
     assert_eq!(stage(&s, "corpus")["counters"]["days.applied"], 1, "{s}");
+    // A day that only deletes an item: the KG knows its wikis, so the deleted page is an
+    // entity of it and the graph is still carried on, with no page parsed.
+    g.deletion_day(t, "20261203", 10);
+    ok(&["run", &nightly]);
+    let s = summary(&t.join("out-nightly"));
+    let ix = stage(&s, "index");
+    assert!(
+        ix["counters"]["kg.edges.carried"].as_u64().unwrap_or(0) > 0,
+        "{ix}"
+    );
+    assert_eq!(ix["records_in"], 0, "{ix}");
+    assert!(!graphml(&index).contains("Thing 10 v0"));
 
     // The same days again: no new version of either root.
     let v = std::fs::read_to_string(index.join("CURRENT")).unwrap();

@@ -47,6 +47,8 @@ pub struct BuildSpec {
     /// version's; the rest are kept. Needs a previous version of the same shape, else the
     /// build fails with [`IndexError::NeedsFull`].
     pub delta: Option<Arc<HashSet<String>>>,
+    /// The wikis of the entity pages a corpus-fed KG was built from ([`crate::kg::KgStats`]).
+    pub kg_wikis: Vec<String>,
     /// The corpus version the passages come from (recorded in the manifest).
     pub corpus: Option<String>,
 }
@@ -234,7 +236,8 @@ pub async fn build(
                 None => KgBuilder::new(&spec.scratch.join("kg"), kg::SORT_MEMORY)?,
             };
             let dir = kg.dir().to_path_buf();
-            let (stats, names) = kg.finish().await?;
+            let (mut stats, names) = kg.finish().await?;
+            stats.wikis = spec.kg_wikis.clone();
             m.files
                 .extend(root.upload(&dir, &format!("{vrel}/kg"), &names).await?);
             m.kg = Some(stats);
@@ -661,6 +664,7 @@ mod tests {
             scratch: scratch.to_path_buf(),
             batch: 8,
             delta: None,
+            kg_wikis: Vec::new(),
             corpus: None,
         }
     }

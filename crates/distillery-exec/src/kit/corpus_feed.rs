@@ -4,7 +4,7 @@
 //! (documents of the `entity_documents` reader option) for a KG index, which carries its
 //! previous graph on with the pages changed since, or reads them all.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -30,6 +30,8 @@ pub struct Feed {
     pub built_from: Option<String>,
     /// The index's current version, when it holds a KG the next one can carry on from.
     prior_kg: Option<String>,
+    /// The wikis of the entity pages that KG was built from (empty: not recorded).
+    prior_wikis: Vec<String>,
     /// The pages changed since `built_from` (read once, for the passages and the KG alike);
     /// `None` when there is no such version or the delta cannot be told.
     delta: Option<Delta>,
@@ -43,6 +45,8 @@ pub struct KgFilled {
     pub bytes: u64,
     /// Edges carried from the index's previous KG (`None`: the KG was read whole).
     pub carried: Option<u64>,
+    /// The wikis of the entity pages the KG now holds (sorted).
+    pub wikis: Vec<String>,
 }
 
 /// A KG carried on from the previous version: its files, the subjects whose edges leave it,
@@ -50,6 +54,7 @@ pub struct KgFilled {
 struct Carry {
     dir: PathBuf,
     dropped: HashSet<String>,
+    wikis: BTreeSet<String>,
     records: Vec<Record>,
     documents: u64,
     bytes: u64,
@@ -74,12 +79,15 @@ impl Feed {
                 root.display
             ))
         })?;
-        let (mut built_from, mut prior_kg) = (None, None);
+        let (mut built_from, mut prior_kg, mut prior_wikis) = (None, None, Vec::new());
         if let Some(v) = version::current(index).await?
             && let Some(m) = version::manifest(index, &v).await?
         {
             built_from = m.corpus;
-            prior_kg = m.kg.is_some().then_some(v);
+            if let Some(kg) = m.kg {
+                prior_kg = Some(v);
+                prior_wikis = kg.wikis;
+            }
         }
         let delta = match &built_from {
             Some(from) if *from != current.version => {
@@ -92,6 +100,7 @@ impl Feed {
             current,
             built_from,
             prior_kg,
+            prior_wikis,
             delta,
         })
     }
@@ -170,12 +179,14 @@ impl Feed {
                 documents: c.documents,
                 bytes: c.bytes,
                 carried: Some(carried),
+                wikis: c.wikis.into_iter().collect(),
             });
         }
-        let mut documents = 0;
+        let (mut documents, mut wikis) = (0, BTreeSet::new());
         let bytes = self
             .entities(|d| {
                 documents += 1;
+                wikis.insert(wiki_of(&d.uri).to_string());
                 self.parse(d)?.into_iter().try_for_each(|r| push(kg, r))
             })
             .await?;
@@ -183,6 +194,7 @@ impl Feed {
             documents,
             bytes,
             carried: None,
+            wikis: wikis.into_iter().collect(),
         })
     }
 
@@ -204,19 +216,19 @@ impl Feed {
     }
 
     /// How the previous KG carries on, or `None` when it cannot: no previous KG, no delta
-    /// from the version it was built from, or a removed page that may be an entity of a wiki
-    /// with no changed entity page (whose edges could not be told apart).
+    /// from the version it was built from, or (a KG that does not record its wikis) a removed
+    /// page that may be an entity of a wiki with no changed entity page.
     async fn carry(&self, index: &Root, scratch: &Path) -> Result<Option<Carry>, ExecError> {
         let (Some(d), Some(prior)) = (&self.delta, &self.prior_kg) else {
             return Ok(None);
         };
-        let (mut records, mut dropped, mut wikis, mut documents) =
-            (Vec::new(), HashSet::new(), HashSet::new(), 0);
+        let (mut records, mut dropped, mut documents) = (Vec::new(), HashSet::new(), 0);
+        let mut wikis: BTreeSet<String> = self.prior_wikis.iter().cloned().collect();
         let mut live = LiveView::open(&self.root, &d.view).await?;
         while let Some(docs) = live.next(&self.root, &d.view).await? {
             for doc in docs.iter().filter(|d| d.dataset == ENTITY_DATASET) {
                 documents += 1;
-                wikis.insert(doc.uri.split(':').next().unwrap_or("").to_string());
+                wikis.insert(wiki_of(&doc.uri).to_string());
                 dropped.insert(entity_id(&doc.title).to_string());
                 for r in self.parse(doc)? {
                     if let Record::Entity(e) = &r {
@@ -233,7 +245,8 @@ impl Feed {
             let id = entity_id(title);
             if wikis.contains(wiki) {
                 dropped.insert(id.to_string());
-            } else if looks_like_entity(id) {
+            } else if self.prior_wikis.is_empty() && looks_like_entity(id) {
+                // Whether the page was an entity of the previous KG cannot be told.
                 return Ok(None);
             }
         }
@@ -246,6 +259,7 @@ impl Feed {
         Ok(Some(Carry {
             dir,
             dropped,
+            wikis,
             records,
             documents,
             bytes: d.view.parts.iter().map(|p| p.bytes).sum(),
@@ -267,6 +281,11 @@ impl Feed {
         }
         Ok(view.parts.iter().map(|p| p.bytes).sum())
     }
+}
+
+/// The wiki of a page URI (`wikidatawiki:Q42`: `wikidatawiki`).
+fn wiki_of(uri: &str) -> &str {
+    uri.split(':').next().unwrap_or("")
 }
 
 /// The entity id a Wikidata page's title names (`Q42`; `P31` of `Property:P31`).

@@ -323,6 +323,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     }
     let mut merged = 0;
     let mut kg_carried = None;
+    let mut kg_wikis = Vec::new();
     let kept = feed
         .as_ref()
         .is_some_and(|f| o.incremental && f.unchanged());
@@ -362,6 +363,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
                 records_in += filled.documents;
                 bytes_in += filled.bytes;
                 kg_carried = filled.carried;
+                kg_wikis = filled.wikis;
             }
             None => {
                 for table in TableKind::KG_EDGES {
@@ -416,6 +418,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         scratch: scratch.path().join("build"),
         batch: o.embedding.as_ref().map_or(32, |e| e.batch),
         delta: removed,
+        kg_wikis,
         corpus: feed.as_ref().map(|f| f.current.version.clone()),
     };
     let embedder = embedder

@@ -114,6 +114,10 @@ pub struct KgStats {
     /// Freebase's nameless mediator (CVT) nodes: `m.` entities without a name.
     #[serde(default)]
     pub cvt: u64,
+    /// The wikis whose entity pages a KG fed by a corpus root was built from
+    /// (`wikidatawiki`): a later night tells from them which removed pages were entities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wikis: Vec<String>,
 }
 
 /// The kind of a node. The discriminant order is the on-disk sort order of kinds (the

@@ -175,6 +175,7 @@ fn kg_counts_and_files() {
             literals: 2,
             duplicates: 2,
             cvt: 0,
+            wikis: Vec::new(),
         }
     );
     let idx = KgIndex::open(dir.path()).unwrap();

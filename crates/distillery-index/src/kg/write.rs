@@ -382,6 +382,7 @@ impl KgBuilder {
             literals,
             duplicates: self.input - edges,
             cvt,
+            wikis: Vec::new(),
         };
         tracing::info!(
             dir = %self.dir.display(),
