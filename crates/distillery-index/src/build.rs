@@ -19,6 +19,7 @@ use crate::cache::EmbeddingCache;
 use crate::dense::{self, Embedder, Vector};
 use crate::kg::{self, KgBuilder};
 use crate::passage::{self, Passage, Unit};
+use crate::passage_parts;
 use crate::version::{self, Changes, FileEntry, Manifest, Root};
 
 pub use crate::spool::{BUCKETS, Spool, can_grow};
@@ -301,48 +302,128 @@ impl ShardCx<'_> {
         self.spec.scratch.join(what).join(shard_name(self.s))
     }
 
+    /// The previous version's passage parts of shard `sn`, downloaded into the scratch
+    /// (`prev/.../passages`); none without a previous version.
+    async fn prev_parts(&self, sn: &str) -> Result<Vec<passage_parts::PartName>, IndexError> {
+        let Some(p) = self.prev else {
+            return Ok(Vec::new());
+        };
+        let paths: Vec<String> = p.manifest.files.iter().map(|f| f.path.clone()).collect();
+        let parts = passage_parts::of_shard(passage_parts::names_in(&paths), sn);
+        let dir = self.local("prev").join("passages");
+        for part in &parts {
+            for name in std::iter::once(&part.table).chain(&part.gone) {
+                self.root
+                    .download(
+                        &format!("versions/{}/passages/{name}", p.name),
+                        &dir.join(name),
+                    )
+                    .await?;
+            }
+        }
+        Ok(parts)
+    }
+
+    /// Names the previous version's passage parts in this one (copies inside the root).
+    async fn copy_parts(
+        &self,
+        parts: &[passage_parts::PartName],
+    ) -> Result<Vec<FileEntry>, IndexError> {
+        let Some(p) = self.prev else {
+            return Ok(Vec::new());
+        };
+        let mut files = Vec::new();
+        for part in parts {
+            for name in std::iter::once(&part.table).chain(&part.gone) {
+                let rel = format!("passages/{name}");
+                let bytes = (p.manifest.files.iter())
+                    .find(|f| f.path == rel)
+                    .map_or(0, |f| f.bytes);
+                (self.root)
+                    .copy(
+                        &format!("versions/{}/{rel}", p.name),
+                        &format!("{}/{rel}", self.vrel),
+                    )
+                    .await?;
+                files.push(FileEntry {
+                    path: format!("{}/{rel}", self.vrel),
+                    bytes,
+                });
+            }
+        }
+        Ok(files)
+    }
+
     async fn build(
         &self,
         ps: Vec<Passage>,
         m: &mut Manifest,
     ) -> Result<Vec<FileEntry>, IndexError> {
         let sn = shard_name(self.s);
-        let prel = format!("passages/{sn}.parquet");
-        // The previous version's passages of this shard, by id.
-        let old: Option<HashMap<String, Passage>> = match self.prev {
-            None => None,
-            Some(p) => {
-                let f = self.local("prev").join("passages.parquet");
-                self.root
-                    .download(&format!("versions/{}/{prel}", p.name), &f)
-                    .await?;
-                Some(
-                    passage::read(&f)?
-                        .into_iter()
-                        .map(|p| (p.id.clone(), p))
-                        .collect(),
-                )
-            }
-        };
-        // A delta build: the previous passages of untouched documents, with the new ones.
-        let ps = match (&self.spec.delta, &old) {
-            (Some(removed), Some(old)) => {
+        let parts = self.prev_parts(&sn).await?;
+        let pdir_prev = self.local("prev").join("passages");
+        let next = parts.last().map_or(0, |p| p.n) + 1;
+        // A night fed a corpus delta writes only its own part of the shard's passages (BM25
+        // alone: a dense index rewrites its vectors table from every passage anyway), until
+        // the shard holds MAX_DELTAS of them; otherwise the shard's table is written whole.
+        let in_parts = self.spec.delta.is_some()
+            && !self.spec.dense
+            && !parts.is_empty()
+            && next <= passage_parts::MAX_DELTAS;
+        let mut untouched = 0u64;
+        // The previous version's passages of this shard, by id: every one, or (in parts) the
+        // touched documents' and those the night writes again.
+        let (ps, old) = match (&self.spec.delta, self.prev) {
+            (Some(removed), Some(_)) if in_parts => {
                 let new: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
-                let mut all: Vec<Passage> = old
-                    .values()
-                    .filter(|p| {
-                        !removed.contains(passage::page_of(&p.document_id))
-                            && !new.contains(p.id.as_str())
-                    })
-                    .cloned()
-                    .collect();
+                let mut old = HashMap::new();
+                let live = passage_parts::for_each_live(&pdir_prev, &parts, |r, i| {
+                    let id = r.id.value(i);
+                    if new.contains(id)
+                        || removed.contains(passage::page_of(r.document_id.value(i)))
+                    {
+                        old.insert(id.to_string(), r.passage(i));
+                    }
+                    Ok(())
+                })?;
                 drop(new);
-                all.extend(ps);
-                all.sort_unstable_by(|a, b| a.id.cmp(&b.id));
-                all
+                untouched = live - old.len() as u64;
+                let mut ps = ps;
+                ps.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                (ps, Some(old))
             }
-            _ => ps,
+            (_, Some(_)) => {
+                let mut old: HashMap<String, Passage> = HashMap::new();
+                passage_parts::for_each_live(&pdir_prev, &parts, |r, i| {
+                    old.insert(r.id.value(i).to_string(), r.passage(i));
+                    Ok(())
+                })?;
+                // A delta build: the previous passages of untouched documents, with the new
+                // ones.
+                let ps = match &self.spec.delta {
+                    Some(removed) => {
+                        let new: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
+                        let mut all: Vec<Passage> = old
+                            .values()
+                            .filter(|p| {
+                                !removed.contains(passage::page_of(&p.document_id))
+                                    && !new.contains(p.id.as_str())
+                            })
+                            .cloned()
+                            .collect();
+                        drop(new);
+                        all.extend(ps);
+                        all.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+                        all
+                    }
+                    None => ps,
+                };
+                (ps, Some(old))
+            }
+            (_, None) => (ps, None),
         };
+        m.passages += untouched;
+        m.changes.unchanged += untouched;
         m.passages += ps.len() as u64;
         // The previous passages to remove (changed or gone), as the old version holds them.
         let mut removed: Vec<&Passage> = Vec::new();
@@ -350,6 +431,7 @@ impl ShardCx<'_> {
         // The same text at another revision: its BM25 entry names the revision, so it is
         // replaced there; its vector stays.
         let mut relabeled: Vec<(&Passage, &Passage)> = Vec::new();
+        let mut gone_ids: Vec<&str> = Vec::new();
         if let Some(old) = &old {
             let now: HashSet<&str> = ps.iter().map(|p| p.id.as_str()).collect();
             for p in &ps {
@@ -376,22 +458,50 @@ impl ShardCx<'_> {
                 .collect();
             gone.sort_unstable_by(|a, b| a.id.cmp(&b.id));
             m.changes.deleted += gone.len() as u64;
+            gone_ids.extend(gone.iter().map(|p| p.id.as_str()));
             removed.extend(gone);
         } else {
             m.changes.added += ps.len() as u64;
         }
         let mut files = Vec::new();
         let pdir = self.local("passages");
-        passage::write(&pdir.join(format!("{sn}.parquet")), &ps)?;
-        files.extend(
-            self.root
-                .upload(
-                    &pdir,
-                    &format!("{}/passages", self.vrel),
-                    &[format!("{sn}.parquet")],
-                )
-                .await?,
-        );
+        if in_parts {
+            files.extend(self.copy_parts(&parts).await?);
+            let mut fresh: Vec<Passage> = added
+                .iter()
+                .copied()
+                .chain(relabeled.iter().map(|r| r.1))
+                .cloned()
+                .collect();
+            fresh.sort_unstable_by(|a, b| a.id.cmp(&b.id));
+            let (table, gone_file) = passage_parts::delta_names(&sn, next);
+            let mut names = Vec::new();
+            if !fresh.is_empty() {
+                passage::write(&pdir.join(&table), &fresh)?;
+                names.push(table);
+            }
+            if !gone_ids.is_empty() {
+                std::fs::create_dir_all(&pdir).map_err(|e| IndexError::io(pdir.display(), e))?;
+                passage_parts::write_gone(&pdir.join(&gone_file), &gone_ids)?;
+                names.push(gone_file);
+            }
+            files.extend(
+                (self.root)
+                    .upload(&pdir, &format!("{}/passages", self.vrel), &names)
+                    .await?,
+            );
+        } else {
+            passage::write(&pdir.join(format!("{sn}.parquet")), &ps)?;
+            files.extend(
+                self.root
+                    .upload(
+                        &pdir,
+                        &format!("{}/passages", self.vrel),
+                        &[format!("{sn}.parquet")],
+                    )
+                    .await?,
+            );
+        }
 
         if let (Some(p), true) = (
             self.prev,
@@ -631,238 +741,5 @@ fn is_shard_file(path: &str, sn: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::path::Path;
-    use std::sync::Arc;
-
-    use super::*;
-    use crate::dense::ModelInfo;
-    use crate::search::Searcher;
-
-    fn root(dir: &Path) -> Root {
-        std::fs::create_dir_all(dir).unwrap();
-        Root {
-            store: Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap()),
-            prefix: object_store::path::Path::from(""),
-            display: dir.display().to_string(),
-            local_dir: Some(dir.to_path_buf()),
-        }
-    }
-
-    fn spec(scratch: &Path, shards: u32, max: u64, incremental: bool) -> BuildSpec {
-        BuildSpec {
-            bm25: true,
-            dense: false,
-            kg: false,
-            unit: Unit::Paragraph,
-            shards,
-            max_shard_passages: max,
-            incremental,
-            keep_versions: 3,
-            pipeline_hash: String::new(),
-            source: "test".into(),
-            scratch: scratch.to_path_buf(),
-            batch: 8,
-            delta: None,
-            kg_wikis: Vec::new(),
-            corpus: None,
-        }
-    }
-
-    fn spool(dir: &Path, shards: u32, grow: bool, n: usize) -> Spool {
-        let mut s = Spool::new(dir, shards, grow);
-        for i in 0..n {
-            let text = format!("passage number {i} about topic{i}");
-            s.push(Passage::new(
-                format!("doc{i}#p0"),
-                format!("doc{i}"),
-                format!("T{i}"),
-                text,
-            ))
-            .unwrap();
-        }
-        s
-    }
-
-    #[tokio::test]
-    async fn a_new_revision_of_the_same_text_is_named_by_its_bm25_entry() {
-        let tmp = tempfile::tempdir().unwrap();
-        let r = root(&tmp.path().join("root"));
-        let scratch = tmp.path().join("scratch");
-        let revised = |dir: &str, rev: i64| {
-            let mut s = Spool::new(&tmp.path().join(dir), 2, false);
-            for i in 0..6 {
-                let p = Passage::new(
-                    format!("doc{i}#p0"),
-                    format!("enwiki:Doc {i}"),
-                    format!("T{i}"),
-                    format!("passage number {i} about topic{i}"),
-                );
-                let rev = if i == 0 { rev } else { 1 };
-                s.push(p.from_revision(Some(i), Some(rev))).unwrap();
-            }
-            s
-        };
-        for (n, rev) in [(1, 1), (2, 7)] {
-            let b = build(
-                &r,
-                &spec(&scratch.join(n.to_string()), 2, 0, true),
-                revised(&format!("s{n}"), rev),
-                None,
-                None,
-                None,
-            )
-            .await
-            .unwrap();
-            assert_eq!(b.manifest.changes.changed, 0);
-            let opened = version::open(&r, None, tmp.path()).await.unwrap();
-            let hits = Searcher::open(opened).unwrap().bm25("topic0", 1).unwrap();
-            assert_eq!((hits[0].page_id, hits[0].revision_id), (Some(0), Some(rev)));
-        }
-    }
-
-    #[tokio::test]
-    async fn a_build_grows_its_shards_past_the_limit_and_keeps_them() {
-        let tmp = tempfile::tempdir().unwrap();
-        let r = root(&tmp.path().join("root"));
-        let scratch = tmp.path().join("scratch");
-        // 10 passages, at most 3 a shard: 4 shards.
-        let b = build(
-            &r,
-            &spec(&scratch.join("1"), 1, 3, true),
-            spool(&tmp.path().join("s1"), 1, true, 10),
-            None,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
-        assert_eq!(b.manifest.shards, 4);
-        assert_eq!(b.manifest.passages, 10);
-        let opened = version::open(&r, None, tmp.path()).await.unwrap();
-        let searcher = Searcher::open(opened).unwrap();
-        for i in [0, 3, 9] {
-            let hits = searcher.bm25(&format!("topic{i}"), 1).unwrap();
-            assert_eq!(hits[0].id, format!("doc{i}#p0"));
-        }
-        // The same input again: the version is kept.
-        let again = build(
-            &r,
-            &spec(&scratch.join("2"), 1, 3, true),
-            spool(&tmp.path().join("s2"), 1, true, 10),
-            None,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
-        assert!(again.reused);
-        assert_eq!(again.manifest.version, b.manifest.version);
-        // Fewer passages, incremental: the shard count stays (no full rebuild), deletes apply.
-        let fewer = build(
-            &r,
-            &spec(&scratch.join("3"), 1, 3, true),
-            spool(&tmp.path().join("s3"), 1, true, 6),
-            None,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
-        assert_eq!(fewer.manifest.shards, 4);
-        assert_eq!(fewer.manifest.changes.deleted, 4);
-        assert_eq!(
-            fewer.manifest.previous.as_deref(),
-            Some(b.manifest.version.as_str())
-        );
-        // A fixed count that is not a power of two stays fixed.
-        let fixed = build(
-            &root(&tmp.path().join("fixed")),
-            &spec(&scratch.join("4"), 3, 3, false),
-            spool(&tmp.path().join("s4"), 3, true, 10),
-            None,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
-        assert_eq!(fixed.manifest.shards, 3);
-    }
-
-    /// Embeds the first `ok` calls, then fails.
-    struct Failing {
-        model: ModelInfo,
-        ok: usize,
-        calls: std::sync::atomic::AtomicUsize,
-    }
-
-    impl Embedder for Failing {
-        fn model(&self) -> &ModelInfo {
-            &self.model
-        }
-
-        fn embed<'a>(
-            &'a self,
-            texts: &'a [String],
-        ) -> futures::future::BoxFuture<'a, Result<Vec<Vec<f32>>, IndexError>> {
-            let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async move {
-                if n >= self.ok {
-                    return Err(IndexError::Invalid("embedding server went away".into()));
-                }
-                Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
-            })
-        }
-    }
-
-    #[tokio::test]
-    async fn a_failed_build_leaves_no_version_behind() {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("root");
-        let r = root(&dir);
-        let scratch = tmp.path().join("scratch");
-        let first = build(
-            &r,
-            &spec(&scratch.join("1"), 2, 0, false),
-            spool(&tmp.path().join("s1"), 2, false, 6),
-            None,
-            None,
-            None,
-        )
-        .await
-        .unwrap();
-        // The second build writes its first shard (BM25 and vectors), then its embedder fails.
-        let failing = Failing {
-            model: ModelInfo::test(2),
-            ok: 1,
-            calls: Default::default(),
-        };
-        let dense = BuildSpec {
-            dense: true,
-            batch: 64,
-            ..spec(&scratch.join("2"), 2, 0, false)
-        };
-        let err = build(
-            &r,
-            &dense,
-            spool(&tmp.path().join("s2"), 2, false, 6),
-            None,
-            Some(&failing),
-            None,
-        )
-        .await
-        .map(|_| ())
-        .unwrap_err();
-        assert!(err.to_string().contains("went away"), "{err}");
-        assert_eq!(failing.calls.load(std::sync::atomic::Ordering::SeqCst), 2);
-        let versions: Vec<String> = std::fs::read_dir(dir.join("versions"))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(versions, vec![first.manifest.version.clone()]);
-        assert_eq!(
-            version::current(&r).await.unwrap().as_deref(),
-            Some(first.manifest.version.as_str())
-        );
-    }
-}
+#[path = "build_tests.rs"]
+mod tests;

@@ -37,6 +37,7 @@ pub mod dense;
 pub mod error;
 pub mod kg;
 pub mod passage;
+mod passage_parts;
 pub mod ram;
 pub mod search;
 mod spool;

@@ -270,7 +270,26 @@ pub fn write(path: &Path, ps: &[Passage]) -> Result<(), IndexError> {
 pub fn read(path: &Path) -> Result<Vec<Passage>, IndexError> {
     let mut out = Vec::new();
     for batch in crate::table::read(path)? {
-        let s = |name: &str| -> Result<&StringArray, IndexError> {
+        let rows = Rows::of(&batch, path)?;
+        out.extend((0..batch.num_rows()).map(|i| rows.passage(i)));
+    }
+    Ok(out)
+}
+
+/// The columns of a batch of a passages table, read row by row.
+pub(crate) struct Rows<'a> {
+    pub id: &'a StringArray,
+    pub document_id: &'a StringArray,
+    content_hash: &'a StringArray,
+    title: &'a StringArray,
+    text: &'a StringArray,
+    page_id: Option<&'a Int64Array>,
+    revision_id: Option<&'a Int64Array>,
+}
+
+impl<'a> Rows<'a> {
+    pub fn of(batch: &'a RecordBatch, path: &Path) -> Result<Rows<'a>, IndexError> {
+        let s = |name: &str| -> Result<&'a StringArray, IndexError> {
             batch
                 .column_by_name(name)
                 .and_then(|c| c.as_any().downcast_ref::<StringArray>())
@@ -281,33 +300,36 @@ pub fn read(path: &Path) -> Result<Vec<Passage>, IndexError> {
                     )
                 })
         };
-        let (id, doc, hash, title, text) = (
-            s("id")?,
-            s("document_id")?,
-            s("content_hash")?,
-            s("title")?,
-            s("text")?,
-        );
+        // Tables written before passages named their page have no such columns.
         let int = |name: &str| {
             batch
                 .column_by_name(name)
                 .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
         };
-        let (page, rev) = (int("page_id"), int("revision_id"));
-        let at = |c: Option<&Int64Array>, i: usize| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
-        for i in 0..batch.num_rows() {
-            out.push(Passage {
-                id: id.value(i).to_string(),
-                document_id: doc.value(i).to_string(),
-                content_hash: hash.value(i).to_string(),
-                title: title.value(i).to_string(),
-                text: text.value(i).to_string(),
-                page_id: at(page, i),
-                revision_id: at(rev, i),
-            });
+        Ok(Rows {
+            id: s("id")?,
+            document_id: s("document_id")?,
+            content_hash: s("content_hash")?,
+            title: s("title")?,
+            text: s("text")?,
+            page_id: int("page_id"),
+            revision_id: int("revision_id"),
+        })
+    }
+
+    /// Row `i` as a passage.
+    pub fn passage(&self, i: usize) -> Passage {
+        let at = |c: Option<&Int64Array>| c.filter(|c| c.is_valid(i)).map(|c| c.value(i));
+        Passage {
+            id: self.id.value(i).to_string(),
+            document_id: self.document_id.value(i).to_string(),
+            content_hash: self.content_hash.value(i).to_string(),
+            title: self.title.value(i).to_string(),
+            text: self.text.value(i).to_string(),
+            page_id: at(self.page_id),
+            revision_id: at(self.revision_id),
         }
     }
-    Ok(out)
 }
 
 /// Sorts passages by id and removes repeated ids: the same id with the same content is one

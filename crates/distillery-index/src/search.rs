@@ -5,7 +5,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use arrow::array::{Array, Int64Array, StringArray};
 use serde::Serialize;
 
 use crate::IndexError;
@@ -195,50 +194,53 @@ impl Searcher {
         Ok(hits)
     }
 
-    /// Hits with their passages' fields, read from the passage tables.
+    /// Hits with their passages' fields, read from the passage tables (each shard's parts,
+    /// newest first: the first part holding an id has its row, and an id a part removed is
+    /// not looked for in older ones).
     fn fill(&self, ids: Vec<(String, f32)>) -> Result<Vec<Hit>, IndexError> {
-        let want: HashSet<&str> = ids.iter().map(|h| h.0.as_str()).collect();
         let mut found: HashMap<String, Hit> = HashMap::new();
+        let dir = self.opened.dir.join("passages");
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|e| IndexError::io(dir.display(), e))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .collect();
         for s in 0..self.opened.manifest.shards as usize {
-            let f = self
-                .opened
-                .dir
-                .join("passages")
-                .join(format!("shard-{s:04}.parquet"));
-            for b in crate::table::read_where(&f, "id", &want)? {
-                let col = |n: &str| {
-                    b.column_by_name(n)
-                        .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
-                        .ok_or_else(|| {
-                            IndexError::Corrupt(f.display().to_string(), format!("no `{n}`"))
-                        })
-                };
-                // Tables written before passages named their page have no such columns.
-                let int = |n: &str| {
-                    b.column_by_name(n)
-                        .and_then(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
-                };
-                let (id, doc, title, text) =
-                    (col("id")?, col("document_id")?, col("title")?, col("text")?);
-                let (page, rev) = (int("page_id"), int("revision_id"));
-                let at = |a: &Option<Int64Array>, i: usize| {
-                    a.as_ref().filter(|a| a.is_valid(i)).map(|a| a.value(i))
-                };
-                for i in 0..b.num_rows() {
-                    if want.contains(id.value(i)) {
-                        found.insert(
-                            id.value(i).to_string(),
-                            Hit {
-                                id: id.value(i).to_string(),
-                                document_id: doc.value(i).to_string(),
-                                title: title.value(i).to_string(),
-                                score: 0.0,
-                                text: text.value(i).to_string(),
-                                page_id: at(&page, i),
-                                revision_id: at(&rev, i),
-                            },
-                        );
+            let sn = format!("shard-{s:04}");
+            let parts = crate::passage_parts::of_shard(names.iter().map(String::as_str), &sn);
+            let mut want: HashSet<&str> = ids
+                .iter()
+                .map(|h| h.0.as_str())
+                .filter(|id| !found.contains_key(*id))
+                .collect();
+            for part in parts.iter().rev() {
+                if want.is_empty() {
+                    break;
+                }
+                let f = dir.join(&part.table);
+                for b in crate::table::read_where(&f, "id", &want)? {
+                    let rows = crate::passage::Rows::of(&b, &f)?;
+                    for i in 0..b.num_rows() {
+                        if want.contains(rows.id.value(i)) {
+                            let p = rows.passage(i);
+                            found.insert(
+                                p.id.clone(),
+                                Hit {
+                                    id: p.id,
+                                    document_id: p.document_id,
+                                    title: p.title,
+                                    score: 0.0,
+                                    text: p.text,
+                                    page_id: p.page_id,
+                                    revision_id: p.revision_id,
+                                },
+                            );
+                        }
                     }
+                }
+                want.retain(|id| !found.contains_key(*id));
+                let hidden = crate::passage_parts::hidden_by(&dir, part)?;
+                for id in &hidden {
+                    want.remove(id.as_str());
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! ```text
 //! ROOT/CURRENT                          the name of the version readers use (written last)
 //! ROOT/versions/<version>/manifest.json what the version holds (written after its files)
-//! ROOT/versions/<version>/passages/shard-SSSS.parquet
+//! ROOT/versions/<version>/passages/shard-SSSS.parquet   (and a corpus night's delta parts,
+//!                                       shard-SSSS.dNNNNN.parquet and .gone.json)
 //! ROOT/versions/<version>/bm25/shard-SSSS/…     tantivy's files
 //! ROOT/versions/<version>/embeddings/shard-SSSS.parquet
 //! ROOT/versions/<version>/ann/shard-SSSS.usearch
