@@ -7,7 +7,9 @@ Run it through scripts/validate-k8s.sh, which finds the tools. For every kustomi
 1. renders it with a real kustomize (`kubectl kustomize DIR` or `kustomize build DIR`);
 2. validates every rendered object against the Kubernetes JSON schemas bundled in the PyPI
    package kubernetes-validate, strict (unknown fields are errors), for each version in
-   K8S_VERSIONS (default "1.31 1.37"); a kind without a schema is an error too;
+   K8S_VERSIONS (default "1.31 1.37"); a kind without a schema is an error too, except
+   the Prometheus Operator's ServiceMonitor and PodMonitor, checked against the subset of
+   their CRD schemas (monitoring.coreos.com/v1) written below, strict as well;
 3. checks the deployment's invariants (see check_target): resources on every container, the
    token only from a Secret, no API token or RBAC, non-root and read-only root filesystems,
    probes, PodDisruptionBudgets, Prometheus annotations, references that resolve, worker
@@ -487,7 +489,87 @@ def render(kustomize: list[str], path: Path) -> tuple[list[dict] | None, str]:
     return docs, ""
 
 
+# The fields of the Prometheus Operator's monitors that k8s/ uses, as in the operator's CRDs
+# (monitoring.coreos.com/v1); anything else is refused, like a strict schema check.
+_SELECTOR = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "matchExpressions": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False, "required": ["key", "operator"],
+            "properties": {"key": {"type": "string"},
+                           "operator": {"enum": ["In", "NotIn", "Exists", "DoesNotExist"]},
+                           "values": {"type": "array", "items": {"type": "string"}}}}},
+    },
+}
+_DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+_ENDPOINT = {
+    "type": "object", "additionalProperties": False, "required": ["port"],
+    "properties": {"port": {"type": "string"}, "path": {"type": "string"},
+                   "interval": _DURATION, "scrapeTimeout": _DURATION,
+                   "scheme": {"enum": ["http", "https"]}},
+}
+_METADATA = {
+    "type": "object", "required": ["name"],
+    "properties": {"name": {"type": "string"}, "namespace": {"type": "string"},
+                   "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                   "annotations": {"type": "object", "additionalProperties": {"type": "string"}}},
+}
+MONITOR_SCHEMAS = {
+    kind: {
+        "type": "object", "additionalProperties": False,
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": kind},
+            "metadata": _METADATA,
+            "spec": {"type": "object", "additionalProperties": False,
+                     "required": ["selector", endpoints],
+                     "properties": {"selector": _SELECTOR,
+                                    endpoints: {"type": "array", "minItems": 1, "items": _ENDPOINT},
+                                    "namespaceSelector": {"type": "object"}}},
+        },
+    }
+    for kind, endpoints in (("ServiceMonitor", "endpoints"), ("PodMonitor", "podMetricsEndpoints"))
+}
+
+
+def monitor_check(obj: dict) -> list[str]:
+    import jsonschema
+    v = jsonschema.Draft202012Validator(MONITOR_SCHEMAS[obj["kind"]])
+    return [f"schema monitoring.coreos.com/v1: {'.'.join(str(p) for p in e.path)}: {e.message}"
+            for e in v.iter_errors(obj)]
+
+
+def check_monitors(t: "Target") -> None:
+    """Each monitor selects something that has the port it scrapes."""
+    for sm in t.named("ServiceMonitor").values():
+        sel = sm["spec"]["selector"]
+        ports = {p["port"] for p in sm["spec"]["endpoints"]}
+        hits = [s for s in t.named("Service").values()
+                if selector_matches(sel, (s.get("metadata") or {}).get("labels") or {})]
+        if not hits:
+            t.fail(sm, "selects no Service")
+        for s in hits:
+            names = {p.get("name") for p in s["spec"].get("ports", [])}
+            for p in ports - names:
+                t.fail(sm, f"Service {s['metadata']['name']} has no port named {p}")
+    for pm in t.named("PodMonitor").values():
+        sel = pm["spec"]["selector"]
+        ports = {p["port"] for p in pm["spec"]["podMetricsEndpoints"]}
+        hits = [o for kind in POD_KINDS for o in t.named(kind).values()
+                if kind != "Job" and kind != "CronJob" and selector_matches(sel, pod_labels(o))]
+        if not hits:
+            t.fail(pm, "selects no pods")
+        for o in hits:
+            pod = pod_spec(o) or {}
+            names = {p.get("name") for _, c in containers(pod) for p in c.get("ports", [])}
+            for p in ports - names:
+                t.fail(pm, f"{key(o)} has no container port named {p}")
+
+
 def schema_check(obj: dict, versions: list[str]) -> list[str]:
+    if obj.get("apiVersion") == "monitoring.coreos.com/v1" and obj.get("kind") in MONITOR_SCHEMAS:
+        return monitor_check(obj)
     errs = []
     for v in versions:
         try:
@@ -526,6 +608,7 @@ def main() -> int:
         print(f"\n== {rel} ({len(docs)} objects)")
         t = Target(rel, docs)
         check_target(t)
+        check_monitors(t)
         for o in docs:
             errs = schema_check(o, versions) + t.problems.get(key(o), [])
             ns = (o.get("metadata") or {}).get("namespace")

@@ -9,6 +9,7 @@ mod fault;
 mod files;
 #[path = "../support/incr.rs"]
 mod incr;
+mod page;
 mod s3;
 #[path = "../support/stand_in.rs"]
 mod stand_in;
@@ -406,7 +407,7 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
         .ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
@@ -666,6 +667,8 @@ fn kubernetes_manifests_render_and_validate_offline() {
         "PodDisruptionBudget/",
         "Job/",
         "Service/vllm",
+        "ServiceMonitor/distillery-coordinator",
+        "PodMonitor/distillery-workers",
     ] {
         assert!(out.contains(kind), "{kind} not validated:\n{out}");
     }

@@ -212,6 +212,10 @@ pub struct RunArgs {
     /// `--set output=s3://bucket/run --set run.shards=16 --set inputs.wiki.paths=["a.xml.bz2"]`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Serve the job page (and /metrics) on this address while the run lasts, e.g.
+    /// `--ui 127.0.0.1:8080`, then open http://127.0.0.1:8080/.
+    #[arg(long, value_name = "ADDR")]
+    pub ui: Option<std::net::SocketAddr>,
 }
 
 /// The arguments of `ingest`.

@@ -29,6 +29,7 @@
 pub mod auth;
 pub mod client;
 pub mod coordinator;
+pub mod http;
 pub mod local;
 pub mod metrics;
 pub mod state;

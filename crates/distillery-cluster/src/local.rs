@@ -134,12 +134,22 @@ pub async fn run_embedded(
     overrides: &[String],
     parallelism: usize,
     mode: ProgressMode,
+    ui: Option<SocketAddr>,
 ) -> Result<RunOutcome, ClusterError> {
     let tmp = std::env::temp_dir();
     let state_dir = private_temp_dir(&tmp, RUN_DIR_PREFIX)?;
     sweep_stale_temp_dirs(&tmp, state_dir.path());
     // `state_dir` is removed when dropped: at the end, on an error and on a panic alike.
-    run_embedded_in(state_dir.path(), file, text, overrides, parallelism, mode).await
+    run_embedded_in(
+        state_dir.path(),
+        file,
+        text,
+        overrides,
+        parallelism,
+        mode,
+        ui,
+    )
+    .await
 }
 
 /// The name prefix of the embedded run's state directories (followed by `<pid>-<random>`).
@@ -250,6 +260,7 @@ async fn run_embedded_in(
     overrides: &[String],
     parallelism: usize,
     mode: ProgressMode,
+    ui: Option<SocketAddr>,
 ) -> Result<RunOutcome, ClusterError> {
     let cfg = CoordinatorConfig {
         heartbeat: Duration::from_millis(200),
@@ -260,6 +271,25 @@ async fn run_embedded_in(
     };
     let svc = CoordinatorService::start(&state_dir.display().to_string(), cfg).await?;
     let ticker = svc.spawn_ticker();
+    let page = match ui {
+        Some(addr) => {
+            let m = svc.clone();
+            let (at, handle) = crate::metrics::serve(
+                addr,
+                std::sync::Arc::new(move || m.metrics()),
+                svc.ready_flag(),
+                Some(svc.pages()),
+                crate::http::Limits::default(),
+            )
+            .await
+            .map_err(|e| {
+                ClusterError::Config(format!("cannot serve the job page on {addr}: {e}"))
+            })?;
+            eprintln!("job page: http://{at}/");
+            Some(handle)
+        }
+        None => None,
+    };
     let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
         .map_err(|e| ClusterError::Config(format!("cannot bind a loopback port: {e}")))?;
@@ -321,6 +351,9 @@ async fn run_embedded_in(
     let _ = stop_tx.send(true);
     let _ = server.await;
     ticker.abort();
+    if let Some(page) = page {
+        page.abort();
+    }
     // A failed job's staging is removed in the background: done before the process exits
     // (bounded: a state store that keeps refusing the final record must not hang the run).
     if tokio::time::timeout(Duration::from_secs(60), svc_done.after_jobs_done())

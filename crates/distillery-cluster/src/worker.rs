@@ -9,11 +9,12 @@
 //! `mute:<task-id-prefix>:<ms>` stops heartbeats that long once a matching task starts (a
 //! network partition or a stalled process, while the task itself goes on).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use distillery_core::retry::RetryPolicy;
 use distillery_core::spec::Pipeline;
 use distillery_exec::ExecError;
 use distillery_exec::parts::WrittenPart;
@@ -25,8 +26,12 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::client::Client;
 use crate::coordinator::error_kind;
-use crate::metrics::Text;
+use crate::metrics::{Stage, StageLabel};
 use crate::{ClusterError, PROTOCOL_VERSION, pb};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
 /// Injected faults (see the module docs).
 #[derive(Debug, Clone, Default)]
@@ -97,69 +102,96 @@ struct Running {
     reporting: bool,
 }
 
-/// Counters exported on the worker's `/metrics`.
-#[derive(Default)]
+/// What a worker exports on `/metrics`: its attempts by outcome, what committed attempts
+/// wrote per stage and how long they ran, and the teacher client's metrics of this process
+/// (`distillery_llm::telemetry`).
 pub struct WorkerMetrics {
-    outcomes: Mutex<BTreeMap<&'static str, u64>>,
-    stage: Mutex<BTreeMap<String, (u64, u64)>>,
-    running: std::sync::atomic::AtomicU64,
+    registry: prometheus_client::registry::Registry,
+    outcomes: Family<[(&'static str, &'static str); 1], Counter>,
+    records: Family<Stage, Counter>,
+    bytes: Family<Stage, Counter>,
+    seconds: Family<Stage, Histogram>,
+    running: Gauge,
     /// Set once registered: the worker's `/readyz`.
     pub registered: Arc<AtomicBool>,
 }
 
+impl Default for WorkerMetrics {
+    fn default() -> Self {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let outcomes = Family::default();
+        registry.register(
+            "distillery_worker_tasks",
+            "attempts finished by outcome",
+            outcomes.clone(),
+        );
+        let running = Gauge::default();
+        registry.register(
+            "distillery_worker_running_tasks",
+            "attempts running now",
+            running.clone(),
+        );
+        let records = Family::default();
+        registry.register(
+            "distillery_worker_records",
+            "records written per stage",
+            records.clone(),
+        );
+        let bytes = Family::default();
+        registry.register(
+            "distillery_worker_bytes",
+            "bytes written per stage",
+            bytes.clone(),
+        );
+        let seconds = Family::<Stage, Histogram>::new_with_constructor(
+            task_seconds_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "distillery_worker_task_seconds",
+            "wall seconds of the attempts this worker committed, per stage",
+            seconds.clone(),
+        );
+        distillery_llm::telemetry::register(&mut registry);
+        WorkerMetrics {
+            registry,
+            outcomes,
+            records,
+            bytes,
+            seconds,
+            running,
+            registered: Arc::default(),
+        }
+    }
+}
+
+fn task_seconds_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 3.0, 13))
+}
+
 impl WorkerMetrics {
     fn outcome(&self, o: &'static str) {
-        *self
-            .outcomes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(o)
-            .or_default() += 1;
+        self.outcomes.get_or_create(&[("outcome", o)]).inc();
+    }
+
+    fn committed(&self, stage: &str, records: u64, bytes: u64, seconds: f64) {
+        let l = Stage::of(stage);
+        self.records.get_or_create(&l).inc_by(records);
+        self.bytes.get_or_create(&l).inc_by(bytes);
+        self.seconds.get_or_create(&l).observe(seconds);
     }
 
     /// The Prometheus text.
     pub fn render(&self) -> String {
-        let mut m = Text::default();
-        m.counter_header(
-            "distillery_worker_tasks_total",
-            "attempts finished by outcome",
-        );
-        for (o, n) in self
-            .outcomes
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            m.sample(
-                "distillery_worker_tasks_total",
-                &[("outcome", o)],
-                *n as f64,
-            );
-        }
-        m.gauge(
-            "distillery_worker_running_tasks",
-            "attempts running now",
-            self.running.load(Ordering::Relaxed) as f64,
-        );
-        let stage = self.stage.lock().unwrap_or_else(|e| e.into_inner());
-        m.counter_header(
-            "distillery_worker_records_total",
-            "records written per stage",
-        );
-        for (s, (r, _)) in stage.iter() {
-            m.sample(
-                "distillery_worker_records_total",
-                &[("stage", s)],
-                *r as f64,
-            );
-        }
-        m.counter_header("distillery_worker_bytes_total", "bytes written per stage");
-        for (s, (_, b)) in stage.iter() {
-            m.sample("distillery_worker_bytes_total", &[("stage", s)], *b as f64);
-        }
-        m.finish()
+        crate::metrics::encode(&self.registry)
     }
 }
+
+/// Registering again after the coordinator went away (every worker at once when it
+/// restarts, hence the jitter), and reporting a completion through a broken connection.
+const REGISTER_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(5));
+const REPORT_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(3));
 
 type Muted = Arc<Mutex<Option<Instant>>>;
 type Plans = Arc<Mutex<HashMap<String, Arc<Pipeline>>>>;
@@ -177,7 +209,7 @@ pub async fn run_worker(
     let wake = Arc::new(Notify::new());
     let muted: Muted = Arc::new(Mutex::new(None));
     let mut drain_started: Option<Instant> = None;
-    let mut backoff = Duration::from_millis(200);
+    let mut backoff = REGISTER_RETRY.delays();
     'register: loop {
         let reg = loop {
             if *shutdown.borrow() {
@@ -211,13 +243,12 @@ pub async fn run_worker(
                 }
                 Err(s) => {
                     warn!(coordinator = %cfg.coordinator, error = %s.message(), "cannot register, retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    tokio::time::sleep(backoff.next_delay(None)).await;
                 }
             }
         };
         metrics.registered.store(true, Ordering::SeqCst);
-        backoff = Duration::from_millis(200);
+        backoff = REGISTER_RETRY.delays();
         let generation = reg.generation;
         let heartbeat = Duration::from_millis(u64::from(reg.heartbeat_ms.max(10)));
         info!(worker = %cfg.worker_id, generation, "registered");
@@ -294,7 +325,7 @@ pub async fn run_worker(
                             warn!(attempt = %a, task = %r.task, "abandoning attempt");
                             r.abort.abort();
                             metrics.outcome("abandoned");
-                            metrics.running.fetch_sub(1, Ordering::Relaxed);
+                            metrics.running.dec();
                         }
                     }
                     for t in resp.tasks {
@@ -430,10 +461,12 @@ fn spawn_task(
                                 records, "task committed"
                             );
                             metrics2.outcome("committed");
-                            let mut s = metrics2.stage.lock().unwrap_or_else(|e| e.into_inner());
-                            let e = s.entry(stage).or_default();
-                            e.0 += records;
-                            e.1 += bytes;
+                            metrics2.committed(
+                                &stage,
+                                records,
+                                bytes,
+                                started.elapsed().as_secs_f64(),
+                            );
                         }
                         Some(false) => metrics2.outcome("refused"),
                         None => metrics2.outcome("unreported"),
@@ -460,12 +493,12 @@ fn spawn_task(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&t.attempt_id);
-            metrics2.running.fetch_sub(1, Ordering::Relaxed);
+            metrics2.running.dec();
             wake.notify_one();
         }
         .instrument(span),
     );
-    metrics.running.fetch_add(1, Ordering::Relaxed);
+    metrics.running.inc();
     guard.insert(
         attempt,
         Running {
@@ -481,7 +514,7 @@ fn spawn_task(
 /// Reports a completion, retrying while the coordinator is unreachable (it may be
 /// restarting). `Some(accepted)`, or `None` when it could not be reported at all.
 async fn report(client: &mut Client, req: pb::CompleteTaskRequest) -> Option<bool> {
-    let mut delay = Duration::from_millis(200);
+    let mut delays = REPORT_RETRY.delays();
     for _ in 0..30 {
         match client.complete_task(req.clone()).await {
             Ok(r) => {
@@ -501,8 +534,7 @@ async fn report(client: &mut Client, req: pb::CompleteTaskRequest) -> Option<boo
                 ) =>
             {
                 warn!(error = %s.message(), "cannot report the completion, retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(3));
+                tokio::time::sleep(delays.next_delay(None)).await;
             }
             Err(s) => {
                 warn!(error = %s.message(), "completion rejected");
@@ -582,6 +614,9 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
         }
     };
     let out = open_location(&p.output, true)?;
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
     let mut output = run_task(
         &p,
         &def,
@@ -594,6 +629,7 @@ async fn execute(cfg: &WorkerConfig, plans: &Plans, t: &pb::Task) -> Result<Task
     )
     .await?;
     output.worker = cfg.worker_id.clone();
+    output.started_ms = started_ms;
     output.attempt = t.attempt;
     for (prefix, d) in &cfg.faults.delay {
         if def.id.starts_with(prefix.as_str()) {

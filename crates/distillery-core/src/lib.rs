@@ -34,13 +34,15 @@
 //! key of a bad value), `sha1` (stable ids), `foldhash` (the per-record group lookups of
 //! [`sharded`], where SipHash cost 3% of a two-core Freebase ingest), `thiserror` (error
 //! types), `rustix` (the CPU-time clocks of [`cpu`], which the standard library does not
-//! expose, without `unsafe`).
+//! expose, without `unsafe`), `backon` (the backoff with jitter of [`retry`], the one retry
+//! policy) and `httpdate` (`Retry-After` given as a date).
 
 pub mod cpu;
 pub mod error;
 pub mod id;
 pub mod ras_form;
 pub mod record;
+pub mod retry;
 pub mod schema;
 pub mod sharded;
 pub mod spec;

@@ -34,6 +34,13 @@ pub struct TaskRun {
     pub attempts: u32,
     pub records_out: u64,
     pub seconds: f64,
+    /// When it started (Unix milliseconds; absent when unknown).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub started_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 impl StageSummary {

@@ -159,6 +159,14 @@ pub struct TaskOutput {
     pub worker: String,
     #[serde(default)]
     pub attempt: u32,
+    /// When the attempt started running (Unix milliseconds, 0 when unknown): the job page's
+    /// timeline of a finished job.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub started_ms: i64,
+}
+
+fn is_zero(v: &i64) -> bool {
+    *v == 0
 }
 
 /// A file another task staged, published as it is.
@@ -602,6 +610,7 @@ pub async fn publish_job(
         attempts: o.attempt,
         records_out: o.summary.records_out,
         seconds: o.summary.seconds,
+        started_ms: o.started_ms,
     };
     let mut stages: Vec<StageSummary> = Vec::new();
     let mut by_reason: BTreeMap<String, u64> = BTreeMap::new();

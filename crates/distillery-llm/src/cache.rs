@@ -209,10 +209,20 @@ impl ResponseCache {
     /// foreign file) counts as absent.
     pub async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, LlmError> {
         let path = self.path(&key.digest());
-        let bytes = match self.store.get(&path).await {
-            Ok(r) => r.bytes().await.map_err(|e| Self::err(&path, e))?,
-            Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(Self::err(&path, e)),
+        let started = std::time::Instant::now();
+        let got = match self.store.get(&path).await {
+            Ok(r) => r.bytes().await.map(Some),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let result = match &got {
+            Ok(Some(_)) => "hit",
+            Ok(None) => "miss",
+            Err(_) => "error",
+        };
+        crate::telemetry::lookup(result, started.elapsed());
+        let Some(bytes) = got.map_err(|e| Self::err(&path, e))? else {
+            return Ok(None);
         };
         let entry: CacheEntry = serde_json::from_slice(&bytes)
             .map_err(|e| Self::err(&path, format!("not a cache entry: {e}")))?;

@@ -3,10 +3,10 @@
 //! [`Client::chat`] takes a permit from the client's semaphore (`max_concurrency` requests in
 //! flight per client, that is per server and worker), posts the request and retries what may
 //! succeed later: 429 and 5xx answers, connection errors, timeouts, and success answers whose
-//! body is truncated or not a chat completion. The delay before retry `n` is `Retry-After`
-//! when the server sent one (capped at `backoff_max`), else a uniformly random duration in
-//! `[0, min(backoff_max, backoff_base · 2^(n-1))]` ("full jitter"). 4xx answers other than 429
-//! are not retried. [`ClientStats`] counts calls, retries, failures and tokens.
+//! body is truncated or not a chat completion. The delay before a retry is `Retry-After` when
+//! the server sent one (seconds or an HTTP date, capped at `backoff_max`), else the project's
+//! one retry policy (`distillery_core::retry`: `backoff_base` doubling up to `backoff_max`,
+//! with jitter). 4xx answers other than 429 are not retried. [`ClientStats`] counts calls, retries, failures and tokens.
 //!
 //! [`Client::context_tokens`] is the model's context length (prompt + answer tokens): the
 //! configured one, else what the server's `GET /models` says (vLLM's `max_model_len`), asked
@@ -19,11 +19,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use distillery_core::HasKind;
+use distillery_core::retry::{Delays, RetryPolicy, retry_after};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, Semaphore};
 
-use crate::LlmError;
+use crate::{LlmError, telemetry};
 
 /// A secret (an API key): `Debug` and `Display` never show it.
 #[derive(Clone, PartialEq, Eq)]
@@ -308,6 +309,7 @@ impl Client {
             })
             .await?;
         r.attempts = attempts;
+        telemetry::tokens(r.usage.prompt_tokens, r.usage.completion_tokens);
         self.stats
             .prompt_tokens
             .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
@@ -352,6 +354,7 @@ impl Client {
             .await
             .map_err(|_| LlmError::Config("client closed".into()))?;
         let mut attempt = 0u32;
+        let mut delays = self.retry_policy().delays();
         loop {
             attempt += 1;
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
@@ -359,7 +362,7 @@ impl Client {
                 Ok(v) => return Ok((v, attempt)),
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    let delay = self.retry_delay(attempt, &e);
+                    let delay = retry_delay(&mut delays, &e);
                     tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -382,6 +385,17 @@ impl Client {
         if let Some(key) = &self.config.api_key {
             rb = rb.bearer_auth(key.expose());
         }
+        self.exchange(rb, url).await
+    }
+
+    /// Sends a request to `url` and reads its answer: the body of a success, or the error
+    /// it is (with the server's `Retry-After`); the request's latency and outcome go to the
+    /// teacher metrics.
+    async fn exchange(
+        &self,
+        rb: reqwest::RequestBuilder,
+        url: &str,
+    ) -> Result<bytes::Bytes, LlmError> {
         let transport = |e: reqwest::Error| LlmError::Transport {
             url: url.to_string(),
             message: if e.is_timeout() {
@@ -390,15 +404,29 @@ impl Client {
                 error_chain(&e)
             },
         };
-        let resp = rb.send().await.map_err(transport)?;
+        let endpoint = telemetry::endpoint_of(url);
+        let started = std::time::Instant::now();
+        let resp = match rb.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                telemetry::request(endpoint, "transport", started.elapsed());
+                return Err(transport(e));
+            }
+        };
         let status = resp.status();
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0);
-        let bytes = resp.bytes().await.map_err(transport)?;
+            .and_then(|v| retry_after(v, std::time::SystemTime::now()))
+            .map(|d| d.as_secs_f64());
+        let bytes = resp.bytes().await;
+        let outcome = match &bytes {
+            Ok(_) => telemetry::outcome_of(status.as_u16()),
+            Err(_) => "transport",
+        };
+        telemetry::request(endpoint, outcome, started.elapsed());
+        let bytes = bytes.map_err(transport)?;
         if !status.is_success() {
             return Err(LlmError::Http {
                 url: url.to_string(),
@@ -447,15 +475,14 @@ fn parse_embeddings(body: &[u8], n: usize) -> Result<(Vec<Vec<f32>>, u64), Strin
     Ok((vectors, tokens))
 }
 
-/// The delay before retry `attempt` (1-based).
-pub fn backoff(attempt: u32, base: Duration, max: Duration, retry_after: Option<f64>) -> Duration {
-    if let Some(s) = retry_after {
-        return Duration::from_secs_f64(s).min(max);
-    }
-    let cap = base
-        .saturating_mul(1u32 << (attempt.saturating_sub(1)).min(20))
-        .min(max);
-    Duration::from_nanos(fastrand::u64(0..=cap.as_nanos() as u64))
+/// How long to wait before the next try after `e`: the server's `Retry-After` when it gave
+/// one, else the policy's next delay.
+fn retry_delay(delays: &mut Delays, e: &LlmError) -> Duration {
+    let retry_after = match e {
+        LlmError::Http { retry_after, .. } => retry_after.map(Duration::from_secs_f64),
+        _ => None,
+    };
+    delays.next_delay(retry_after)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -518,18 +545,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn backoff_is_capped_and_honours_retry_after() {
-        let (base, max) = (Duration::from_millis(100), Duration::from_secs(1));
-        for attempt in 1..30 {
-            let d = backoff(attempt, base, max, None);
-            let cap = (base * 2u32.pow((attempt - 1).min(20))).min(max);
-            assert!(d <= cap, "attempt {attempt}: {d:?} > {cap:?}");
-        }
+    fn the_server_wait_replaces_the_backoff() {
+        let p = RetryPolicy::new(Duration::from_millis(100), Duration::from_secs(1));
+        let mut d = p.delays();
+        let http = |retry_after| LlmError::Http {
+            url: "u".into(),
+            status: 429,
+            message: String::new(),
+            retry_after,
+        };
         assert_eq!(
-            backoff(3, base, max, Some(0.25)),
+            retry_delay(&mut d, &http(Some(0.25))),
             Duration::from_millis(250)
         );
-        assert_eq!(backoff(3, base, max, Some(60.0)), max);
+        assert_eq!(
+            retry_delay(&mut d, &http(Some(60.0))),
+            Duration::from_secs(1)
+        );
+        for _ in 0..20 {
+            assert!(retry_delay(&mut d, &http(None)) <= Duration::from_secs(1));
+        }
     }
 
     #[test]
@@ -665,19 +700,9 @@ impl Client {
         }
     }
 
-    /// How long to wait before retry `attempt` after `e`: the backoff, or the server's
-    /// `Retry-After` when it gave one.
-    fn retry_delay(&self, attempt: u32, e: &LlmError) -> Duration {
-        let retry_after = match e {
-            LlmError::Http { retry_after, .. } => *retry_after,
-            _ => None,
-        };
-        backoff(
-            attempt,
-            self.config.backoff_base,
-            self.config.backoff_max,
-            retry_after,
-        )
+    /// The retry policy of this client's settings.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.config.backoff_base, self.config.backoff_max)
     }
 
     /// The `max_model_len` the server reports for the configured model: vLLM's
@@ -697,6 +722,7 @@ impl Client {
     async fn ask_model_len(&self) -> Result<Option<u64>, LlmError> {
         let url = format!("{}/models", self.config.base_url);
         let mut attempt = 0u32;
+        let mut delays = self.retry_policy().delays();
         loop {
             attempt += 1;
             match self.get_models_once(&url).await {
@@ -723,7 +749,7 @@ impl Client {
                     return Ok(None);
                 }
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
-                    let delay = self.retry_delay(attempt, &e);
+                    let delay = retry_delay(&mut delays, &e);
                     tracing::warn!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "llm models request failed, retrying");
                     tokio::time::sleep(delay).await;
                 }
@@ -738,27 +764,7 @@ impl Client {
         if let Some(key) = &self.config.api_key {
             rb = rb.bearer_auth(key.expose());
         }
-        let transport = |e: reqwest::Error| LlmError::Transport {
-            url: url.to_string(),
-            message: error_chain(&e),
-        };
-        let resp = rb.send().await.map_err(transport)?;
-        let status = resp.status();
-        let retry_after = resp
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|s| s.is_finite() && *s >= 0.0);
-        let bytes = resp.bytes().await.map_err(transport)?;
-        if !status.is_success() {
-            return Err(LlmError::Http {
-                url: url.to_string(),
-                status: status.as_u16(),
-                message: error_message(&bytes),
-                retry_after,
-            });
-        }
+        let bytes = self.exchange(rb, url).await?;
         Ok(serde_json::from_slice(&bytes).unwrap_or(Value::Null))
     }
 }

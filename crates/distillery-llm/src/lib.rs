@@ -17,13 +17,17 @@
 //!   reported as [`cache::Outcome::Invalid`] for quarantine; a request the server refuses as
 //!   it is (400, 413, 422) is kept as refused, so a rerun gets the same error without a call.
 //!   Entries are created with create-if-not-exists, so many workers can share one cache.
+//! - [`telemetry`]: Prometheus histograms of request and cache lookup latency, calls and
+//!   tokens, registered by the worker's exporter.
 //!
 //! Dependencies: `reqwest` (the HTTP client; rustls, the same build object_store already
 //! uses), `fastrand` (backoff jitter), `object_store` (the cache's storage: local disk, S3,
-//! GCS), `tokio` (semaphore, timers), `serde_json` (request and response bodies).
+//! GCS), `tokio` (semaphore, timers), `serde_json` (request and response bodies),
+//! `prometheus-client` ([`telemetry`]).
 
 pub mod cache;
 pub mod client;
+pub mod telemetry;
 
 pub use cache::{
     CacheEntry, CacheKey, CacheStats, Outcome, Parser, Rejected, ResponseCache, cached_chat,

@@ -25,7 +25,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::{ExtractError, Extraction, Extractor, Passage};
-use distillery_llm::client::backoff;
 use distillery_llm::{CacheEntry, CacheKey, ChatMessage, LlmError, Usage};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -193,6 +192,7 @@ impl Fitter {
             let client = &self.extractor.client;
             let cfg = client.config();
             let mut attempt = 0u32;
+            let mut delays = client.retry_policy().delays();
             loop {
                 attempt += 1;
                 match client.count_tokens(messages).await {
@@ -201,7 +201,7 @@ impl Fitter {
                         return n;
                     }
                     Err(e) if transient(&e) && attempt <= cfg.max_retries => {
-                        let delay = backoff(attempt, cfg.backoff_base, cfg.backoff_max, None);
+                        let delay = delays.next_delay(None);
                         tokio::time::sleep(delay).await;
                     }
                     Err(e) => {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use distillery_cluster::auth::Token;
 use distillery_cluster::coordinator::{CoordinatorConfig, CoordinatorService};
+use distillery_cluster::http::Limits;
 use distillery_cluster::local::{TlsFiles, serve};
 use tracing::info;
 
@@ -33,9 +34,15 @@ pub async fn run(a: CoordinatorArgs) -> Result<ExitCode> {
     let _ticker = svc.spawn_ticker();
     if let Some(addr) = metrics_listen {
         let s = svc.clone();
-        distillery_cluster::metrics::serve(addr, Arc::new(move || s.metrics()), svc.ready_flag())
-            .await
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        distillery_cluster::metrics::serve(
+            addr,
+            Arc::new(move || s.metrics()),
+            svc.ready_flag(),
+            Some(svc.pages()),
+            Limits::default(),
+        )
+        .await
+        .with_context(|| format!("cannot serve metrics on {addr}"))?;
     }
     let listener = tokio::net::TcpListener::bind(listen)
         .await

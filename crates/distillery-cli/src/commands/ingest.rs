@@ -13,7 +13,7 @@ pub async fn run(a: &IngestArgs, mode: ProgressMode) -> Result<ExitCode> {
     let text = ingest_pipeline(a)?;
     let p = distillery_exec::stages::parse_pipeline("(ingest command)", &text, &[])
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    run_job("(ingest command)", &text, &[], &p, mode).await
+    run_job("(ingest command)", &text, &[], &p, mode, None).await
 }
 
 /// Builds the TOML of a one-reader pipeline, so `ingest` goes through the same checks as a

@@ -22,7 +22,7 @@ pub async fn run(a: &LabelArgs, mode: ProgressMode) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
     };
-    run_job("(label command)", &text, set, &p, mode).await
+    run_job("(label command)", &text, set, &p, mode, None).await
 }
 
 /// Builds the TOML of a labelling pipeline (the QA input, an optional KB input, HSEQ and the

@@ -26,22 +26,23 @@ pub async fn run(a: &RunArgs, mode: ProgressMode) -> Result<ExitCode> {
         }
         Ok(p) => {
             let text = std::fs::read_to_string(file)?;
-            run_job(&file.display().to_string(), &text, &a.set, &p, mode).await
+            run_job(&file.display().to_string(), &text, &a.set, &p, mode, a.ui).await
         }
     }
 }
 
-/// Runs a pipeline through the embedded cluster and prints its outcome; exit 3 when the
-/// `[llm.budget]` stopped it.
+/// Runs a pipeline through the embedded cluster (its job page served on `ui` when given) and
+/// prints its outcome; exit 3 when the `[llm.budget]` stopped it.
 pub async fn run_job(
     file: &str,
     text: &str,
     set: &[String],
     p: &Pipeline,
     mode: ProgressMode,
+    ui: Option<std::net::SocketAddr>,
 ) -> Result<ExitCode> {
     let parallelism = distillery_exec::run::parallelism(p);
-    finish(run_embedded(file, text, set, parallelism, mode).await)
+    finish(run_embedded(file, text, set, parallelism, mode, ui).await)
 }
 
 /// Prints the outcome of a run; exit 3 when the `[llm.budget]` stopped it.

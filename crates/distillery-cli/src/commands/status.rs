@@ -170,6 +170,7 @@ fn status_json(s: &pb::JobStatus) -> serde_json::Value {
                         attempts: t.attempts,
                         records_out: t.records_out,
                         seconds: t.seconds,
+                        started_ms: 0,
                     };
                     task_json(&run, &t.state)
                 })

@@ -45,9 +45,15 @@ pub async fn run(a: &WorkerArgs) -> Result<ExitCode> {
     if let Some(addr) = a.metrics_listen {
         let m = metrics.clone();
         let ready = metrics.registered.clone();
-        distillery_cluster::metrics::serve(addr, Arc::new(move || m.render()), ready)
-            .await
-            .with_context(|| format!("cannot serve metrics on {addr}"))?;
+        distillery_cluster::metrics::serve(
+            addr,
+            Arc::new(move || m.render()),
+            ready,
+            None,
+            distillery_cluster::http::Limits::default(),
+        )
+        .await
+        .with_context(|| format!("cannot serve metrics on {addr}"))?;
     }
     let (tx, rx) = watch::channel(false);
     tokio::spawn(async move {

@@ -3,7 +3,6 @@
 //! exactly one attempt per task wins; the winner is applied to the job in memory (losing
 //! copies abandoned, the next level released, the gate run, publishing started).
 
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use distillery_exec::store::Location;
@@ -55,9 +54,7 @@ impl CoordinatorService {
     }
 
     fn refused(&self, req: &pb::CompleteTaskRequest, reason: String) -> pb::CompleteTaskResponse {
-        self.counters
-            .commits_refused
-            .fetch_add(1, Ordering::Relaxed);
+        self.telemetry.commits_refused.inc();
         warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, reason = %reason, "completion refused");
         pb::CompleteTaskResponse {
             accepted: false,
@@ -171,13 +168,14 @@ impl CoordinatorService {
         if job.tasks[t].state == TaskState::Committed {
             return false;
         }
-        self.counters.commits.fetch_add(1, Ordering::Relaxed);
+        self.telemetry.commits.inc();
         let now = Instant::now();
         let group = job.tasks[t].def.group.clone();
         for a in &mut job.tasks[t].attempts {
             if a.id == rec.attempt_id {
-                a.state = AttemptState::Committed;
+                a.end(AttemptState::Committed);
                 let secs = now.duration_since(a.started).as_secs_f64();
+                self.telemetry.committed(&group, &rec.output.summary, secs);
                 job.durations.entry(group.clone()).or_default().push(secs);
                 if let Some(w) = inner.workers.get_mut(&a.worker) {
                     w.attempts.remove(&a.id);
@@ -187,16 +185,6 @@ impl CoordinatorService {
                 // The losing copy of a straggler: stop it.
                 abandon(&mut inner.running, &mut inner.workers, a);
             }
-        }
-        {
-            let mut totals = self
-                .counters
-                .stage
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            let e = totals.entry(group).or_default();
-            e.0 += rec.output.summary.records_out;
-            e.1 += rec.output.summary.bytes_out;
         }
         job.mark_committed(t, rec.output);
         match job.advance() {

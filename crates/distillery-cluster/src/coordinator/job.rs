@@ -197,6 +197,18 @@ pub(crate) struct AttemptRt {
     pub(crate) started: Instant,
     pub(crate) deadline: Instant,
     pub(crate) state: AttemptState,
+    /// Wall-clock start and end (Unix milliseconds; `ended_ms` 0 while it runs): the job
+    /// page's timeline.
+    pub(crate) started_ms: i64,
+    pub(crate) ended_ms: i64,
+}
+
+impl AttemptRt {
+    /// The attempt stops running, in `state`.
+    pub(crate) fn end(&mut self, state: AttemptState) {
+        self.state = state;
+        self.ended_ms = super::now_ms();
+    }
 }
 
 #[derive(Debug)]
@@ -205,6 +217,8 @@ pub(crate) struct TaskRt {
     pub(crate) state: TaskState,
     pub(crate) attempts: Vec<AttemptRt>,
     pub(crate) speculated: bool,
+    /// Since when it waits for a worker (set when it turns ready, taken when leased).
+    pub(crate) ready_at: Option<Instant>,
 }
 
 impl TaskRt {
@@ -282,6 +296,7 @@ impl JobRt {
                 state: TaskState::Blocked,
                 attempts: Vec::new(),
                 speculated: false,
+                ready_at: None,
             });
         }
         let level_left = by_level.iter().map(Vec::len).collect();
@@ -343,6 +358,7 @@ impl JobRt {
         for &i in &self.by_level[0] {
             if self.tasks[i].state == TaskState::Blocked {
                 self.tasks[i].state = TaskState::Ready;
+                self.tasks[i].ready_at = Some(Instant::now());
             }
         }
         self.by_level[0].clone()
@@ -379,6 +395,7 @@ impl JobRt {
             for &i in &self.by_level[self.released] {
                 if self.tasks[i].state == TaskState::Blocked {
                     self.tasks[i].state = TaskState::Ready;
+                    self.tasks[i].ready_at = Some(Instant::now());
                     ready.push(i);
                 }
             }

@@ -16,12 +16,14 @@
 //! - `publish`: publishing, and ending a job (failed, stopped by the gate, cancelled) with
 //!   its cleanup;
 //! - `status`: job status, final records and metrics, and the words every state is shown by;
+//! - `telemetry`: the Prometheus metrics (counters, histograms, gauges read at a scrape);
+//! - `page`: the job pages (`/`, `/jobs/<id>`) on the HTTP port;
 //! - `service`: the tonic service;
 //! - `recover`: a restart: unfinished jobs rebuilt from their records and the files planned
 //!   when they were submitted.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -36,12 +38,14 @@ use crate::state::{FinalRecord, StateStore};
 
 mod commit;
 mod job;
+mod page;
 mod publish;
 mod recover;
 mod schedule;
 mod service;
 mod status;
 mod submit;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 
@@ -105,19 +109,6 @@ struct Inner {
     wake: Arc<tokio::sync::Notify>,
 }
 
-/// Counters exported on `/metrics`.
-#[derive(Default)]
-struct Counters {
-    /// Records and bytes written by committed tasks, per stage (cumulative).
-    stage: Mutex<BTreeMap<String, (u64, u64)>>,
-    lease_expiries: AtomicU64,
-    retries: AtomicU64,
-    commits: AtomicU64,
-    commits_refused: AtomicU64,
-    stragglers: AtomicU64,
-    pulls: AtomicU64,
-}
-
 /// The coordinator service (cheap to clone; all clones share state).
 #[derive(Clone)]
 pub struct CoordinatorService {
@@ -125,7 +116,7 @@ pub struct CoordinatorService {
     state: StateStore,
     cfg: Arc<CoordinatorConfig>,
     generation: u64,
-    counters: Arc<Counters>,
+    telemetry: Arc<telemetry::Telemetry>,
     ready: Arc<AtomicBool>,
     /// What failed or cancelled jobs still do in the background (their final record, their
     /// staging removed): an embedded run waits for it before its process exits.
@@ -168,12 +159,16 @@ impl CoordinatorService {
     ) -> Result<CoordinatorService, ClusterError> {
         let state = StateStore::open(state_url)?;
         let generation = state.next_generation().await?;
+        let inner = Arc::new(Mutex::new(Inner::default()));
         let svc = CoordinatorService {
-            inner: Arc::new(Mutex::new(Inner::default())),
+            telemetry: Arc::new(telemetry::Telemetry::new(
+                Arc::downgrade(&inner),
+                generation,
+            )),
+            inner,
             state,
             cfg: Arc::new(cfg),
             generation,
-            counters: Arc::new(Counters::default()),
             ready: Arc::new(AtomicBool::new(false)),
             after_jobs: TaskTracker::new(),
             output_locks: Arc::default(),

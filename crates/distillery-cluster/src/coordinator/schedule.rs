@@ -2,7 +2,6 @@
 //! retries with backoff after a failed or expired attempt, and copies of stragglers.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use distillery_exec::task::attempt_dir;
@@ -50,7 +49,7 @@ pub(super) fn abandon(
     workers: &mut HashMap<String, WorkerRt>,
     a: &mut AttemptRt,
 ) {
-    a.state = AttemptState::Abandoned;
+    a.end(AttemptState::Abandoned);
     running.remove(&a.id);
     if let Some(w) = workers.get_mut(&a.worker) {
         w.attempts.remove(&a.id);
@@ -103,7 +102,7 @@ impl CoordinatorService {
                 let Some((job_id, t)) = inner.running.remove(&id) else {
                     continue;
                 };
-                self.counters.lease_expiries.fetch_add(1, Ordering::Relaxed);
+                self.telemetry.lease_expiries.inc();
                 let job = inner.jobs.get_mut(&job_id).expect("running job");
                 let task = &mut job.tasks[t];
                 let a = task
@@ -111,13 +110,13 @@ impl CoordinatorService {
                     .iter_mut()
                     .find(|a| a.id == id)
                     .expect("attempt");
-                a.state = AttemptState::Expired {
+                a.end(AttemptState::Expired {
                     error: format!(
                         "lease expired: worker {} sent no heartbeat for {:.1} s",
                         a.worker,
                         self.cfg.lease.as_secs_f64()
                     ),
-                };
+                });
                 warn!(job = %job_id, task = %task.def.id, attempt = %id, worker = %a.worker, "lease expired");
                 let worker = a.worker.clone();
                 if let Some(w) = inner.workers.get_mut(&worker) {
@@ -181,7 +180,7 @@ impl CoordinatorService {
                     }
                     job.tasks[t].speculated = true;
                     let gpus = job.tasks[t].def.gpus;
-                    self.counters.stragglers.fetch_add(1, Ordering::Relaxed);
+                    self.telemetry.stragglers.inc();
                     push_ready(inner, &j, t, true, gpus);
                 }
             }
@@ -216,8 +215,9 @@ impl CoordinatorService {
         if tries >= self.cfg.max_attempts {
             return Some(task_report(task));
         }
-        self.counters.retries.fetch_add(1, Ordering::Relaxed);
+        self.telemetry.retries.inc();
         task.state = TaskState::Ready;
+        task.ready_at = Some(now);
         task.speculated = false;
         let delay = (self.cfg.backoff * 2u32.saturating_pow(tries.saturating_sub(1)))
             .min(Duration::from_secs(30));
@@ -249,7 +249,7 @@ impl CoordinatorService {
     /// A worker's pull: its heartbeat (leases renewed, lost attempts expired), what it must
     /// abandon, and as many ready tasks as it has free slots.
     pub(super) fn pull_inner(&self, req: pb::PullRequest) -> Result<pb::PullResponse, Status> {
-        self.counters.pulls.fetch_add(1, Ordering::Relaxed);
+        self.telemetry.pulls.inc();
         self.check_generation(req.generation)?;
         let now = Instant::now();
         let mut guard = self.lock();
@@ -348,12 +348,18 @@ impl CoordinatorService {
                 let task = &mut job.tasks[t];
                 let dir = attempt_dir(&job_id, &task.def.id, &attempt_id);
                 task.state = TaskState::Running;
+                if let Some(at) = task.ready_at.take() {
+                    let waited = now.saturating_duration_since(at).as_secs_f64();
+                    self.telemetry.leased(&task.def.group, waited);
+                }
                 task.attempts.push(AttemptRt {
                     id: attempt_id.clone(),
                     worker: req.worker_id.clone(),
                     started: now,
                     deadline,
                     state: AttemptState::Running,
+                    started_ms: now_ms(),
+                    ended_ms: 0,
                 });
                 inner
                     .running
@@ -421,11 +427,11 @@ impl CoordinatorService {
             };
             let error = format!("[{}] {}", kind_name(kind), req.message);
             warn!(job = %req.job_id, task = %req.task_id, attempt = %req.attempt_id, kind = kind_name(kind), error = %req.message, "attempt failed");
-            a.state = if kind == pb::ErrorKind::Shutdown {
+            a.end(if kind == pb::ErrorKind::Shutdown {
                 AttemptState::GivenBack { error }
             } else {
                 AttemptState::Failed { error }
-            };
+            });
             inner.running.remove(&req.attempt_id);
             if let Some(w) = inner.workers.get_mut(&req.worker_id) {
                 w.attempts.remove(&req.attempt_id);
@@ -434,6 +440,7 @@ impl CoordinatorService {
                 // Given back by a worker shutting down: not the task's fault, not counted.
                 if job.tasks[t].state == TaskState::Running && job.tasks[t].running() == 0 {
                     job.tasks[t].state = TaskState::Ready;
+                    job.tasks[t].ready_at = Some(Instant::now());
                     job.tasks[t].speculated = false;
                     let gpus = job.tasks[t].def.gpus;
                     push_ready(inner, &req.job_id, t, false, gpus);

@@ -3,12 +3,8 @@
 //! types are shown by (job, task and attempt states, error kinds) is mapped here, once: the
 //! protocol and the final records keep these exact words.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
-
 use super::job::{AttemptState, JobRt, Phase, TaskRt, TaskState};
 use super::{CoordinatorService, Inner};
-use crate::metrics::Text;
 use crate::pb;
 use crate::state::FinalRecord;
 use distillery_core::summary::RunSummary;
@@ -113,7 +109,7 @@ fn kind_of(s: &str) -> pb::ErrorKind {
 }
 
 /// A job state's word, in final records and metrics.
-fn job_state_name(s: pb::JobState) -> &'static str {
+pub(crate) fn job_state_name(s: pb::JobState) -> &'static str {
     match s {
         pb::JobState::Running => "running",
         pb::JobState::Succeeded => "succeeded",
@@ -403,117 +399,7 @@ impl CoordinatorService {
 
     /// The Prometheus text of the coordinator's metrics.
     pub fn metrics(&self) -> String {
-        let mut m = Text::default();
-        let inner = self.lock();
-        let mut by_state: BTreeMap<&str, u64> = BTreeMap::new();
-        for s in [
-            TaskState::Blocked,
-            TaskState::Ready,
-            TaskState::Running,
-            TaskState::Committed,
-        ] {
-            by_state.insert(s.name(), 0);
-        }
-        let mut jobs: BTreeMap<&str, u64> = BTreeMap::new();
-        for f in inner.finals.values() {
-            *jobs.entry(f.state.as_str()).or_default() += 1;
-        }
-        for job in inner.jobs.values() {
-            *jobs
-                .entry(job_state_name(job.phase.job_state()))
-                .or_default() += 1;
-            for t in &job.tasks {
-                *by_state.entry(t.state.name()).or_default() += 1;
-            }
-        }
-        m.gauge_header(
-            "distillery_coordinator_tasks",
-            "tasks of unfinished and recent jobs by state",
-        );
-        for (s, n) in &by_state {
-            m.sample("distillery_coordinator_tasks", &[("state", s)], *n as f64);
-        }
-        m.gauge_header("distillery_coordinator_jobs", "jobs by state");
-        for (s, n) in &jobs {
-            m.sample("distillery_coordinator_jobs", &[("state", s)], *n as f64);
-        }
-        m.gauge(
-            "distillery_coordinator_queue_depth",
-            "tasks ready and waiting for a worker",
-            (inner.ready_cpu.len() + inner.ready_gpu.len()) as f64,
-        );
-        m.gauge(
-            "distillery_coordinator_retry_queue_depth",
-            "tasks waiting out a retry backoff",
-            inner.delayed.len() as f64,
-        );
-        m.gauge(
-            "distillery_coordinator_workers",
-            "registered workers",
-            inner.workers.len() as f64,
-        );
-        m.gauge(
-            "distillery_coordinator_running_attempts",
-            "attempts holding a lease",
-            inner.running.len() as f64,
-        );
-        m.gauge(
-            "distillery_coordinator_generation",
-            "this coordinator's generation",
-            self.generation as f64,
-        );
-        let c = &self.counters;
-        m.counter(
-            "distillery_coordinator_lease_expiries_total",
-            "leases that expired without a heartbeat",
-            c.lease_expiries.load(Ordering::Relaxed),
-        );
-        m.counter(
-            "distillery_coordinator_task_retries_total",
-            "tasks queued again after a failed or expired attempt",
-            c.retries.load(Ordering::Relaxed),
-        );
-        m.counter(
-            "distillery_coordinator_commits_total",
-            "task commits",
-            c.commits.load(Ordering::Relaxed),
-        );
-        m.counter(
-            "distillery_coordinator_commits_refused_total",
-            "completions refused (expired lease, stale generation, lost race)",
-            c.commits_refused.load(Ordering::Relaxed),
-        );
-        m.counter(
-            "distillery_coordinator_straggler_copies_total",
-            "copies launched for slow tasks",
-            c.stragglers.load(Ordering::Relaxed),
-        );
-        m.counter(
-            "distillery_coordinator_pulls_total",
-            "worker pulls (heartbeats)",
-            c.pulls.load(Ordering::Relaxed),
-        );
-        let records = self
-            .counters
-            .stage
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        m.counter_header(
-            "distillery_stage_records_total",
-            "records written by committed tasks per stage",
-        );
-        for (s, (r, _)) in &records {
-            m.sample("distillery_stage_records_total", &[("stage", s)], *r as f64);
-        }
-        m.counter_header(
-            "distillery_stage_bytes_total",
-            "bytes written by committed tasks per stage",
-        );
-        for (s, (_, b)) in &records {
-            m.sample("distillery_stage_bytes_total", &[("stage", s)], *b as f64);
-        }
-        m.finish()
+        self.telemetry.render()
     }
 }
 

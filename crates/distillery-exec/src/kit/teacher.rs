@@ -221,6 +221,10 @@ impl Teacher {
         s.add("llm.calls", cs.misses.load(Ordering::Relaxed));
         s.add("llm.cache_hits", cs.hits.load(Ordering::Relaxed));
         s.add("llm.reparsed", cs.reparsed.load(Ordering::Relaxed));
+        let refused = cs.rejected.load(Ordering::Relaxed);
+        if refused > 0 {
+            s.add("llm.refused", refused);
+        }
         let stale = cs.stale_refusals.load(Ordering::Relaxed);
         if stale > 0 {
             s.add("llm.stale_refusals", stale);
