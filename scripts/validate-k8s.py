@@ -49,6 +49,7 @@ PLACEHOLDER_PREFIX = "EXAMPLE-ONLY"
 PIPELINE_TOP_KEYS = {"version", "name", "description", "output", "run", "inputs", "stages", "llm"}
 PIPELINE_RUN_KEYS = {"shards", "batch_size", "parallelism", "max_bad_ratio", "split_bytes"}
 PIPELINE_LLM_KEYS = {"base_url", "model", "api_key_env", "model_revision", "max_concurrency",
+                     "min_concurrency", "pace", "context_tokens",
                      "timeout_secs", "max_retries", "seed", "cache", "price", "budget"}
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job", "Pod", "CronJob"}
 RBAC_KINDS = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}

@@ -1,7 +1,9 @@
 //! An async client for the chat completions endpoint of an OpenAI-compatible server.
 //!
-//! [`Client::chat`] takes a permit from the client's semaphore (`max_concurrency` requests in
-//! flight per client, that is per server and worker), posts the request and retries what may
+//! [`Client::chat`] takes a slot of the client's pace (per client, that is per server and
+//! worker: `max_concurrency` requests in flight, or with `adaptive` a limit the client sets
+//! between `min_concurrency` and `max_concurrency` from the server's answers, see
+//! [`crate::pace`]), posts the request and retries what may
 //! succeed later: 429 and 5xx answers, connection errors, timeouts, and success answers whose
 //! body is truncated or not a chat completion. The delay before a retry is `Retry-After` when
 //! the server sent one (seconds or an HTTP date, capped at `backoff_max`), else the project's
@@ -22,8 +24,9 @@ use distillery_core::HasKind;
 use distillery_core::retry::{Delays, RetryPolicy, retry_after};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
 
+use crate::pace::{Pace, Signal};
 use crate::{LlmError, telemetry};
 
 /// A secret (an API key): `Debug` and `Display` never show it.
@@ -55,8 +58,12 @@ pub struct LlmConfig {
     /// The served model name.
     pub model: String,
     pub api_key: Option<Secret>,
-    /// Requests in flight per client.
+    /// Requests in flight per client: always (`adaptive` false), or at most.
     pub max_concurrency: usize,
+    /// The fewest requests in flight the adaptive pace goes down to.
+    pub min_concurrency: usize,
+    /// Whether the client sets its own pace between the two ([`crate::pace`]).
+    pub adaptive: bool,
     /// Per-request timeout (connect to last byte).
     pub timeout: Duration,
     /// Retries after the first attempt.
@@ -69,13 +76,15 @@ pub struct LlmConfig {
 }
 
 impl LlmConfig {
-    /// Defaults: 8 in flight, 120 s timeout, 6 retries, backoff 0.5 s doubling up to 30 s.
+    /// Defaults: at most 8 in flight, paced adaptively from 1, 120 s timeout, 6 retries, backoff 0.5 s doubling up to 30 s.
     pub fn new(base_url: &str, model: &str) -> LlmConfig {
         LlmConfig {
             base_url: base_url.trim_end_matches('/').to_string(),
             model: model.to_string(),
             api_key: None,
             max_concurrency: 8,
+            min_concurrency: 1,
+            adaptive: true,
             timeout: Duration::from_secs(120),
             max_retries: 6,
             backoff_base: Duration::from_millis(500),
@@ -208,7 +217,7 @@ impl ClientStats {
 pub struct Client {
     http: reqwest::Client,
     config: Arc<LlmConfig>,
-    permits: Arc<Semaphore>,
+    pace: Arc<Pace>,
     stats: Arc<ClientStats>,
     /// The server's `max_model_len` of the model, asked once.
     model_len: Arc<OnceCell<Option<u64>>>,
@@ -229,7 +238,11 @@ impl Client {
             .map_err(|e| LlmError::Config(format!("http client: {e}")))?;
         Ok(Client {
             http,
-            permits: Arc::new(Semaphore::new(config.max_concurrency.max(1))),
+            pace: Arc::new(if config.adaptive {
+                Pace::adaptive(config.min_concurrency, config.max_concurrency)
+            } else {
+                Pace::fixed(config.max_concurrency)
+            }),
             config: Arc::new(config),
             stats: Arc::new(ClientStats::default()),
             model_len: Arc::new(OnceCell::new()),
@@ -250,11 +263,16 @@ impl Client {
                 model: model.to_string(),
                 ..(*self.config).clone()
             }),
-            permits: self.permits.clone(),
+            pace: self.pace.clone(),
             stats: self.stats.clone(),
             model_len: Arc::new(OnceCell::new()),
             context_once: Arc::new(OnceCell::new()),
         }
+    }
+
+    /// The requests it lets in flight now (the adaptive pace's limit, or the fixed one).
+    pub fn concurrency(&self) -> usize {
+        self.pace.limit()
     }
 
     pub fn stats(&self) -> &ClientStats {
@@ -341,24 +359,28 @@ impl Client {
         Ok(vectors)
     }
 
-    /// Runs `once` under a permit, retrying retryable failures with backoff; returns its
-    /// value and the attempts it took.
+    /// Runs `once` in a slot of the client's pace, retrying retryable failures with
+    /// backoff; returns its value and the attempts it took.
     async fn retrying<T, F, Fut>(&self, mut once: F) -> Result<(T, u32), LlmError>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, LlmError>>,
     {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| LlmError::Config("client closed".into()))?;
         let mut attempt = 0u32;
         let mut delays = self.retry_policy().delays();
         loop {
             attempt += 1;
+            // A slot per try: a request waiting out its backoff holds none.
+            let ticket = self
+                .pace
+                .acquire()
+                .await
+                .ok_or_else(|| LlmError::Config("client closed".into()))?;
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
-            match once().await {
+            let r = once().await;
+            ticket.done(load_signal(&r));
+            telemetry::concurrency(&self.config.base_url, self.pace.limit());
+            match r {
                 Ok(v) => return Ok((v, attempt)),
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
                     self.stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -473,6 +495,16 @@ fn parse_embeddings(body: &[u8], n: usize) -> Result<(Vec<Vec<f32>>, u64), Strin
         .map(|(i, x)| x.ok_or_else(|| format!("no embedding for input {i}")))
         .collect::<Result<_, _>>()?;
     Ok((vectors, tokens))
+}
+
+/// What a try's result says about the server's load.
+fn load_signal<T>(r: &Result<T, LlmError>) -> Signal {
+    match r {
+        Ok(_) => Signal::Ok,
+        Err(LlmError::Http { status, .. }) if *status == 429 || *status >= 500 => Signal::Overload,
+        Err(LlmError::Transport { .. }) => Signal::Overload,
+        Err(_) => Signal::Neutral,
+    }
 }
 
 /// How long to wait before the next try after `e`: the server's `Retry-After` when it gave

@@ -17,6 +17,8 @@
 //!   reported as [`cache::Outcome::Invalid`] for quarantine; a request the server refuses as
 //!   it is (400, 413, 422) is kept as refused, so a rerun gets the same error without a call.
 //!   Entries are created with create-if-not-exists, so many workers can share one cache.
+//! - [`pace`]: how many requests a client keeps in flight: fixed, or adaptive (it climbs the
+//!   server's throughput curve and backs off on 429, 5xx and timeouts);
 //! - [`telemetry`]: Prometheus histograms of request and cache lookup latency, calls and
 //!   tokens, registered by the worker's exporter.
 //!
@@ -27,6 +29,7 @@
 
 pub mod cache;
 pub mod client;
+pub mod pace;
 pub mod telemetry;
 
 pub use cache::{

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -19,6 +20,7 @@ struct Metrics {
     requests: Family<Labels, Counter>,
     prompt_tokens: Counter,
     completion_tokens: Counter,
+    concurrency: Family<[(&'static str, String); 1], Gauge>,
 }
 
 fn request_buckets() -> Histogram {
@@ -37,6 +39,7 @@ static METRICS: LazyLock<Metrics> = LazyLock::new(|| Metrics {
     requests: Family::default(),
     prompt_tokens: Counter::default(),
     completion_tokens: Counter::default(),
+    concurrency: Family::default(),
 });
 
 /// Adds the teacher metrics to `registry` (they keep counting for the whole process).
@@ -63,6 +66,11 @@ pub fn register(registry: &mut Registry) {
         m.prompt_tokens.clone(),
     );
     registry.register(
+        "distillery_teacher_concurrency",
+        "requests the client lets in flight to each teacher server now (its pace)",
+        m.concurrency.clone(),
+    );
+    registry.register(
         "distillery_teacher_completion_tokens",
         "completion tokens the teacher wrote",
         m.completion_tokens.clone(),
@@ -78,6 +86,14 @@ pub(crate) fn request(endpoint: &'static str, outcome: &'static str, d: Duration
         .get_or_create(&l)
         .observe(d.as_secs_f64());
     METRICS.requests.get_or_create(&l).inc();
+}
+
+/// The pace's limit for the server at `base_url`.
+pub(crate) fn concurrency(base_url: &str, limit: usize) {
+    METRICS
+        .concurrency
+        .get_or_create(&[("server", base_url.to_string())])
+        .set(limit as i64);
 }
 
 /// Tokens of one answer.

@@ -3,13 +3,30 @@
 use serde::{Deserialize, Serialize};
 
 fn default_concurrency() -> usize {
-    16
+    64
+}
+fn default_min_concurrency() -> usize {
+    1
 }
 fn default_timeout() -> u64 {
     120
 }
 fn default_retries() -> u32 {
     6
+}
+
+/// How the teacher client paces its requests.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum PaceSpec {
+    /// Between `min_concurrency` and `max_concurrency` requests in flight, set by the client
+    /// from the server's answers per second, refusals (429, 5xx) and timeouts.
+    #[default]
+    Adaptive,
+    /// Always `max_concurrency` requests in flight.
+    Fixed,
 }
 
 /// Prices per million tokens (any currency; the summary's cost is in the same unit).
@@ -49,9 +66,17 @@ pub struct LlmSpec {
     /// The model's revision (weights version): part of every cache key.
     #[serde(default)]
     pub model_revision: String,
-    /// Requests in flight at once.
+    /// Requests in flight at once, at most (per worker process): the upper bound of the
+    /// adaptive pace, or the fixed number with `pace = "fixed"`.
     #[serde(default = "default_concurrency")]
     pub max_concurrency: usize,
+    /// The fewest requests in flight the adaptive pace goes down to.
+    #[serde(default = "default_min_concurrency")]
+    pub min_concurrency: usize,
+    /// `adaptive` (the client climbs to the throughput the server gives and backs off on
+    /// 429, 5xx and timeouts) or `fixed`.
+    #[serde(default)]
+    pub pace: PaceSpec,
     /// Per-request timeout, seconds.
     #[serde(default = "default_timeout")]
     pub timeout_secs: u64,

@@ -56,7 +56,7 @@ pub use input::{
     FormatOptions, FreebaseOptions, HybridQaOptions, InputSpec, JsonOptions, LineOptions,
     MediaWikiOptions, MetaQaOptions, NoOptions, WikidataOptions, input_schema,
 };
-pub use llm::{BudgetSpec, LlmSpec, PriceSpec};
+pub use llm::{BudgetSpec, LlmSpec, PaceSpec, PriceSpec};
 pub use locate::{SpecError, SpecErrors};
 pub use overrides::{OverrideError, apply_override};
 pub use pipeline::Pipeline;

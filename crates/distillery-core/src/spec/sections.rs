@@ -170,6 +170,12 @@ pub(super) fn check_llm(c: &mut Collector<'_>, l: &LlmSpec) {
             "`max_concurrency` must be at least 1",
         );
     }
+    if l.min_concurrency == 0 || l.min_concurrency > l.max_concurrency.max(1) {
+        c.push(
+            at("min_concurrency"),
+            "`min_concurrency` must be at least 1 and at most `max_concurrency`",
+        );
+    }
     if l.timeout_secs == 0 {
         c.push(at("timeout_secs"), "`timeout_secs` must be at least 1");
     }

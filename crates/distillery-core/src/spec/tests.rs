@@ -239,7 +239,8 @@ fn the_llm_section_is_checked_and_the_cache_defaults_beside_the_output() {
         + "\n[[stages]]\nkind = \"triples\"\n[llm]\nbase_url = \"http://a/v1\"\nmodel = \"m\"\n";
     let p = parse("p.toml", &ok, &[]).unwrap();
     let l = p.llm.as_ref().unwrap();
-    assert_eq!(l.max_concurrency, 16);
+    assert_eq!(l.max_concurrency, 64);
+    assert_eq!((l.min_concurrency, l.pace), (1, PaceSpec::Adaptive));
     assert_eq!(l.cache_location("out/t"), "out/llm-cache");
     assert_eq!(l.cache_location("/data/out/t/"), "/data/out/llm-cache");
     assert_eq!(l.cache_location("s3://b/runs/t"), "s3://b/runs/llm-cache");

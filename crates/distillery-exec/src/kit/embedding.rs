@@ -168,6 +168,8 @@ pub async fn open(o: &EmbeddingOptions) -> Result<Arc<dyn Embedder>, ExecError> 
         Some(url) => {
             let mut cfg = LlmConfig::new(url, &o.model);
             cfg.max_concurrency = o.max_concurrency.max(1);
+            // Batches of passages, a few at a time: a fixed number in flight.
+            cfg.adaptive = false;
             if let Some(var) = &o.api_key_env {
                 cfg = cfg.api_key_from_env(var)?;
             }

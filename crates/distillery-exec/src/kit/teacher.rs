@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use distillery_core::spec::{LlmSpec, Pipeline, StageSpec};
+use distillery_core::spec::{LlmSpec, PaceSpec, Pipeline, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_llm::{Budget, Client, LlmConfig, Price, ResponseCache};
 use distillery_triples::prompt::{Constraint, Prompts};
@@ -42,6 +42,8 @@ impl Teacher {
     pub fn new(llm: &LlmSpec, output: &str) -> Result<Teacher, ExecError> {
         let mut cfg = LlmConfig::new(&llm.base_url, &llm.model);
         cfg.max_concurrency = llm.max_concurrency.max(1);
+        cfg.min_concurrency = llm.min_concurrency.clamp(1, cfg.max_concurrency);
+        cfg.adaptive = llm.pace == PaceSpec::Adaptive;
         cfg.timeout = Duration::from_secs(llm.timeout_secs.max(1));
         cfg.max_retries = llm.max_retries;
         cfg.context_tokens = llm.context_tokens;

@@ -6,4 +6,5 @@ mod cache;
 mod client;
 #[path = "../../../../tests/support/fault_server.rs"]
 mod fault;
+mod pace;
 mod vllm;
