@@ -192,6 +192,17 @@ fn cirag_trajectories_become_exact_student_samples() {
     );
     let calls = counter(&s, "llm.calls");
     assert!(calls > 0);
+    // The HTML report's Figure 3: a third of the kept trajectories stopped at each level.
+    let html = crate::ok(&[
+        "report",
+        "labels",
+        out.to_str().unwrap(),
+        "--format",
+        "html",
+    ]);
+    let chart = &html[html.find("id=\"cascade-cirag\"").expect("no cascade chart")..];
+    let third = format!("data-label=\"triples\" data-value=\"{}\"", 100.0 / 3.0);
+    assert!(chart.contains(&third), "{chart}");
 
     // Samples: system, user with the three input sections, the exact target.
     let mut lines: Vec<Value> = Vec::new();

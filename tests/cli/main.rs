@@ -3,6 +3,8 @@
 //! corrupted inputs and the bad-record threshold, and every shared sample. The label stage,
 //! the SFT files and their Python loadability are in [`label`].
 
+#[path = "../support/browser.rs"]
+mod browser;
 mod cirag;
 mod confine;
 mod corpus;
@@ -23,6 +25,7 @@ mod label;
 mod planner;
 mod ras;
 mod relevance;
+mod report_html;
 mod revelator;
 #[path = "../support/stand_in.rs"]
 mod stand_in;

@@ -548,6 +548,25 @@ options = {{ kb = "sg" }}
     };
     let out = pipe("metaqa", 2);
 
+    // The HTML report counts the edges of each hop as the table holds them.
+    let html = ok(&[
+        "report",
+        "labels",
+        out.to_str().unwrap(),
+        "--format",
+        "html",
+    ]);
+    let hops = &html[html
+        .find("id=\"subgraph-hops\"")
+        .expect("no subgraph section")..];
+    for r in crate::sql_json(
+        &out,
+        "SELECT hop, count(*) AS n FROM subgraphs GROUP BY hop",
+    ) {
+        let row = format!("<tr><td>{}</td><td data-value=\"{}\">", r["hop"], r["n"]);
+        assert!(hops.contains(&row), "{row} not in {hops}");
+    }
+
     // Each question's subgraph nodes, from the subgraphs table.
     let rows = crate::sql_json(
         &out,

@@ -3,6 +3,8 @@
 //! each fault ending with outputs identical (same files, same bytes, same rows) to a fault-free
 //! `distillery run` of the same pipeline.
 
+#[path = "../support/browser.rs"]
+mod browser;
 #[path = "../support/fault_server.rs"]
 mod fault;
 #[path = "../support/files.rs"]

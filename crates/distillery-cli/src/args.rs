@@ -415,7 +415,9 @@ pub struct CancelArgs {
 #[derive(Subcommand)]
 pub enum ReportCommand {
     /// Weak positives against gold evidence: precision, recall and F1 per dataset, method,
-    /// level and question type, from the output's `labels` and `questions` tables.
+    /// level and question type, from the output's `labels` and `questions` tables. `html`:
+    /// the whole output on one page (stages, quarantine, labels, CIRAG's cascade, subgraphs
+    /// per hop, indexes), e.g. `> report.html`.
     Labels {
         url: String,
         #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
@@ -436,6 +438,8 @@ pub enum ReportCommand {
 pub enum ReportFormat {
     Table,
     Json,
+    /// One self-contained HTML page (charts as inline SVG), on standard output.
+    Html,
 }
 
 #[derive(Subcommand)]

@@ -3,15 +3,16 @@
 //! - `validate FILE` checks a pipeline file (and that its inputs exist), printing every problem;
 //! - `plan FILE [--estimate]` prints the files, shards, stages and outputs a run would
 //!   produce (and projects the LLM calls, tokens and cost of its teacher stages);
-//! - `run FILE [--set key.path=value ...]` runs it on this machine (exit 3: stopped by the
-//!   `[llm.budget]`, nothing published, rerun to resume from the response cache);
+//! - `run FILE [--set key.path=value ...] [--ui ADDR]` runs it on this machine (exit 3:
+//!   stopped by the `[llm.budget]`, nothing published, rerun to resume from the response
+//!   cache), serving the job page on ADDR when asked;
 //! - `ingest FORMAT INPUT... --out URL [--hseq]` runs a one-reader pipeline without a file;
 //! - `label DATASET INPUT... --out URL [--method M,...] [--preset P] [--kb-input FILE]` runs a
 //!   QA reader, HSEQ and the label stage without a file;
 //! - `inspect URL [--sql QUERY] [--format table|csv|json]` answers SQL over an output (and,
 //!   without `--sql`, shows the SFT dataset view of an output that has one);
-//! - `report labels URL [--format table|json]` compares an output's weak positives with the
-//!   gold evidence of its questions; `report compound BENCHMARK PREDICTIONS` scores
+//! - `report labels URL [--format table|json|html]` compares an output's weak positives with
+//!   the gold evidence of its questions (`html`: the whole output as one page); `report compound BENCHMARK PREDICTIONS` scores
 //!   predictions on a `compound` stage's benchmark with HANRAG's accuracy
 //!   (`distillery-distill`'s metric);
 //! - `hseq verify URL` decodes every source of an output from its segments and compares.
@@ -20,7 +21,8 @@
 //! dependency of this crate alone (it is the heaviest part of the build), for `inspect`.
 //! `tikv-jemallocator` (jemalloc) is the global allocator: faster than glibc's for the
 //! labeller's many small strings, and at least as fast as mimalloc with less peak memory
-//! (measured with `scripts/bench-label.sh`, see docs/benchmarks.md).
+//! (measured with `scripts/bench-label.sh`, see docs/benchmarks.md). `quick-xml` escapes the
+//! text of the HTML report.
 //!
 //! This file holds logging, the runtime and the dispatch; the arguments are in `args`, and
 //! each command is a module of `commands`.

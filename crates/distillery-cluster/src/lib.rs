@@ -12,7 +12,8 @@
 //! - [`local`]: the embedded cluster behind `distillery run`: a coordinator and a worker on
 //!   loopback, through the same gRPC code;
 //! - [`auth`]: the shared token on every call; [`metrics`]: Prometheus `/metrics`,
-//!   `/healthz`, `/readyz`.
+//!   `/healthz`, `/readyz`; [`http`]: the HTTP port serving them and the coordinator's job
+//!   pages.
 //!
 //! The protocol is `proto/distillery/v1/cluster.proto`, compiled in `build.rs` with a
 //! vendored protoc.
@@ -24,7 +25,11 @@
 //! payloads inside messages), `fastrand` (ids and backoff jitter), `tracing`,
 //! `thiserror`, `subtle` (the token compared in constant time), `getrandom` (the embedded
 //! cluster's token from the operating system's random source), `tempfile` (the embedded run's
-//! private state directory, removed on every exit path).
+//! private state directory, removed on every exit path), `axum` + `hyper` + `hyper-util` (the
+//! HTTP port: a router on hyper's HTTP/1 server, for its connection cap and header read
+//! timeout; all three already compiled through tonic), `prometheus-client` (the metrics and
+//! their text format), `quick-xml` (HTML escaping on the job pages), `distillery-llm` (the
+//! teacher metrics a worker exports).
 
 pub mod auth;
 pub mod client;

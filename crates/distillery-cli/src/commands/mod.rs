@@ -13,6 +13,7 @@ pub mod label;
 pub mod plan;
 pub mod report;
 pub mod report_compound;
+pub mod report_html;
 pub mod run;
 pub mod search;
 pub mod status;

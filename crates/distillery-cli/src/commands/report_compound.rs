@@ -78,11 +78,12 @@ pub fn compound_report(benchmark: &str, predictions: &str) -> Result<Value> {
     }))
 }
 
-/// `distillery report compound BENCHMARK PREDICTIONS [--format table|json]`.
+/// `distillery report compound BENCHMARK PREDICTIONS [--format table|json|html]`.
 pub fn run(benchmark: &str, predictions: &str, format: ReportFormat) -> Result<ExitCode> {
     let r = compound_report(benchmark, predictions)?;
     match format {
         ReportFormat::Json => out!("{}", serde_json::to_string_pretty(&r)?),
+        ReportFormat::Html => out!("{}", super::report_html::compound_html(benchmark, &r)),
         ReportFormat::Table => {
             out!(
                 "compound accuracy {:.2}% over {} questions ({} without a prediction)",

@@ -12,6 +12,12 @@ use crate::args::{ReportFormat, StatusArgs};
 use crate::out::outln;
 
 pub async fn run(a: StatusArgs) -> Result<ExitCode> {
+    if a.format == ReportFormat::Html {
+        anyhow::bail!(
+            "`status` has no html format: the coordinator serves each job's page on its \
+             --metrics-listen port, at /jobs/<job id>"
+        );
+    }
     let (conn, job, json) = (&a.conn, a.job, a.format == ReportFormat::Json);
     let mut client = conn.client()?;
     let ids: Vec<String> = match job {

@@ -324,20 +324,9 @@ impl CoordinatorService {
     }
 }
 
-/// HTML-escapes text.
-fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
+/// HTML-escapes text (`&`, `<`, `>`, `'`, `"`).
+fn esc(s: &str) -> std::borrow::Cow<'_, str> {
+    quick_xml::escape::escape(s)
 }
 
 /// A count, shortened for people (`12.3k`), with the exact value for programs.
