@@ -322,9 +322,13 @@ pub struct CoordinatorArgs {
     /// Where the state lives: a path or an object-store URL.
     #[arg(long)]
     pub state: String,
-    /// Address of /metrics, /healthz and /readyz.
+    /// Address of /metrics, /healthz, /readyz and the job pages (`/`, `/jobs/<id>`).
     #[arg(long)]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Connections that port serves at once (more wait to be accepted); one that sends no
+    /// request within 10 s is closed.
+    #[arg(long, default_value_t = 2048)]
+    pub metrics_max_connections: usize,
     /// A file holding the shared token (else DISTILLERY_TOKEN).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
@@ -376,8 +380,13 @@ pub struct WorkerArgs {
     /// Seconds running tasks get to finish after SIGTERM.
     #[arg(long, default_value_t = 60)]
     pub grace_secs: u64,
+    /// Address of /metrics, /healthz and /readyz.
     #[arg(long)]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Connections that port serves at once (more wait to be accepted); one that sends no
+    /// request within 10 s is closed.
+    #[arg(long, default_value_t = 2048)]
+    pub metrics_max_connections: usize,
 }
 
 /// The arguments of `submit`.

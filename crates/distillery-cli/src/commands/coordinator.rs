@@ -39,7 +39,10 @@ pub async fn run(a: CoordinatorArgs) -> Result<ExitCode> {
             Arc::new(move || s.metrics()),
             svc.ready_flag(),
             Some(svc.pages()),
-            Limits::default(),
+            Limits {
+                max_connections: a.metrics_max_connections,
+                ..Limits::default()
+            },
         )
         .await
         .with_context(|| format!("cannot serve metrics on {addr}"))?;

@@ -50,7 +50,10 @@ pub async fn run(a: &WorkerArgs) -> Result<ExitCode> {
             Arc::new(move || m.render()),
             ready,
             None,
-            distillery_cluster::http::Limits::default(),
+            distillery_cluster::http::Limits {
+                max_connections: a.metrics_max_connections,
+                ..Default::default()
+            },
         )
         .await
         .with_context(|| format!("cannot serve metrics on {addr}"))?;
