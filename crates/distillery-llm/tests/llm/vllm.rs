@@ -210,3 +210,35 @@ async fn the_context_length_and_a_kept_refusal_against_a_real_server() {
         "the refusal was asked again"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_adaptive_pace_against_a_real_server_answers_every_request() {
+    use futures::StreamExt;
+    let Some((url, model)) = server() else { return };
+    let mut cfg = LlmConfig::new(&url, &model);
+    cfg.max_concurrency = 32;
+    assert!(cfg.adaptive, "adaptive is the default");
+    let client = Client::new(cfg).unwrap();
+    // 200 short requests, 32 offered at once: each answered, the limit within its bounds.
+    let limits: Vec<usize> = futures::stream::iter(0..200)
+        .map(|i| {
+            let c = client.clone();
+            async move {
+                let req = ChatRequest {
+                    messages: vec![ChatMessage::new("user", format!("Say {i}."))],
+                    max_tokens: Some(4),
+                    temperature: Some(0.0),
+                    ..Default::default()
+                };
+                let r = c.chat(&req).await.expect("answered");
+                assert!(r.usage.completion_tokens >= 1);
+                c.concurrency()
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
+    assert_eq!(limits.len(), 200);
+    assert!(limits.iter().all(|l| (1..=32).contains(l)), "{limits:?}");
+    eprintln!("adaptive limits seen: {limits:?}");
+}
