@@ -32,6 +32,7 @@ mod stand_in;
 mod subgraph;
 mod text2triple;
 mod triples;
+mod ui;
 mod verify;
 mod wikidata;
 
