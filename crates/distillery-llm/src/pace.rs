@@ -342,6 +342,16 @@ impl Pace {
             self.sem.add_permits(grow - paid);
         } else {
             st.debt += before - after;
+            // Free permits go at once, so no new request starts above the new limit.
+            while st.debt > 0 {
+                match self.sem.try_acquire() {
+                    Ok(p) => {
+                        p.forget();
+                        st.debt -= 1;
+                    }
+                    Err(_) => break,
+                }
+            }
         }
         if st.debt > 0 {
             st.debt -= 1;
@@ -525,6 +535,11 @@ mod tests {
             t.done(Signal::Ok);
         }
         assert_eq!(p.sem.available_permits(), 2);
+        // A cut while permits are free retires them at once: one request in flight of 4,
+        // refused, leaves 2 free, not 3.
+        let q = Pace::adaptive(1, 64);
+        q.acquire().await.unwrap().done(Signal::Overload);
+        assert_eq!((q.limit(), q.sem.available_permits()), (2, 2));
         let fixed = Pace::fixed(3);
         let t = fixed.acquire().await.unwrap();
         t.done(Signal::Overload);
