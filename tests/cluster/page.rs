@@ -171,7 +171,20 @@ fn metrics_parse_hold_histograms_and_answer_past_1000_idle_connections() {
     let end = c.wait_end(&job);
     assert!(end.contains(" succeeded "), "{end}");
 
-    // 1,000 connections that never send a request: the port still answers at once.
+    // 1,000 connections that never send a request: the port still answers at once. (This
+    // process holds them: its open-files limit raised as the binary raises its own.)
+    let nofile = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+    if let (Some(cur), Some(max)) = (nofile.current, nofile.maximum)
+        && cur < max
+    {
+        let _ = rustix::process::setrlimit(
+            rustix::process::Resource::Nofile,
+            rustix::process::Rlimit {
+                current: Some(max),
+                maximum: Some(max),
+            },
+        );
+    }
     let idle: Vec<std::net::TcpStream> = (0..1000)
         .map(|_| std::net::TcpStream::connect(("127.0.0.1", c.metrics_port)).unwrap())
         .collect();

@@ -22,7 +22,7 @@
 //! `tikv-jemallocator` (jemalloc) is the global allocator: faster than glibc's for the
 //! labeller's many small strings, and at least as fast as mimalloc with less peak memory
 //! (measured with `scripts/bench-label.sh`, see docs/benchmarks.md). `quick-xml` escapes the
-//! text of the HTML report.
+//! text of the HTML report; `rustix` raises the open-files limit at start.
 //!
 //! This file holds logging, the runtime and the dispatch; the arguments are in `args`, and
 //! each command is a module of `commands`.
@@ -53,7 +53,27 @@ use crate::commands::{
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// Raises the soft limit of open files to the hard one (as Go's runtime does): a coordinator
+/// holding a thousand idle metrics connections, or a merge reading many parts, must not stop
+/// at the 1,024 many systems give by default.
+fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let l = getrlimit(Resource::Nofile);
+    if let (Some(cur), Some(max)) = (l.current, l.maximum)
+        && cur < max
+    {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: Some(max),
+                maximum: Some(max),
+            },
+        );
+    }
+}
+
 fn main() -> ExitCode {
+    raise_open_files_limit();
     let cli = Cli::parse();
     let level = if cli.verbose {
         "debug"
