@@ -362,11 +362,11 @@ mod tests {
         section_run(&mut b, &s);
         let chart = &b[b.find("id=\"cascade-cirag\"").unwrap()..];
         assert!(
-            chart.contains("data-label=\"sentence\" data-value=\"75\""),
+            chart.contains("data-label=\"sentences\" data-value=\"75\""),
             "{chart}"
         );
         assert!(
-            chart.contains("data-label=\"paragraph\" data-value=\"25\""),
+            chart.contains("data-label=\"passages\" data-value=\"25\""),
             "{chart}"
         );
         assert!(
