@@ -65,28 +65,6 @@ struct JobView {
     from_record: bool,
 }
 
-fn add(into: &mut StageSummary, s: &StageSummary) {
-    into.records_in += s.records_in;
-    into.records_out += s.records_out;
-    into.bytes_in += s.bytes_in;
-    into.bytes_out += s.bytes_out;
-    into.quarantined += s.quarantined;
-    for (k, v) in &s.counters {
-        *into.counters.entry(k.clone()).or_default() += v;
-    }
-}
-
-fn outcome_word(a: &AttemptState) -> &'static str {
-    match a {
-        AttemptState::Running => "running",
-        AttemptState::Committed => "committed",
-        AttemptState::Failed { .. } => "failed",
-        AttemptState::Expired { .. } => "expired",
-        AttemptState::Abandoned => "abandoned",
-        AttemptState::GivenBack { .. } => "given-back",
-    }
-}
-
 /// The summary's name of a task's stage: `ingest/<input>` for ingest tasks.
 fn stage_of(job: &JobRt, t: &TaskDef) -> String {
     match &t.kind {
@@ -121,7 +99,7 @@ fn live_view(job: &JobRt, v: &mut JobView) {
             _ => {}
         }
         if let Some(o) = job.committed.get(&t.def.id) {
-            add(&mut row.s, &o.summary);
+            row.s.merge(&o.summary);
             if let Some(c) = &o.ingest {
                 for (r, n) in &c.quarantine_by_reason {
                     *v.quarantine.entry(r.clone()).or_default() += n;
@@ -150,7 +128,7 @@ fn live_view(job: &JobRt, v: &mut JobView) {
                 task: t.def.id.clone(),
                 start_ms: a.started_ms,
                 end_ms: end,
-                outcome: outcome_word(&a.state),
+                outcome: a.state.name(),
             });
         }
     }
@@ -492,13 +470,14 @@ fn timeline(v: &JobView) -> String {
             };
             let _ = write!(
                 rows,
-                "<rect class=\"attempt {o}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" \
+                "<rect class=\"attempt {cls}\" x=\"{x:.1}\" y=\"{:.1}\" width=\"{w:.1}\" height=\"{:.1}\" \
                  fill=\"{color}\"><title>{} · {o} · {}</title></rect>",
                 y + lane as f64 * lane_h + 2.0,
                 lane_h - 3.0,
                 esc(&b.task),
                 secs((b.end_ms - b.start_ms) as f64 / 1000.0),
                 o = b.outcome,
+                cls = b.outcome.replace(' ', "-"),
             );
         }
         y += lanes.len().max(1) as f64 * lane_h + 6.0;
