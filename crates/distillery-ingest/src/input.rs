@@ -121,10 +121,11 @@ impl<R: Read> Read for CountingReader<R> {
     }
 }
 
-/// Opens a location and wraps it in the right decompressor. Multi-stream bz2 and gzip
-/// (concatenated members) are read to the end. A truncated compressed stream surfaces as an
-/// `io::Error` from `read`; readers turn that into a `truncated_input` quarantine record and
-/// keep what they read before it.
+/// Opens a location and wraps it in the right decompressor. Multi-stream bz2, gzip
+/// (concatenated members) and zstd (concatenated frames) are read to the end. A truncated or
+/// corrupt compressed stream surfaces as an `io::Error` from `read` that [`is_data_error`]
+/// accepts; readers turn that into a `truncated_input` quarantine record and keep what they
+/// read before it.
 pub fn open_decompressed(
     opener: &dyn Opener,
     location: &str,
@@ -148,14 +149,75 @@ pub fn open_decompressed(
             1 << 16,
             flate2::bufread::MultiGzDecoder::new(buffered),
         )),
-        Compression::Zstd => {
-            return Err(IngestError::invalid(
-                location,
-                "zstd-compressed inputs are not supported; decompress or recompress with bz2/gzip",
-            ));
-        }
+        Compression::Zstd => Box::new(BufReader::with_capacity(
+            1 << 16,
+            ZstdReader::new(buffered).map_err(|e| IngestError::io(location, e))?,
+        )),
     };
     Ok((reader, c))
+}
+
+/// A streaming zstd decoder (all frames, to the end) whose errors read as those of the other
+/// decoders: zstd reports corrupt data as `ErrorKind::Other`, which [`is_data_error`] would take
+/// for a failure to read, so an `Other` error that did not come from the source becomes
+/// `InvalidData`. A cut stream is already `UnexpectedEof`; the source's own errors pass as
+/// they are.
+struct ZstdReader<R: BufRead> {
+    decoder: zstd::stream::read::Decoder<'static, SourceErrors<R>>,
+}
+
+impl<R: BufRead> ZstdReader<R> {
+    fn new(source: R) -> io::Result<Self> {
+        let source = SourceErrors {
+            inner: source,
+            failed: false,
+        };
+        Ok(ZstdReader {
+            decoder: zstd::stream::read::Decoder::with_buffer(source)?,
+        })
+    }
+}
+
+impl<R: BufRead> Read for ZstdReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.decoder.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Other && !self.decoder.get_ref().failed => {
+                Err(io::Error::new(io::ErrorKind::InvalidData, e))
+            }
+            r => r,
+        }
+    }
+}
+
+/// A reader that notes whether it returned an error (so a decoder's own errors can be told
+/// from its source's).
+struct SourceErrors<R> {
+    inner: R,
+    failed: bool,
+}
+
+impl<R: BufRead> Read for SourceErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let r = self.inner.read(buf);
+        self.failed |= r.is_err();
+        r
+    }
+}
+
+impl<R: BufRead> BufRead for SourceErrors<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        match self.inner.fill_buf() {
+            Ok(b) => Ok(b),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn consume(&mut self, amt: usize) {
+        self.inner.consume(amt);
+    }
 }
 
 /// Bytes a [`ReadAhead`] thread reads at a time.
@@ -386,6 +448,45 @@ mod tests {
         r.read_to_string(&mut s).unwrap();
         assert_eq!(s, "hello\n");
         assert!(n.load(Ordering::Relaxed) > 0);
+    }
+
+    fn open_zstd(data: &[u8]) -> (io::Result<Vec<u8>>, Compression) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.zst");
+        std::fs::write(&p, data).unwrap();
+        let n = Arc::new(AtomicU64::new(0));
+        let (mut r, c) = open_decompressed(&LocalFs, p.to_str().unwrap(), n).unwrap();
+        let mut got = Vec::new();
+        (r.read_to_end(&mut got).map(|_| got), c)
+    }
+
+    #[test]
+    fn decompresses_zstd_frames_to_the_end() {
+        let mut data = zstd::encode_all(&b"hello\n"[..], 3).unwrap();
+        data.extend(zstd::encode_all(&b"world\n"[..], 19).unwrap());
+        let (got, c) = open_zstd(&data);
+        assert_eq!(c, Compression::Zstd);
+        assert_eq!(got.unwrap(), b"hello\nworld\n");
+    }
+
+    #[test]
+    fn cut_or_corrupt_zstd_is_a_data_error() {
+        let text: Vec<u8> = (0..200_000u32)
+            .flat_map(|i| i.to_string().into_bytes())
+            .collect();
+        let data = zstd::encode_all(&text[..], 3).unwrap();
+        let (got, _) = open_zstd(&data[..data.len() / 2]);
+        let e = got.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(is_data_error(&e));
+        let mut bad = data.clone();
+        for b in &mut bad[20..200] {
+            *b ^= 0x5a;
+        }
+        let (got, _) = open_zstd(&bad);
+        let e = got.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+        assert!(is_data_error(&e));
     }
 
     #[test]

@@ -42,6 +42,7 @@
 //! Dependencies: `quick-xml` (streaming XML pull parser for MediaWiki dumps), `bzip2` (pure
 //! Rust backend; multistream dumps) and `flate2` (gzip, with the `zlib-rs` backend: pure Rust
 //! like `miniz_oxide` but faster to inflate, and already built for the Parquet writer's gzip),
+//! `zstd` (zstd inputs; already built for the Parquet writer),
 //! `serde_json` (QA and Wikidata JSON),
 //! `md-5` (the MD5 sums a daily adds-changes folder lists for its files),
 //! `memchr` (fast line and marker scanning), `unicode-segmentation` (UAX #29 sentence

@@ -1,5 +1,5 @@
 //! Decompression on one thread, parsing on the others, for line inputs that cannot be split
-//! into byte ranges (a single-stream gzip or bzip2 Freebase or Wikidata dump).
+//! into byte ranges (a single-stream gzip, bzip2 or zstd Freebase or Wikidata dump).
 //!
 //! A cutter thread pulls the decompressed bytes, cuts them into chunks of whole lines (about
 //! 1 MiB each) and places each chunk in the input (offset of its first byte, number of its first

@@ -5,7 +5,7 @@
 //! as raw bytes (so invalid UTF-8 is a per-line quarantine, never a failure of the whole file),
 //! into one reused buffer, tracking the byte offset and the 1-based number of each line (no
 //! number for the lines of a byte range, which cannot know it: see [`crate::ByteRange`]). An I/O
-//! error mid-stream (a truncated gzip or bzip2 file) ends the read: everything before it has
+//! error mid-stream (a truncated gzip, bzip2 or zstd file) ends the read: everything before it has
 //! been emitted, and `truncated` turns the error into a `truncated_input` quarantine record.
 
 pub mod fb15k;

@@ -1,5 +1,5 @@
 //! `wikidata`: the Wikidata JSON dump (`[`, one entity per line with a trailing comma, `]`;
-//! gzip, bzip2 or plain) into entities (labels, descriptions, aliases, the Wikipedia page of
+//! gzip, bzip2, zstd or plain) into entities (labels, descriptions, aliases, the Wikipedia page of
 //! each language from its `<lang>wiki` sitelink) and triples and literals (claims).
 //!
 //! Per entity, one [`Entity`] row per configured language (`languages`, default `["en"]`)

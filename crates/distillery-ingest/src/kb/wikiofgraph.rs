@@ -1,6 +1,6 @@
 //! `wikiofgraph`: the WikiOFGraph text-to-triples corpus (daehuikim/WikiOFGraph; RAS, seed
 //! 002, trains its text-to-triple extractor on it), JSON lines
-//! `{"triplet": "(<S> s| <P> p| <O> o), ...", "text": "..."}` (gzip, bzip2 or plain; a JSON
+//! `{"triplet": "(<S> s| <P> p| <O> o), ...", "text": "..."}` (gzip, bzip2, zstd or plain; a JSON
 //! array of the same objects is read too).
 //!
 //! Per record, one [`Document`] (the text, sentences found by the shared splitter, the title

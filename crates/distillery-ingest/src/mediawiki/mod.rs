@@ -2,7 +2,7 @@
 //! tables.
 //!
 //! Reads the export schema 0.8 and later (`pages-articles.xml`, revision-history exports,
-//! Wikimedia's daily adds-changes dumps; plain, bz2 or gzip, with or without `<siteinfo>`),
+//! Wikimedia's daily adds-changes dumps; plain, bz2, gzip or zstd, with or without `<siteinfo>`),
 //! one page at a time:
 //!
 //! 1. `xml::PageSplitter` cuts the decompressed bytes into `<page>` elements, and
@@ -47,7 +47,7 @@
 //! instead (ranges with [`crate::ByteRange::blocks`] set), see the `blocks` module. Its quarantine records cannot know their offset in
 //! the whole decompressed input: they name the compressed offset of the stream where decoding
 //! started and the decompressed offset from there, in their detail and id, with no
-//! `byte_offset` and no page index. Plain and gzip dumps cannot be split.
+//! `byte_offset` and no page index. Plain, gzip and zstd dumps cannot be split.
 
 mod blocks;
 pub mod daily;

@@ -245,6 +245,40 @@ fn freebase_gzip_is_read_and_truncated_gzip_keeps_the_head() {
     );
 }
 
+#[test]
+fn freebase_zstd_reads_the_same_and_a_cut_one_keeps_the_head() {
+    let plain = bundled("quickstart/freebase.nt");
+    let dir = tempfile::tempdir().unwrap();
+    // Same file name as the plain copy, so the ids match too.
+    let raw = std::fs::read(&plain).unwrap();
+    let p = write(
+        dir.path(),
+        "freebase.nt",
+        &zstd::encode_all(raw.as_slice(), 3).unwrap(),
+    );
+    let want = read(Format::Freebase, &plain).records;
+    assert_eq!(want.len(), 29);
+    assert_eq!(read(Format::Freebase, &p).records, want);
+
+    let mut content = String::new();
+    for i in 0..3000 {
+        content.push_str(&format!(
+            "<http://rdf.freebase.com/ns/m.0{i:05x}>\t<http://rdf.freebase.com/ns/common.topic.description>\t\"Entity {i}, {}\"@en\t.\n",
+            i * 7919 % 10007
+        ));
+    }
+    let z = zstd::encode_all(content.as_bytes(), 3).unwrap();
+    let p = write(dir.path(), "cut.nt.zst", &z[..z.len() * 6 / 10]);
+    let s = read(Format::Freebase, &p);
+    let q = s.quarantine();
+    assert_eq!(q.len(), 1, "{q:#?}");
+    assert_eq!(q[0].reason, "truncated_input");
+    let t = s.edges();
+    assert!(!t.is_empty() && t.len() < 3000, "{}", t.len());
+    let lines: Vec<u64> = t.iter().map(|t| t.line.unwrap()).collect();
+    assert_eq!(lines, (1..=t.len() as u64).collect::<Vec<_>>());
+}
+
 // ---------------------------------------------------------------- wikidata
 
 #[test]

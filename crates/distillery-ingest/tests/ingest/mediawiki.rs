@@ -534,8 +534,12 @@ fn compressed_quickstart_reads_the_same() {
     e.write_all(&xml).unwrap();
     std::fs::write(&gz, e.finish().unwrap()).unwrap();
     let want = read(Format::MediaWiki, &plain).records;
-    // Same file name for the bz2 copy, so the ids match too.
+    // Same file name for the bz2 and zstd copies, so the ids match too.
     assert_eq!(read(Format::MediaWiki, &bz).records, want);
+    let zdir = tempfile::tempdir().unwrap();
+    let zst = zdir.path().join("wiki.xml");
+    std::fs::write(&zst, zstd::encode_all(xml.as_slice(), 3).unwrap()).unwrap();
+    assert_eq!(read(Format::MediaWiki, &zst).records, want);
     let from_gz = read(Format::MediaWiki, &gz);
     assert_eq!(from_gz.documents().len(), 3);
     assert_eq!(

@@ -1,5 +1,5 @@
 //! `freebase`: the `freebase-rdf-latest` dump, N-Triples lines `<s>\t<p>\t<o>\t.` (tabs or
-//! spaces; gzip, bzip2 or plain), into triples and (from `type.object.name`) entities.
+//! spaces; gzip, bzip2, zstd or plain), into triples and (from `type.object.name`) entities.
 //!
 //! IRIs in `http://rdf.freebase.com/ns/` are shortened to their local name (`m.0abc`,
 //! `type.object.name`); other IRIs are kept in full. Objects are `entity` (an `ns:m.`/`ns:g.`
