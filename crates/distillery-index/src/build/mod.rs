@@ -741,5 +741,4 @@ fn is_shard_file(path: &str, sn: &str) -> bool {
 }
 
 #[cfg(test)]
-#[path = "build_tests.rs"]
 mod tests;
