@@ -9,7 +9,7 @@
 #   DISTILLERY_VLLM_URL=http://127.0.0.1:8011/v1 DISTILLERY_VLLM_MODEL=tiny \
 #     scripts/bench-teacher-pace.sh [SECONDS]        # and a real server (CPU vLLM: scripts/vllm-cpu/)
 #
-# The stand-in (crates/distillery-llm/examples/pace_bench/stand_in.rs): `steady` serves 24 at
+# The stand-in (crates/distillery-testkit/src/pace_stand_in.rs): `steady` serves 24 at
 # once with an unbounded queue; `shrinking` serves 32, then 8 from half-way, and refuses with
 # 503 past 16 waiting. PACE_TRACE=1 prints the adaptive limit every half second.
 set -euo pipefail

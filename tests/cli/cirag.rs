@@ -7,10 +7,11 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use distillery_testkit::fault_server::{FaultServer, Responder};
+use distillery_testkit::stand_in::teacher;
 use serde_json::{Value, json};
 
-use crate::fault::{FaultServer, Responder};
-use crate::triples::{run_file, teacher};
+use crate::triples::run_file;
 use crate::{parquet_files, repo, stage, summary};
 
 fn counter(s: &Value, name: &str) -> u64 {

@@ -198,7 +198,7 @@ fn day(root: &Path, w: &mut Wiki, date: &str, edit: &[i64], moved: i64, deleted:
     let gone = w.pages.remove(&deleted).unwrap();
     touched.remove(&deleted);
     let dir = root.join(format!("incr/enwiki/{date}"));
-    crate::daily_folder(&dir, "enwiki", date, &xml(&touched), w.next_rev - 1);
+    distillery_testkit::incr::daily_folder(&dir, "enwiki", date, &xml(&touched), w.next_rev - 1);
     let log = root.join(format!("logs/enwiki-{date}-pages-logging.xml"));
     crate::deletion_log(&log, deleted, date, &gone.title);
     log
@@ -578,7 +578,7 @@ fn the_shipped_nightly_pipeline_runs_a_base_then_nights() {
 /// cited pages, `distillery changes --sft` lists exactly the samples citing one of them.
 #[test]
 fn changes_lists_the_sft_samples_whose_evidence_changed() {
-    use crate::fault::FaultServer;
+    use distillery_testkit::fault_server::FaultServer;
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(FaultServer::start_with(
         vec![],

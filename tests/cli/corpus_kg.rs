@@ -106,7 +106,7 @@ impl Graph {
         }
         self.items.remove(&deleted);
         let dir = root.join(format!("incr/wikidatawiki/{date}"));
-        crate::daily_folder(
+        distillery_testkit::incr::daily_folder(
             &dir,
             "wikidatawiki",
             date,
@@ -123,7 +123,13 @@ impl Graph {
         self.next_rev += 1;
         self.items.remove(&deleted);
         let dir = root.join(format!("incr/wikidatawiki/{date}"));
-        crate::daily_folder(&dir, "wikidatawiki", date, &export(&[]), self.next_rev - 1);
+        distillery_testkit::incr::daily_folder(
+            &dir,
+            "wikidatawiki",
+            date,
+            &export(&[]),
+            self.next_rev - 1,
+        );
         let log = root.join(format!("logs/wikidatawiki-{date}-pages-logging.xml"));
         crate::deletion_log(&log, deleted, date, &format!("Q{deleted}"));
     }

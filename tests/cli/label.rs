@@ -925,7 +925,7 @@ fn reruns_write_byte_identical_sft_files_and_stale_ones_are_removed() {
 /// the index root with its record (versions are named by build time; tests/cli/index.rs
 /// compares indexes by their answers).
 fn output_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
-    super::files::files_under(dir)
+    distillery_testkit::files::files_under(dir)
         .into_iter()
         .filter(|(rel, _)| !["_manifest.json", "_summary.json"].contains(&rel.as_str()))
         .filter(|(rel, _)| !rel.starts_with("index/") && !rel.starts_with("indexes/"))

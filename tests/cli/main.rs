@@ -3,21 +3,12 @@
 //! corrupted inputs and the bad-record threshold, and every shared sample. The label stage,
 //! the SFT files and their Python loadability are in [`label`].
 
-#[path = "../support/browser.rs"]
-mod browser;
 mod cirag;
 mod confine;
 mod corpus;
 mod corpus_kg;
 mod daily;
 mod export;
-#[path = "../support/incr.rs"]
-mod incr;
-use incr::daily_folder;
-#[path = "../support/fault_server.rs"]
-mod fault;
-#[path = "../support/files.rs"]
-mod files;
 mod freebase;
 mod hostile;
 mod index;
@@ -27,8 +18,6 @@ mod ras;
 mod relevance;
 mod report_html;
 mod revelator;
-#[path = "../support/stand_in.rs"]
-mod stand_in;
 mod subgraph;
 mod text2triple;
 mod triples;
@@ -873,7 +862,7 @@ fn corrupted_inputs_are_quarantined_and_the_threshold_fails_the_run() {
         }
     }
     assert!(parts > 0);
-    let staged: Vec<String> = files::files_under(&out_dir.join("_staging"))
+    let staged: Vec<String> = distillery_testkit::files::files_under(&out_dir.join("_staging"))
         .into_iter()
         .map(|(rel, _)| rel)
         .filter(|rel| !rel.contains("/quarantine/"))

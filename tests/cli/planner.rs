@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use distillery_testkit::fault_server::FaultServer;
 use serde_json::Value;
 
-use crate::fault::FaultServer;
 use crate::triples::run_file;
 use crate::{bin, repo, stage, summary};
 

@@ -7,10 +7,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use distillery_testkit::fault_server::{FaultServer, Responder};
+use distillery_testkit::stand_in::teacher;
 use serde_json::{Value, json};
 
-use crate::fault::{FaultServer, Responder};
-use crate::triples::{run_file, teacher};
+use crate::triples::run_file;
 use crate::{repo, stage, summary};
 
 fn pipeline(dir: &Path, url: &str, data: &Path, model: &str) -> std::path::PathBuf {

@@ -2,8 +2,8 @@
 //! headless browser: the page renders, its numbers are the summary's and the JSON report's,
 //! and a screenshot is kept (`target/test-artefacts/report-quickstart.png`).
 
-use super::browser::{artefact, browse, chromium};
 use super::*;
+use distillery_testkit::browser::{artefact, browse, chromium};
 
 /// The `data-value` of the first element holding `marker` (and a `data-value` after it).
 fn value_after(dom: &str, marker: &str) -> Option<f64> {

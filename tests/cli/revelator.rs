@@ -7,9 +7,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
+use distillery_testkit::fault_server::{FaultServer, Responder};
 use serde_json::{Value, json};
 
-use crate::fault::{FaultServer, Responder};
 use crate::triples::run_file;
 use crate::{ok, repo, stage, summary};
 

@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use distillery_testkit::fault_server::FaultServer;
+use distillery_testkit::stand_in::teacher;
 use serde_json::Value;
 
-use crate::fault::FaultServer;
 use crate::label::{sft_check, sft_training_check};
-use crate::stand_in::teacher;
 use crate::{ok, repo, shared, stage, summary};
 
 fn lines(out: &Path, stage: &str) -> Vec<Value> {

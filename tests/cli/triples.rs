@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
+use distillery_testkit::fault_server::{Fault, FaultServer};
+use distillery_testkit::stand_in::teacher;
 use serde_json::Value;
 
-use crate::fault::{Fault, FaultServer};
-pub(crate) use crate::stand_in::teacher;
 use crate::{bin, parquet_files, repo, sql_json, stage, summary};
 
 fn pipeline(dir: &Path, url: &str, cache: &Path) -> std::path::PathBuf {
@@ -459,7 +459,7 @@ fn a_rejected_request_quarantines_its_passage() {
 }
 
 /// The stand-in's tokens: a quarter of each message's characters, rounded up, plus 4.
-pub(crate) fn stand_in_tokens() -> crate::fault::TokenCounter {
+pub(crate) fn stand_in_tokens() -> distillery_testkit::fault_server::TokenCounter {
     std::sync::Arc::new(|body: &Value| {
         body["messages"]
             .as_array()

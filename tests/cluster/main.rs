@@ -3,24 +3,17 @@
 //! each fault ending with outputs identical (same files, same bytes, same rows) to a fault-free
 //! `distillery run` of the same pipeline.
 
-#[path = "../support/browser.rs"]
-mod browser;
-#[path = "../support/fault_server.rs"]
-mod fault;
-#[path = "../support/files.rs"]
-mod files;
-#[path = "../support/incr.rs"]
-mod incr;
 mod page;
 mod s3;
-#[path = "../support/stand_in.rs"]
-mod stand_in;
 mod tls;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use distillery_testkit::fault_server::FaultServer;
+use distillery_testkit::stand_in::teacher;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -98,7 +91,7 @@ fn write_pipeline(dir: &Path, files: usize, per_file: usize) -> PathBuf {
 /// summary's row counts.
 fn snapshot(out: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut m = BTreeMap::new();
-    for (rel, p) in files::files_under(out) {
+    for (rel, p) in distillery_testkit::files::files_under(out) {
         // Index versions are named by build time: the same content under another name.
         if rel.starts_with("index/") || rel.starts_with("indexes/") {
             continue;
@@ -843,7 +836,7 @@ fn triples_pipeline_in_four_tasks_on_three_workers_equals_one_shard_run() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(fault::FaultServer::start_with(vec![], stand_in::teacher()));
+    let server = rt.block_on(FaultServer::start_with(vec![], teacher()));
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let pipeline = repo().join("pipelines/triples.toml");

@@ -5,7 +5,9 @@
 //! the port answering while 1,000 idle connections are open.
 
 use super::*;
-use browser::{artefact, browse, chromium};
+use distillery_testkit::browser::{artefact, browse, chromium};
+use distillery_testkit::fault_server::FaultServer;
+use distillery_testkit::stand_in::teacher;
 
 /// The `data-value` of the cell of class `class` in the stage row of `stage`.
 fn stage_value(dom: &str, stage: &str, class: &str) -> Option<u64> {
@@ -244,7 +246,7 @@ fn metrics_parse_hold_histograms_and_answer_past_1000_idle_connections() {
         return;
     }
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(fault::FaultServer::start_with(vec![], stand_in::teacher()));
+    let server = rt.block_on(FaultServer::start_with(vec![], teacher()));
     let out = dir.join("triples");
     let o = c.cli(&[
         "submit",

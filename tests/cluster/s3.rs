@@ -445,7 +445,7 @@ fn s3_a_daily_folder_in_s3_advances_a_corpus() {
     // Day 1 revises page 2; day 2's pages file is damaged after its sum was taken.
     let days = bucket.location("incr/enwiki");
     let day1 = dir.join("20261201");
-    incr::daily_folder(
+    distillery_testkit::incr::daily_folder(
         &day1,
         "enwiki",
         "20261201",
@@ -453,7 +453,7 @@ fn s3_a_daily_folder_in_s3_advances_a_corpus() {
         10,
     );
     let day2 = dir.join("20261202");
-    incr::daily_folder(
+    distillery_testkit::incr::daily_folder(
         &day2,
         "enwiki",
         "20261202",

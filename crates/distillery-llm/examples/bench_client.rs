@@ -11,15 +11,13 @@
 //!
 //! `cargo run --release -p distillery-llm --example bench_client -- [REQUESTS] [IN_FLIGHT] [KEYS]`
 
-#[path = "../../../tests/support/fault_server.rs"]
-mod fault;
-
 use std::sync::Arc;
 use std::time::Instant;
 
 use distillery_llm::{
     CacheEntry, CacheKey, ChatMessage, ChatRequest, Client, LlmConfig, ResponseCache, Usage,
 };
+use distillery_testkit::fault_server::FaultServer;
 use futures::StreamExt;
 use object_store::local::LocalFileSystem;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -35,7 +33,7 @@ fn arg(i: usize, default: usize) -> usize {
 #[tokio::main]
 async fn main() {
     let (requests, in_flight, keys) = (arg(1, 20_000), arg(2, 64), arg(3, 20_000));
-    let server = fault::FaultServer::keep_alive("{\"named_entities\": [\"Ada\"]}").await;
+    let server = FaultServer::keep_alive("{\"named_entities\": [\"Ada\"]}").await;
 
     // --- 1. requests per second ---
     let mut cfg = LlmConfig::new(&server.url, "bench");

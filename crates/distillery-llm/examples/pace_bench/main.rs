@@ -6,22 +6,20 @@
 //! cargo run --release -p distillery-llm --example pace_bench -- server URL MODEL [SECONDS]
 //! ```
 //!
-//! `stand-in` runs two scenarios of the stand-in server (`stand_in.rs`): `steady` (24 served
-//! at once, an unbounded queue, like vLLM) and `shrinking` (32 at once, then 8 from half-way,
-//! and 503 past 16 waiting). `server` runs against a real OpenAI-compatible server (vLLM),
+//! `stand-in` runs two scenarios of the stand-in server
+//! ([`distillery_testkit::pace_stand_in`]): `steady` (24 served at once, an unbounded queue,
+//! like vLLM) and `shrinking` (32 at once, then 8 from half-way, and 503 past 16 waiting). `server` runs against a real OpenAI-compatible server (vLLM),
 //! short completions. Each setting runs for SECONDS (default 12) from a fresh start, offering
 //! 64 requests at once (as a teacher stage buffers `max_concurrency` of them); throughput is
 //! the answers received before the time is up. Prints a line per setting and, per scenario,
 //! the adaptive throughput as a share of the best fixed one, and checks that no request was
 //! lost and (on the stand-in) none served twice.
 
-mod stand_in;
-
 use std::time::{Duration, Instant};
 
 use distillery_llm::{ChatMessage, ChatRequest, Client, LlmConfig};
+use distillery_testkit::pace_stand_in::{Model, StandIn};
 use futures::StreamExt;
-use stand_in::{Model, StandIn};
 
 const OFFERED: usize = 64;
 const FIXED: [usize; 7] = [1, 2, 4, 8, 16, 32, 64];

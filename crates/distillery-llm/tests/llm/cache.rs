@@ -8,7 +8,7 @@ use object_store::local::LocalFileSystem;
 use serde_json::{Value, json};
 
 use crate::client::{fast_config, request};
-use crate::fault::{Fault, FaultServer};
+use distillery_testkit::fault_server::{Fault, FaultServer};
 
 /// Parses a JSON object; version 2 also accepts the object inside prose or a code fence.
 struct JsonParser {

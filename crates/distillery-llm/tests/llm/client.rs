@@ -6,7 +6,7 @@ use distillery_llm::{
     ChatMessage, ChatRequest, Client, LlmConfig, LlmError, ResponseFormat, Secret,
 };
 
-use crate::fault::{Fault, FaultServer};
+use distillery_testkit::fault_server::{Fault, FaultServer};
 
 pub fn fast_config(url: &str) -> LlmConfig {
     let mut c = LlmConfig::new(url, "tiny");

@@ -4,7 +4,5 @@
 
 mod cache;
 mod client;
-#[path = "../../../../tests/support/fault_server.rs"]
-mod fault;
 mod pace;
 mod vllm;

@@ -1,17 +1,14 @@
-//! The client's pace against the stand-in server of `examples/pace_bench` (a known capacity
-//! that shrinks mid-run, 503 past a short queue): every request answered once with its own
-//! answer, never more in flight than the pace allows, and the adaptive limit down after the
-//! server shrank. Throughput against fixed settings is measured by
+//! The client's pace against the stand-in server of `examples/pace_bench`
+//! ([`distillery_testkit::pace_stand_in`]: a known capacity that shrinks mid-run, 503 past a
+//! short queue): every request answered once with its own answer, never more in flight than
+//! the pace allows, and the adaptive limit down after the server shrank. Throughput against fixed settings is measured by
 //! `scripts/bench-teacher-pace.sh`, not asserted here.
-
-#[path = "../../examples/pace_bench/stand_in.rs"]
-mod stand_in;
 
 use std::time::Duration;
 
 use distillery_llm::{ChatMessage, ChatRequest, Client, LlmConfig};
+use distillery_testkit::pace_stand_in::{Model, StandIn};
 use futures::StreamExt;
-use stand_in::{Model, StandIn};
 
 fn config(url: &str, max: usize, adaptive: bool) -> LlmConfig {
     let mut cfg = LlmConfig::new(url, "stand-in");

@@ -3,9 +3,8 @@
 //! `capacity(t)` requests are served at once, each step slower the fuller the batch (a
 //! request takes `service · (0.6 + 0.4 · batch / capacity)`), more wait in a queue, and past
 //! `queue` waiting a request is refused with 503. Each answer's content is the request's own
-//! last message, and the server counts how often it served each one.
-
-#![allow(dead_code)]
+//! last message, and the server counts how often it served each one. Used by `distillery-llm`'s
+//! `pace_bench` example and its `llm` test binary (`pace`).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -1,14 +1,12 @@
 //! A deterministic stand-in teacher for the triple extraction prompts, answering through
-//! [`crate::fault::FaultServer::start_with`]. Shared by the CLI and cluster test binaries
-//! (`#[path]` module).
-
-#![allow(dead_code)]
+//! [`crate::fault_server::FaultServer::start_with`]. Used by the CLI and cluster test
+//! binaries.
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::fault::Responder;
+use crate::fault_server::Responder;
 
 /// Capitalised word runs of a text: the stand-in teacher's "entities".
 fn capitalised(text: &str) -> Vec<String> {

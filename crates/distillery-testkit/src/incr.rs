@@ -1,5 +1,4 @@
-//! Wikimedia's daily adds-changes folders, written for the CLI and cluster tests (each
-//! includes this file with `#[path]`).
+//! Wikimedia's daily adds-changes folders, written for the CLI and cluster tests.
 
 use std::path::Path;
 

@@ -1,6 +1,7 @@
 //! A small HTTP/1.1 server on loopback that answers OpenAI chat completion requests with
 //! scripted faults: it stands in front of the client the way a misbehaving server or proxy
-//! would. Shared by the test binaries of `distillery-llm` and the CLI (`#[path]` module).
+//! would. Used by the test binaries of `distillery-llm` and the CLI, and by `distillery-llm`'s
+//! `bench_client` example.
 //!
 //! Answers come from one of:
 //! - a fixed content ([`FaultServer::start`]);
@@ -19,8 +20,6 @@
 //! `bodies`; a proxy forwards them upstream. With both set, a completion request whose
 //! prompt count plus `max_tokens` exceeds its model's `max_model_len` is refused with 400, as
 //! vLLM refuses it.
-
-#![allow(dead_code)]
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,8 +1,6 @@
 //! Pages loaded in a real headless browser (Debian's `chromium`): a screenshot kept under
-//! `target/test-artefacts/`, and the DOM the browser rendered. Shared by the cluster and CLI
-//! test binaries (`#[path]` module).
-
-#![allow(dead_code)]
+//! `target/test-artefacts/`, and the DOM the browser rendered. Used by the cluster and CLI
+//! test binaries.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
