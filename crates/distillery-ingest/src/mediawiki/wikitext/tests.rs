@@ -303,3 +303,40 @@ fn unicode_offsets() {
     assert_eq!(p.links[0].start, 8);
     assert_eq!(p.sentences.len(), 2);
 }
+
+#[test]
+fn named_entities_are_html5_and_numeric_ones_any_code_point() {
+    use super::entities::decode_entities;
+    // Names beyond HTML 4, astral and two-code-point ones, and the hand-kept basics.
+    assert_eq!(
+        decode_entities("&alpha;&Delta; &ccaron;&Scaron; &Xopf; &fjlig; &rarr;&amp;&quot;"),
+        "αΔ čŠ 𝕏 fj →&\""
+    );
+    // Spaces become a plain space and invisible characters go, whatever their name.
+    assert_eq!(
+        decode_entities("a&nbsp;b&ThinSpace;c&emsp13;d&NewLine;e&shy;f&ZeroWidthSpace;g"),
+        "a b c d efg"
+    );
+    // Numeric references: decimal, hex, astral; invalid ones and unknown names stay as text.
+    assert_eq!(decode_entities("&#233;&#xE9;&#X1D54F;&#128512;"), "éé𝕏😀");
+    assert_eq!(
+        decode_entities("&#0; &#xD800; &#x110000; &bogus; &amp &;"),
+        "&#0; &#xD800; &#x110000; &bogus; &amp &;"
+    );
+    assert_eq!(clean("x &alpha;&ndash;&Omega; y"), "x α–Ω y");
+}
+
+#[test]
+fn the_html5_table_has_every_name() {
+    let table = include_str!("html5_entities.txt");
+    let names: Vec<&str> = table
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    assert_eq!(names.len(), 2125);
+    for n in names {
+        let s = format!("&{n};");
+        assert_ne!(super::entities::decode_entities(&s), s, "{n}");
+    }
+}
