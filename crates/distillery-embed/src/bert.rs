@@ -8,11 +8,78 @@
 //! - GELU is the vectorised exact one of [`crate::gelu`] on the CPU.
 //!
 //! The weights and their names are the checkpoint's own (`embeddings.*`, `encoder.layer.N.*`,
-//! under a `bert.` or `<model_type>.` prefix or none), read through candle's `VarBuilder`.
+//! under a `bert.` or `<model_type>.` prefix or none), read through candle's `VarBuilder`;
+//! the shape and activation are [`Config`], the fields of the checkpoint's `config.json` the
+//! encoder uses.
 
 use candle_core::{Result, Tensor};
 use candle_nn::{Embedding, LayerNorm, Module, VarBuilder};
-use candle_transformers::models::bert::{Config, HiddenAct};
+use serde::Deserialize;
+
+/// The feed-forward activation (`hidden_act` of `config.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum HiddenAct {
+    /// The exact (erf) GELU, Hugging Face's `gelu`.
+    #[serde(rename = "gelu")]
+    Gelu,
+    /// The tanh approximation of GELU: `gelu_new` and `gelu_pytorch_tanh` in transformers,
+    /// `geluapproximate` in candle-transformers' configs.
+    #[serde(
+        rename = "gelu_new",
+        alias = "gelu_pytorch_tanh",
+        alias = "geluapproximate"
+    )]
+    GeluApproximate,
+    #[serde(rename = "relu")]
+    Relu,
+}
+
+/// How positions are encoded (`position_embedding_type`): only learned absolute positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PositionEmbeddingType {
+    #[default]
+    Absolute,
+}
+
+/// The fields of a BERT `config.json` the encoder reads; the others (dropout, initialiser
+/// range, `pad_token_id`, ...) are ignored. A missing field takes the default of transformers'
+/// `BertConfig` (bert-base: 768 wide, 12 layers of 12 heads, exact GELU, `layer_norm_eps`
+/// 1e-12), as candle-transformers' `Config::default` has them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: HiddenAct,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    pub position_embedding_type: PositionEmbeddingType,
+    /// Also the weights' prefix when they are not at the checkpoint's root or under `bert.`.
+    pub model_type: Option<String>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            vocab_size: 30522,
+            hidden_size: 768,
+            num_hidden_layers: 12,
+            num_attention_heads: 12,
+            intermediate_size: 3072,
+            hidden_act: HiddenAct::Gelu,
+            max_position_embeddings: 512,
+            type_vocab_size: 2,
+            layer_norm_eps: 1e-12,
+            position_embedding_type: PositionEmbeddingType::Absolute,
+            model_type: Some("bert".to_string()),
+        }
+    }
+}
 
 /// `x · Wᵀ + b` over the last dimension, as one matrix product over all leading dimensions.
 struct Linear {
@@ -198,5 +265,64 @@ impl Bert {
             x = layer.forward(&x, mask.as_ref())?;
         }
         Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_reads_a_sentence_transformers_bert_config() {
+        // all-MiniLM-L6-v2's config.json.
+        let c: Config = serde_json::from_str(
+            r#"{"_name_or_path": "nreimers/MiniLM-L6-H384-uncased", "architectures": ["BertModel"],
+            "attention_probs_dropout_prob": 0.1, "gradient_checkpointing": false,
+            "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "hidden_size": 384,
+            "initializer_range": 0.02, "intermediate_size": 1536, "layer_norm_eps": 1e-12,
+            "max_position_embeddings": 512, "model_type": "bert", "num_attention_heads": 12,
+            "num_hidden_layers": 6, "pad_token_id": 0, "position_embedding_type": "absolute",
+            "transformers_version": "4.8.2", "type_vocab_size": 2, "use_cache": true,
+            "vocab_size": 30522}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            Config {
+                hidden_size: 384,
+                num_hidden_layers: 6,
+                intermediate_size: 1536,
+                ..Config::default()
+            }
+        );
+    }
+
+    #[test]
+    fn config_defaults_are_bert_base() {
+        let c: Config = serde_json::from_str("{}").unwrap();
+        assert_eq!(c, Config::default());
+        assert_eq!(c.hidden_act, HiddenAct::Gelu);
+        assert_eq!(c.layer_norm_eps, 1e-12);
+        assert_eq!((c.hidden_size, c.num_hidden_layers), (768, 12));
+        assert_eq!(c.model_type.as_deref(), Some("bert"));
+    }
+
+    #[test]
+    fn config_activations_and_unsupported_positions() {
+        let act = |a: &str| {
+            serde_json::from_str::<Config>(&format!(r#"{{"hidden_act": "{a}"}}"#))
+                .map(|c| c.hidden_act)
+                .ok()
+        };
+        assert_eq!(act("gelu"), Some(HiddenAct::Gelu));
+        assert_eq!(act("relu"), Some(HiddenAct::Relu));
+        for tanh in ["gelu_new", "gelu_pytorch_tanh", "geluapproximate"] {
+            assert_eq!(act(tanh), Some(HiddenAct::GeluApproximate), "{tanh}");
+        }
+        assert_eq!(act("swish"), None);
+        assert!(
+            serde_json::from_str::<Config>(r#"{"position_embedding_type": "relative_key"}"#)
+                .is_err()
+        );
     }
 }

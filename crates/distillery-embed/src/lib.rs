@@ -18,21 +18,21 @@
 //! docs/benchmarks.md).
 //!
 //! Dependencies: `candle-core`, `candle-nn` (tensors, their CPU and CUDA kernels, safetensors
-//! loading; their `cuda` features behind ours), `candle-transformers` (the BERT `config.json`
-//! type), `gemm` (not called: its `x86-v4` feature gives candle's CPU matrix products their
-//! AVX-512 kernels), `tokenizers` (the model's own `tokenizer.json`), `twox-hash` (the revision
-//! of weights outside the Hugging Face cache).
+//! loading; their `cuda` features behind ours), `gemm` (not called: its `x86-v4` feature gives
+//! candle's CPU matrix products their AVX-512 kernels), `tokenizers` (the model's own
+//! `tokenizer.json`), `serde`, `serde_json` (`config.json`, read into the `bert` module's own
+//! `Config`: candle-transformers, with its hundred other models, is not needed for one struct),
+//! `twox-hash` (the revision of weights outside the Hugging Face cache).
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config;
 
 mod bert;
 mod gelu;
 
-use bert::Bert;
+use bert::{Bert, Config};
 use distillery_core::{ErrorKind, HasKind};
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
@@ -222,7 +222,7 @@ impl Embedder {
                 .unwrap_or_default(),
             _ => format!("{:016x}", twox_hash::XxHash64::oneshot(0, &weights)),
         };
-        let dimension = config_hidden_size(&dir)?;
+        let dimension = config.hidden_size;
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| bad(format!("model.safetensors: {e}")))?;
         let model = Bert::load(vb, &config).map_err(|e| bad(format!("weights: {e}")))?;
@@ -294,20 +294,6 @@ impl Embedder {
         let unit = pooled.broadcast_div(&norm)?;
         Ok(unit.to_vec2::<f32>()?)
     }
-}
-
-/// `hidden_size` of a model's `config.json`.
-fn config_hidden_size(dir: &Path) -> Result<usize, EmbedError> {
-    let f = dir.join("config.json");
-    std::fs::read(&f)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v.get("hidden_size").and_then(serde_json::Value::as_u64))
-        .map(|n| n as usize)
-        .ok_or_else(|| EmbedError::Load {
-            path: f.display().to_string(),
-            message: "no `hidden_size`".into(),
-        })
 }
 
 /// Cosine similarity of two vectors (of unit embeddings: their dot product).

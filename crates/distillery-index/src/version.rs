@@ -457,31 +457,25 @@ pub fn new_name(seed: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let secs = now.as_secs();
-    let (y, mo, d) = civil(secs / 86_400);
-    let t = secs % 86_400;
-    let h = twox_hash::XxHash64::oneshot(now.subsec_nanos() as u64, seed.as_bytes());
-    format!(
-        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}Z-{:08x}",
-        t / 3600,
-        t / 60 % 60,
-        t % 60,
-        h as u32
-    )
+    name_at(now, seed)
 }
 
-/// The civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
-pub(crate) fn civil(days: u64) -> (i64, u32, u32) {
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+/// [`new_name`] for a build finishing `now` after the Unix epoch.
+fn name_at(now: std::time::Duration, seed: &str) -> String {
+    let h = twox_hash::XxHash64::oneshot(now.subsec_nanos() as u64, seed.as_bytes());
+    let stamp = compact_utc(now.as_secs()).unwrap_or_else(|| "99991231T235959Z".into());
+    format!("{stamp}-{:08x}", h as u32)
+}
+
+/// `YYYYMMDDTHHMMSSZ` (UTC) of `secs` after the Unix epoch: humantime's RFC 3339 form without
+/// its `-` and `:`; `None` past the year 9999.
+pub(crate) fn compact_utc(secs: u64) -> Option<String> {
+    use std::fmt::Write;
+    let t = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))?;
+    let mut s = String::with_capacity(20);
+    write!(s, "{}", humantime::format_rfc3339_seconds(t)).ok()?;
+    s.retain(|c| c != '-' && c != ':');
+    Some(s)
 }
 
 /// Seconds since the Unix epoch.
@@ -497,10 +491,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil(0), (1970, 1, 1));
-        assert_eq!(civil(20_418), (2025, 11, 26));
-        assert_eq!(civil(11_016), (2000, 2, 29));
+    fn version_names_are_compact_utc_times() {
+        let day = 86_400;
+        assert_eq!(compact_utc(0).as_deref(), Some("19700101T000000Z"));
+        assert_eq!(
+            compact_utc(20_418 * day + 18 * 3600 + 15 * 60 + 9).as_deref(),
+            Some("20251126T181509Z")
+        );
+        assert_eq!(
+            compact_utc(11_016 * day + day - 1).as_deref(),
+            Some("20000229T235959Z")
+        );
+        assert_eq!(
+            compact_utc(253_402_300_799).as_deref(),
+            Some("99991231T235959Z")
+        );
+        assert_eq!(compact_utc(253_402_300_800), None);
+        let at = std::time::Duration::new(20_418 * day + 65, 7);
+        let n = name_at(at, "x");
+        assert!(n.starts_with("20251126T000105Z-"), "{n}");
+        assert_eq!(n.len(), "20261126T181500Z-0123abcd".len());
+        assert!(n[17..].bytes().all(|b| b.is_ascii_hexdigit()), "{n}");
+        assert_eq!(n, name_at(at, "x"));
+        assert_ne!(n, name_at(at, "y"));
         let n = new_name("x");
         assert_eq!(n.len(), "20261126T181500Z-0123abcd".len());
         assert!(n.starts_with("20"));

@@ -500,32 +500,27 @@ pub async fn delta_since(
     }))
 }
 
-/// Days since 1970-01-01 of `YYYYMMDD`.
+/// Days since 1970-01-01 of `YYYYMMDD`; `None` for a date that does not exist (20260231) or
+/// is before 1970.
 fn day_number(date: &str) -> Option<i64> {
     if date.len() != 8 || !date.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let y: i64 = date[..4].parse().ok()?;
-    let m: i64 = date[4..6].parse().ok()?;
-    let d: i64 = date[6..].parse().ok()?;
-    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
-        return None;
-    }
-    // Howard Hinnant's days_from_civil.
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let n = era * 146_097 + doe - 719_468;
-    // Refuse dates that do not exist (20260231).
-    (date_of(n) == date).then_some(n)
+    let (y, m, d) = (&date[..4], &date[4..6], &date[6..]);
+    let t = humantime::parse_rfc3339(&format!("{y}-{m}-{d}T00:00:00Z")).ok()?;
+    let secs = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    i64::try_from(secs / 86_400).ok()
 }
 
+/// `YYYYMMDD` of a day number (1970-01-01 for one before it, 99991231 for one past that).
 fn date_of(n: i64) -> String {
-    let (y, m, d) = crate::version::civil(n.max(0) as u64);
-    format!("{y:04}{m:02}{d:02}")
+    let days = u64::try_from(n).unwrap_or(0);
+    let mut s = days
+        .checked_mul(86_400)
+        .and_then(crate::version::compact_utc)
+        .unwrap_or_else(|| "99991231".into());
+    s.truncate(8);
+    s
 }
 
 /// Which of `days` a night applies to a corpus that has applied `applied`: the new ones in

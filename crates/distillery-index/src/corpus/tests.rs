@@ -45,6 +45,41 @@ fn days_apply_in_order_repeats_are_skipped_and_gaps_refused() {
     );
 }
 
+#[test]
+fn day_numbers_and_dates_round_trip() {
+    assert_eq!(day_number("20251126"), Some(20_418));
+    assert_eq!(day_number("20000229"), Some(11_016));
+    assert_eq!(day_number("99991231"), Some(2_932_896));
+    for bad in [
+        "20260231",
+        "20250229",
+        "19000229",
+        "20261131",
+        "20261301",
+        "20260001",
+        "20260100",
+        "19691231",
+        "00000101",
+        "2026121",
+        "202612011",
+        "2026-1201",
+        "２0261201",
+    ] {
+        assert_eq!(day_number(bad), None, "{bad}");
+    }
+    assert_eq!(date_of(0), "19700101");
+    assert_eq!(date_of(-5), "19700101");
+    assert_eq!(date_of(20_418), "20251126");
+    assert_eq!(date_of(11_016), "20000229");
+    assert_eq!(date_of(2_932_896), "99991231");
+    assert_eq!(date_of(2_932_897), "99991231");
+    for n in [
+        0, 59, 365, 10_956, 11_016, 11_017, 20_418, 47_540, 2_932_896,
+    ] {
+        assert_eq!(day_number(&date_of(n)), Some(n), "{n}");
+    }
+}
+
 fn local(dir: &std::path::Path) -> Root {
     Root {
         store: Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap()),
