@@ -12,24 +12,31 @@
 //!    `RecordBatch`es and hands them over a bounded channel to async [`parts::PartWriters`]
 //!    (Parquet, zstd) writing under the attempt's directory through object_store;
 //! 3. the bad-record check (`run.max_bad_ratio`);
-//! 4. stages, from the staged Parquet: each is one module of [`stages`] (its options, checks,
-//!    outputs, partitioning, estimate and run), found by kind in [`stages::REGISTRY`]; the
-//!    engine (this crate's other modules) never names one, and what stages share lives in
-//!    [`kit`] (the teacher, context readers, SFT text, the SFT writer and merge); each returns
-//!    a [`run::StageOutput`] (summary, parts, other files);
+//! 4. stages, from the staged Parquet: each is one module of [`stages`] implementing
+//!    [`contract::Stage`] (its typed options, checks, outputs, partitioning, estimate and
+//!    run), found by kind in [`stages::REGISTRY`]; the engine (this crate's other modules)
+//!    never names one, and what stages share lives in [`kit`] (the teacher, context readers,
+//!    SFT text, the SFT writer and merge); each returns a [`contract::StageOutput`] (summary,
+//!    parts, other files);
 //! 5. [`publish`]: parts and files moved into place, `_summary.json`, then `_manifest.json`
 //!    (the commit).
 //!
 //! [`estimate`] asks each stage for its projected calls, tokens and cost (`plan --estimate`).
 //! [`verify`] decodes a published output's segments back into sources (`hseq verify`).
-//! [`confine`] keeps writes inside the outputs and index roots Distillery owns (never through
-//! a symbolic link). [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
+//! [`claim`] refuses a location Distillery does not own, and [`confine`] keeps every write
+//! inside the ones it claimed (never through a symbolic link).
+//!
+//! Layers, each importing only those below it (a test checks the graph has no circle):
+//! `error`, `sink`, `faults`, `confine` → `store` → `parts`, `publish`, `lock`, `claim`,
+//! `verify` → [`contract`] (the stage contract and the data it passes) → [`kit`] → the
+//! stage modules → the registry ([`stages`]) → the engine (`plan`, `task`, `run`,
+//! `estimate`, `reference`). [`store`] turns paths and URLs into object_store locations (local disk by default; S3, GCS,
 //! Azure with credentials from the environment).
 //!
 //! Dependencies: `arrow`/`parquet` (the data plane and its files), `object_store` (all output
 //! and remote input), `tokio` + `tokio-util` + `futures` (async writers, blocking readers
 //! bridged with `SyncIoBridge`, tasks aborted on drop with `AbortOnDropHandle`), `indicatif`
-//! (progress bars on a terminal), `glob` (input patterns), `url` (output URLs), `tracing`
+//! (progress bars on a terminal), `glob` (input patterns), `url` (output URLs), `humantime` (RFC 3339 times), `tracing`
 //! (structured logs), `thiserror` (error types), `twox-hash` (XXH64, the label stage's
 //! duplicate-sample hashes: fast, and already built for parquet), `foldhash` (the `subgraph`
 //! stage's node and frontier maps, looked up once per KG edge per hop), `rustix` (`statfs` and `access`: an output on `/proc` or a read-only disk is refused before
@@ -43,11 +50,15 @@
 //! RAS prompts of the teacher stages), `distillery-embed` (candle sentence embeddings for
 //! RAS's `[NO_RETRIEVAL]`).
 
+pub mod claim;
 pub mod confine;
+pub mod contract;
 pub mod error;
 pub mod estimate;
 pub mod faults;
 pub mod kit;
+#[cfg(test)]
+mod layering;
 pub mod lock;
 pub mod parts;
 pub mod plan;

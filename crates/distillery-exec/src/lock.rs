@@ -60,7 +60,7 @@ impl OutputLock {
             pipeline: pipeline.to_string(),
             host: host_name(),
             pid: std::process::id(),
-            since: crate::run::rfc3339(SystemTime::now()),
+            since: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         }
     }
 

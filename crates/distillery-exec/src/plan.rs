@@ -3,64 +3,19 @@
 //! with the tasks and the job record: workers and a restarted coordinator never resolve a
 //! glob again.
 
-use std::collections::BTreeMap;
-use std::fmt;
-
 use distillery_core::TableKind;
 use distillery_core::spec::{Format, FormatOptions, Pipeline};
 use distillery_ingest::{
     ByteRange, InputCtx, LocalFs, Opener, find_multistream_index, split_ranges,
 };
 
+pub use crate::contract::{Plan, PlannedFile, SideFile, SideFiles, stage_tag};
+
+use crate::contract::Reads;
 use crate::error::ExecError;
+use crate::kit::daily::daily_days;
 use crate::stages::stage_of;
 use crate::store::{StoreOpener, is_url, resolve_paths};
-
-/// One input file (or byte range of one) to read.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PlannedFile {
-    pub input: String,
-    pub format: Format,
-    /// Index of the file within its input.
-    pub index: usize,
-    pub location: String,
-    /// Bytes this task reads: the file's size, or its range's length.
-    pub size: Option<u64>,
-    /// Part tag: `<input>-<index>`, or `<input>-<index>.<range>` for a byte range of a split
-    /// file; every part this file (range) produces carries it.
-    pub tag: String,
-    /// The byte range of the file this task reads (`None`: all of it). See [`split_file`].
-    pub range: Option<ByteRange>,
-}
-
-/// A file a stage reads besides the pipeline's inputs (a label stage's evaluation files),
-/// resolved from its option's patterns at planning ([`crate::stages::Stage::resolve`]).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SideFile {
-    /// The option naming it (`decontaminate`).
-    pub option: String,
-    /// The index of the pattern in that option that matched it.
-    pub index: usize,
-    pub location: String,
-}
-
-/// The side files of each stage that has some, by stage name.
-pub type SideFiles = BTreeMap<String, Vec<SideFile>>;
-
-/// What a run will do.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub pipeline: Pipeline,
-    pub files: Vec<PlannedFile>,
-    /// The files stages read besides the inputs, as planning resolved them.
-    pub side: SideFiles,
-    /// Stages in execution order: one `ingest/<input>` per input, then the pipeline's stages.
-    pub stages: Vec<String>,
-    /// Tables the output will hold.
-    pub tables: Vec<TableKind>,
-    /// Files the output will hold besides table parts and `_summary.json`/`_manifest.json`.
-    pub outputs: Vec<String>,
-}
 
 /// Tables a format's reader produces.
 pub fn tables_of(format: Format) -> &'static [TableKind] {
@@ -165,17 +120,6 @@ fn split_remote(
     planned
         .join()
         .map_err(|_| ExecError::Task("planning the byte ranges of an input panicked".into()))?
-}
-
-/// The tag of the parts a stage derives from a file's parts: `<input>@<stage>-<index>`.
-/// `@` is not allowed in names (and object_store keeps it as it is in paths, unlike `~`), so
-/// a derived part never shares a name with a part of the file itself (an ingest quarantine
-/// part of the same shard, say), and [`crate::parts::PartId`] still finds the input.
-pub fn stage_tag(tag: &str, stage: &str) -> String {
-    match tag.rsplit_once('-') {
-        Some((name, index)) => format!("{name}@{stage}-{index}"),
-        None => format!("{tag}@{stage}"),
-    }
 }
 
 /// The tables whose rows count as the "records" of a format for the bad-record ratio: one per
@@ -301,7 +245,7 @@ pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<String>, ExecEr
             .filter(|(inputs, _)| inputs.contains(&input.name))
             .map(|(_, r)| r)
             .collect();
-        if readers.is_empty() || readers.iter().all(|r| **r == crate::stages::Reads::All) {
+        if readers.is_empty() || readers.iter().all(|r| **r == Reads::All) {
             continue;
         }
         let (found, errors) = daily_days(&input.paths, false);
@@ -327,84 +271,6 @@ pub async fn leave_out_read_days(p: &mut Pipeline) -> Result<Vec<String>, ExecEr
         input.paths = paths;
     }
     Ok(left)
-}
-
-/// A path of an input and the daily folders it names (`None`: not a daily folder).
-pub type DailyPath = (
-    String,
-    Option<Vec<distillery_ingest::mediawiki::daily::DailyFolder>>,
-);
-
-/// Each of a `mediawiki` input's paths with the daily folders it names, checked (`None`: not
-/// a daily folder, a file or URL read as it is), and the problems of the folders refused. A
-/// folder is a local directory, a glob of them, or an object-store prefix (`s3://…/20261201`,
-/// read through [`StoreOpener`]); `verify` checks each pages file's MD5 (reading it).
-pub fn daily_days(paths: &[String], verify: bool) -> (Vec<DailyPath>, Vec<String>) {
-    if !paths.iter().any(|p| is_url(p) && !p.starts_with("file://")) {
-        return daily_days_with(&distillery_ingest::LocalFs, paths, verify);
-    }
-    // object_store needs a runtime of its own: this may be called inside one.
-    let paths = paths.to_vec();
-    std::thread::spawn(move || {
-        match tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-        {
-            Ok(rt) => daily_days_with(&StoreOpener::new(rt.handle().clone()), &paths, verify),
-            Err(e) => (Vec::new(), vec![format!("reading daily folders: {e}")]),
-        }
-    })
-    .join()
-    .unwrap_or_else(|_| (Vec::new(), vec!["reading daily folders panicked".into()]))
-}
-
-fn daily_days_with(
-    fs: &dyn distillery_ingest::Opener,
-    paths: &[String],
-    verify: bool,
-) -> (Vec<DailyPath>, Vec<String>) {
-    use distillery_ingest::mediawiki::daily;
-    let (mut out, mut errors) = (Vec::new(), Vec::new());
-    for p in paths {
-        let local = p.strip_prefix("file://").unwrap_or(p);
-        let dirs: Vec<String> = if is_url(p) && !p.starts_with("file://") {
-            let dir = p.trim_end_matches('/');
-            if daily::is_daily_folder(fs, dir) {
-                vec![dir.to_string()]
-            } else {
-                Vec::new()
-            }
-        } else if local.contains(['*', '?', '[']) {
-            let mut d: Vec<String> = glob::glob(local)
-                .map(|g| {
-                    g.filter_map(Result::ok)
-                        .map(|d| d.to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            d.retain(|d| std::path::Path::new(d).is_dir() && daily::is_daily_folder(fs, d));
-            d.sort();
-            d
-        } else if std::path::Path::new(local).is_dir() && daily::is_daily_folder(fs, local) {
-            vec![local.to_string()]
-        } else {
-            Vec::new()
-        };
-        if dirs.is_empty() {
-            out.push((p.clone(), None));
-            continue;
-        }
-        let mut days = Vec::new();
-        for d in dirs {
-            match daily::open(fs, &d, verify) {
-                Ok(f) => days.push(f),
-                Err(e) => errors.push(e),
-            }
-        }
-        out.push((p.clone(), Some(days)));
-    }
-    (out, errors)
 }
 
 /// Below this many shards (or tasks of a stage) any input is accepted.
@@ -498,68 +364,6 @@ pub fn plan_known(
         tables,
         outputs: out_files,
     })
-}
-
-fn human(n: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut i = 0;
-    while v >= 1024.0 && i + 1 < U.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", U[i])
-    }
-}
-
-impl fmt::Display for Plan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = &self.pipeline;
-        writeln!(f, "pipeline {} (hash {})", p.name, &p.hash[..12])?;
-        writeln!(f, "output   {}", p.output)?;
-        writeln!(
-            f,
-            "shards   {} per table (records assigned by stable id hash; triples by subject)",
-            p.run.shards
-        )?;
-        writeln!(f, "inputs")?;
-        for file in &self.files {
-            writeln!(
-                f,
-                "  {:<12} {:<10} {} ({})",
-                file.input,
-                file.format.name(),
-                file.location,
-                file.size.map(human).unwrap_or_else(|| "remote".into())
-            )?;
-        }
-        writeln!(f, "stages")?;
-        for s in &self.stages {
-            writeln!(f, "  {s}")?;
-            for side in self.side.get(s).into_iter().flatten() {
-                writeln!(f, "    reads {} ({})", side.location, side.option)?;
-            }
-        }
-        writeln!(f, "outputs")?;
-        for t in &self.tables {
-            writeln!(
-                f,
-                "  {}/{}/part-SSSSS-<input>-<file>.parquet  (up to {} shard(s) x {} file(s))",
-                p.output.trim_end_matches('/'),
-                t.name(),
-                p.run.shards,
-                self.files.len()
-            )?;
-        }
-        for file in &self.outputs {
-            writeln!(f, "  {}/{file}", p.output.trim_end_matches('/'))?;
-        }
-        writeln!(f, "  {}/_summary.json", p.output.trim_end_matches('/'))?;
-        write!(f, "  {}/_manifest.json", p.output.trim_end_matches('/'))
-    }
 }
 
 /// An input error's message without the `inputs:` its display starts with (the joined

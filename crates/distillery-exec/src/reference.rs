@@ -12,6 +12,7 @@ use distillery_core::spec::{
 };
 use serde_json::Value;
 
+use crate::contract::Partitioning;
 use crate::stages::REGISTRY;
 
 /// The whole reference, as Markdown.
@@ -41,7 +42,27 @@ pub fn pipelines() -> String {
         section(&mut o, &title, &schema);
     }
     section(&mut o, "## `[[stages]]`", &stage_schema());
-    o.push_str("### Stage options\n\n");
+    o.push_str("### Stages and their tasks\n\n");
+    o.push_str(
+        "Every stage kind of this build (`stages::REGISTRY`), and how a stage of it is cut into \
+         tasks: one task, one per shard (reading that shard of every table), or one per shard \
+         of the questions (reading every context and KB part), then a merge task on the next \
+         level.\n\n| kind | teacher | tasks | merge task |\n|---|---|---|---|\n",
+    );
+    for s in REGISTRY {
+        let tasks = match s.partitioning() {
+            Partitioning::Whole => "one",
+            Partitioning::Shards => "one per shard",
+            Partitioning::Questions => "one per shard of the questions",
+        };
+        o.push_str(&format!(
+            "| `{}` | {} | {tasks} | {} |\n",
+            s.kind(),
+            if s.uses_llm() { "yes" } else { "no" },
+            if s.merges() { "yes" } else { "no" }
+        ));
+    }
+    o.push_str("\n### Stage options\n\n");
     for s in REGISTRY {
         let llm = if s.uses_llm() {
             " (calls the `[llm]` server)"

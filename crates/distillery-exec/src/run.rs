@@ -9,13 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use distillery_core::spec::{InputSpec, Pipeline};
-use distillery_core::summary::{Manifest, ManifestFile, RunSummary, StageSummary};
+use distillery_core::summary::{Manifest, RunSummary};
 use distillery_ingest::input::file_name;
 use distillery_ingest::{InputCtx, read_input};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::mpsc;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
+
+pub use crate::contract::StageOutput;
 
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart};
@@ -40,35 +42,6 @@ pub struct RunOutcome {
     pub summary: RunSummary,
     pub manifest: Manifest,
     pub output: String,
-}
-
-/// What a stage produced: its summary, the table parts it staged and the other files it
-/// staged (paths relative to the staging directory, which are their paths in the output).
-#[derive(Debug, Clone, Default)]
-pub struct StageOutput {
-    pub summary: StageSummary,
-    pub parts: Vec<WrittenPart>,
-    pub files: Vec<ManifestFile>,
-    /// Files staged for the stage's merge task, not published themselves.
-    pub intermediate: Vec<ManifestFile>,
-    /// Files of other tasks published as they are (see [`crate::task::AdoptedFile`]).
-    pub adopted: Vec<crate::task::AdoptedFile>,
-}
-
-impl StageOutput {
-    /// The task output of an attempt that staged this under `dir`.
-    pub fn into_task(self, dir: &str) -> crate::task::TaskOutput {
-        crate::task::TaskOutput {
-            parts: self.parts,
-            files: self.files,
-            dir: dir.to_string(),
-            summary: self.summary,
-            ingest: None,
-            intermediate: self.intermediate,
-            adopted: self.adopted,
-            ..Default::default()
-        }
-    }
 }
 
 /// What one input file produced.
@@ -265,29 +238,9 @@ pub fn new_run_id(pipeline_hash: &str) -> String {
     format!("{}-{}", stamp.trim_end_matches('Z'), &salt[..8])
 }
 
-/// Formats a time as RFC 3339 UTC with second precision.
+/// Formats a time as RFC 3339 UTC with second precision (`2026-12-07T01:02:03Z`).
 pub fn rfc3339(t: SystemTime) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (H. Hinnant), proleptic Gregorian.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// Plans a pipeline without running it (for `distillery plan`).

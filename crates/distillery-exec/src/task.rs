@@ -28,13 +28,18 @@ use distillery_core::spec::{Pipeline, StageSpec};
 use distillery_core::summary::{ManifestFile, RunSummary, StageSummary, TaskRun};
 use serde::{Deserialize, Serialize};
 
+pub use crate::contract::{
+    AdoptedFile, IngestCounts, Partitioning, SPENT_COST, SPENT_TOKENS, ShardOutput, TaskOutput,
+};
+
+use crate::contract::{MergeCx, RunCx};
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
 use crate::plan::{Plan, PlannedFile, SideFile, plan, primary_tables};
 use crate::publish::{build_manifest, publish_from};
 use crate::run::{ProgressMode, RunOutcome, ingest_file, rfc3339};
 use crate::sink::QUARANTINE_EXAMPLES;
-use crate::stages::{MergeCx, RunCx, stage_of};
+use crate::stages::stage_of;
 use crate::store::Location;
 
 /// What a task does.
@@ -47,22 +52,6 @@ pub enum TaskKind {
     Stage { stage: usize, shard: Option<u32> },
     /// Join what the shard tasks of a stage staged for it (see [`Partitioning::Questions`]).
     Merge { stage: usize },
-}
-
-/// How a stage's work is cut into tasks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Partitioning {
-    /// One task reads every part written below it.
-    Whole,
-    /// One task per shard, reading only its shard's parts of every table.
-    Shards,
-    /// One task per shard of the questions: a task reads its shard's `questions` parts (and
-    /// `subgraphs` parts, which a `subgraph` stage writes in its questions' shards) and
-    /// every other part whole (the contexts and knowledge bases its questions cite), and
-    /// writes its questions' rows into its own shard. A merge task then joins the files the
-    /// shard tasks staged for it, so the stage's rows, reports and files are the same for any
-    /// task count (its merged SFT JSONL holds the same lines, in the order of the tasks).
-    Questions,
 }
 
 /// How a stage is cut into tasks (its module says), and into how many: its `tasks`, else
@@ -119,83 +108,6 @@ impl TaskDef {
 pub struct JobPlan {
     pub plan: Plan,
     pub tasks: Vec<TaskDef>,
-}
-
-/// Ingest counts of one file, for the bad-record gate and the summary.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct IngestCounts {
-    /// Rows of the format's primary table (pages, questions, edges).
-    pub primary: u64,
-    pub quarantined: u64,
-    pub quarantine_by_reason: BTreeMap<String, u64>,
-    /// The file's first quarantined records, described (where and why), for the gate's error.
-    #[serde(default)]
-    pub quarantine_examples: Vec<String>,
-}
-
-/// What one task attempt wrote, as recorded in its commit record.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct TaskOutput {
-    /// Table parts, each under the attempt's directory (`base`).
-    pub parts: Vec<WrittenPart>,
-    /// Other files (paths relative to the attempt's directory, which are their output paths).
-    pub files: Vec<ManifestFile>,
-    /// The attempt's directory, relative to the output location.
-    pub dir: String,
-    /// This task's share of its stage's summary (`ingest/<input>` for ingest tasks).
-    pub summary: StageSummary,
-    pub ingest: Option<IngestCounts>,
-    /// Files staged for the stage's merge task (paths relative to the attempt's directory),
-    /// never published themselves.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub intermediate: Vec<ManifestFile>,
-    /// Files published unchanged from another task's directory (a merge task taking a shard
-    /// task's file as it is rather than copying it).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub adopted: Vec<AdoptedFile>,
-    /// The worker that ran this attempt, and the attempt's number (1 for the first), set by
-    /// the worker: the summary's `tasks` say where each task ran.
-    #[serde(default)]
-    pub worker: String,
-    #[serde(default)]
-    pub attempt: u32,
-    /// When the attempt started running (Unix milliseconds, 0 when unknown): the job page's
-    /// timeline of a finished job.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub started_ms: i64,
-}
-
-fn is_zero(v: &i64) -> bool {
-    *v == 0
-}
-
-/// A file another task staged, published as it is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AdoptedFile {
-    /// The directory of the task that staged it, relative to the output location.
-    pub dir: String,
-    pub file: ManifestFile,
-}
-
-/// The counters a teacher task's spending is read from: prompt and completion tokens.
-pub const SPENT_TOKENS: [&str; 2] = ["llm.tokens_in", "llm.tokens_out"];
-/// The counter of a teacher task's cost (millionths, by `[llm.price]`).
-pub const SPENT_COST: &str = "llm.cost_micro";
-
-/// A committed task output another task reads: for a merge task, each shard task of its
-/// stage; for a stage task, each task below it that published files (a planner's plans, say),
-/// its parts left out.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ShardOutput {
-    pub task: String,
-    pub output: TaskOutput,
-}
-
-impl TaskOutput {
-    /// Rows plus bytes written, for progress reports.
-    pub fn records(&self) -> u64 {
-        self.summary.records_out
-    }
 }
 
 /// Plans a pipeline into tasks.

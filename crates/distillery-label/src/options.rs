@@ -1,6 +1,7 @@
 //! Options of the `label` stage, here because the labeller, its methods and presets read
 //! them; the stage module in `distillery-exec` checks them against the pipeline.
 
+use distillery_core::spec::SftSplit;
 use serde::{Deserialize, Serialize};
 
 fn yes() -> bool {
@@ -29,9 +30,6 @@ fn default_cpt() -> f64 {
 }
 fn default_snippet() -> u32 {
     240
-}
-fn default_validation() -> f64 {
-    0.05
 }
 fn default_hops() -> u32 {
     3
@@ -133,19 +131,10 @@ pub struct LabelOptions {
     /// replaced from `templates`.
     #[serde(default)]
     pub verify: bool,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any training sample. Each is read whole: a file of unknown format, with a
-    /// bad record, or with no question fails the stage.
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
     /// Where questions' KB edges come from, for MetaQA-style k-hop subgraphs: the name of a
     /// KB input (`metaqa-kb`, `freebase`, ...; a task holds the whole KB in memory), or of a
     /// `subgraph` stage listed before this one (each question gets its subgraph's edges; a

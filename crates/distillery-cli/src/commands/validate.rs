@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use distillery_exec::confine::check_output;
+use distillery_exec::claim::check_output;
 use distillery_exec::run::plan_pipeline;
 
 use super::load;

@@ -88,7 +88,7 @@ impl CoordinatorService {
         {
             let _serial = self.output_locks.lock().await;
             // A directory of the user's is never written (or cleaned) as an output.
-            distillery_exec::confine::claim(&out, distillery_exec::confine::Owned::Output)
+            distillery_exec::claim::claim(&out, distillery_exec::claim::Owned::Output)
                 .await
                 .map_err(invalid)?;
             distillery_exec::lock::acquire(&out, &lock, |j| ended.contains(j))

@@ -66,6 +66,16 @@ impl StageCheck<'_, '_> {
         self.c.de(&base, self.options.clone())
     }
 
+    /// [`StageCheck::options`] for an options type that flattens option groups, whose
+    /// unknown-field errors serde reports without the fields it expected: `known` (the
+    /// options' names) are named instead.
+    pub fn options_of<T: DeserializeOwned>(&mut self, known: &[String]) -> Option<T> {
+        let from = self.c.errors_len();
+        let o = self.options::<T>();
+        self.c.name_expected(from, known);
+        o
+    }
+
     /// Reports a problem of the option `option` of this stage (`""`: the options table).
     pub fn error(&mut self, option: &str, message: impl Into<String>) {
         self.error_in(self.index, option, message);

@@ -41,6 +41,28 @@ impl Collector<'_> {
     /// that value is returned (after the errors were recorded), so the checks that follow
     /// report their errors in the same round; a known key with a bad value returns `None`,
     /// since the checks would judge its default instead.
+    /// How many problems are collected so far.
+    pub(super) fn errors_len(&self) -> usize {
+        self.errors.len()
+    }
+
+    /// Completes the unknown-field messages collected since `from` that name no expected
+    /// field (serde's, through a flattened group) with `known`.
+    pub(super) fn name_expected(&mut self, from: usize, known: &[String]) {
+        if known.is_empty() {
+            return;
+        }
+        let names: Vec<String> = known.iter().map(|k| format!("`{k}`")).collect();
+        let expected = format!(", expected one of {}", names.join(", "));
+        for e in self.errors.iter_mut().skip(from) {
+            let m = &mut e.message;
+            if m.starts_with("unknown field `") && !m.contains(", expected") {
+                let at = m.find(" (from --set").unwrap_or(m.len());
+                m.insert_str(at, &expected);
+            }
+        }
+    }
+
     pub(super) fn de<T: DeserializeOwned>(
         &mut self,
         base: &[PathSeg],
@@ -62,7 +84,12 @@ impl Collector<'_> {
                 single.insert(k.clone(), v.clone());
                 if let Err(e) = serde_path_to_error::deserialize::<_, T>(toml::Value::Table(single))
                 {
-                    let (p, m) = error_at(base, e);
+                    let (mut p, m) = error_at(base, e);
+                    // A field of a flattened option group reaches serde through a buffer
+                    // that loses its key: the key tried alone is the one at fault.
+                    if p.len() == base.len() {
+                        p.push(PathSeg::Key(k.clone()));
+                    }
                     if !m.starts_with("missing field") {
                         if m.starts_with("unknown field") {
                             kept.remove(k);

@@ -29,7 +29,7 @@
 //! The files of this module, one job each: `format` and `input` (the input formats, their
 //! options, the input entries), `stage`, `llm`, `run` and `pipeline` (the other sections, and
 //! the checked pipeline with its hash), `overrides` (`--set`), `locate` (key paths, their
-//! positions in the file, the error lines), `collect` (deserializing with every bad key
+//! positions in the file, the error lines), `groups` (option groups several stages flatten into theirs), `collect` (deserializing with every bad key
 //! reported), `catalog` (what the executor's stage registry tells the checks), `check` (the
 //! checks of the whole file) and `sections` (the checks of one entry or section).
 
@@ -37,6 +37,7 @@ mod catalog;
 mod check;
 mod collect;
 mod format;
+mod groups;
 mod input;
 mod llm;
 mod locate;
@@ -51,6 +52,7 @@ mod tests;
 pub use catalog::{StageCatalog, StageCheck};
 pub use check::MAX_PIPELINE_BYTES;
 pub use format::Format;
+pub use groups::{QuestionCap, SftSplit};
 pub use input::{
     DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_PAGE_BYTES, DEFAULT_MAX_RECORD_BYTES, Fb15kOptions,
     FormatOptions, FreebaseOptions, HybridQaOptions, InputSpec, JsonOptions, LineOptions,

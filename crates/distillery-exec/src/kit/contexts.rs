@@ -7,10 +7,10 @@ use distillery_core::schema::from_batch;
 use distillery_core::{Document, TableKind};
 use futures::StreamExt;
 
+use crate::contract::ShardOutput;
 use crate::error::ExecError;
 use crate::parts::{WrittenPart, read_part_rows};
 use crate::store::Location;
-use crate::task::ShardOutput;
 
 /// The directory (relative to the output) under which a stage task below this one published
 /// `file`, itself or by adopting it from an earlier run.

@@ -8,13 +8,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use distillery_core::spec::{Format, FormatOptions, StageCheck, StageSpec};
+use distillery_core::spec::{Format, FormatOptions, SftSplit, StageCheck, StageSpec};
 use distillery_core::{QuarantineRecord, SftSample, VecSink};
 use distillery_ingest::{InputCtx, Opener, read_input};
 use distillery_label::normalize::normalize_answer;
 
+use crate::contract::SideFile;
 use crate::error::ExecError;
-use crate::plan::SideFile;
 use crate::store::{StoreOpener, resolve_paths};
 
 /// Evaluation questions with fewer normalised words than this are matched only against a
@@ -22,12 +22,10 @@ use crate::store::{StoreOpener, resolve_paths};
 /// in too many unrelated texts.
 pub const MIN_CONTAINED_WORDS: usize = 4;
 
-/// The option's doc, shared by the stages' options structs.
-pub const DOC: &str = "Evaluation files whose questions must not appear in any sample";
-
 /// The `decontaminate` files of a stage, each pattern resolved on its own (its format is the
-/// pattern's entry in `decontaminate_formats`), for [`crate::stages::Stage::resolve`].
-pub fn resolve(stage: &StageSpec, patterns: &[String]) -> Result<Vec<SideFile>, Vec<String>> {
+/// pattern's entry in `decontaminate_formats`), for [`crate::contract::Stage::resolve`].
+pub fn resolve(stage: &StageSpec, split: &SftSplit) -> Result<Vec<SideFile>, Vec<String>> {
+    let patterns = &split.decontaminate;
     let (mut files, mut errors) = (Vec::new(), Vec::new());
     let name = format!("{}.decontaminate", stage.name);
     for (index, pattern) in patterns.iter().enumerate() {
@@ -48,8 +46,13 @@ pub fn resolve(stage: &StageSpec, patterns: &[String]) -> Result<Vec<SideFile>, 
     }
 }
 
-/// Checks `decontaminate_formats` against `decontaminate`: one QA format per file, or none.
-pub fn check(cx: &mut StageCheck<'_, '_>, patterns: &[String], formats: &[String]) {
+/// Checks an [`SftSplit`]: `validation_share` in [0, 1), and `decontaminate_formats` against
+/// `decontaminate` (one QA format per file, or none).
+pub fn check(cx: &mut StageCheck<'_, '_>, split: &SftSplit) {
+    if !split.share_ok() {
+        cx.error("validation_share", "`validation_share` must be in [0, 1)");
+    }
+    let (patterns, formats) = (&split.decontaminate, &split.decontaminate_formats);
     if !formats.is_empty() && formats.len() != patterns.len() {
         cx.error(
             "decontaminate_formats",

@@ -7,10 +7,10 @@
 
 use distillery_core::summary::ManifestFile;
 
+use crate::contract::ShardOutput;
 use crate::error::ExecError;
 use crate::kit::jsonl::TextFile;
 use crate::store::Location;
-use crate::task::ShardOutput;
 
 /// The fragments of one named file written by one task.
 pub(crate) struct Fragments {

@@ -5,11 +5,13 @@
 //! ([`embedding`]), retrieval from a built index ([`retrieval`]), the `same_as` aliases
 //! that merge knowledge graphs ([`same_as`]), a shard's documents with the triples that
 //! cite them ([`doc_triples`]) the evaluation questions no sample may contain
-//! ([`decontam`]) a stage's input rows ([`rows`]) and
-//! an index's documents from a corpus root ([`corpus_feed`]).
+//! ([`decontam`]) a stage's input rows ([`rows`]),
+//! an index's documents from a corpus root ([`corpus_feed`]) and a `mediawiki` input's daily
+//! folders ([`daily`]).
 
 pub mod contexts;
 pub mod corpus_feed;
+pub mod daily;
 pub mod decontam;
 pub mod doc_triples;
 pub mod embedding;

@@ -14,10 +14,10 @@ use distillery_index::version::{self, Root};
 use distillery_triples::Passage;
 use distillery_triples::align::SentenceSpan;
 
+use crate::contract::ShardOutput;
 use crate::error::ExecError;
 use crate::kit::contexts::published;
 use crate::kit::embedding;
-use crate::task::ShardOutput;
 
 /// Where versions of remote roots are downloaded for reading: `$XDG_CACHE_HOME/distillery/
 /// index`, else `~/.cache/distillery/index`.
@@ -200,7 +200,7 @@ pub fn check_index(cx: &mut StageCheck<'_, '_>, name: &str, with_version: bool) 
 /// listed before this one built in this job, else the root at `version` (`None`: the one its
 /// `CURRENT` names).
 pub async fn index_root(
-    cx: &crate::stages::RunCx<'_>,
+    cx: &crate::contract::RunCx<'_>,
     index: &str,
     version: Option<&str>,
 ) -> Result<(Root, Option<String>), ExecError> {

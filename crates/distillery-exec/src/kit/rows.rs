@@ -5,9 +5,9 @@ use distillery_core::TableKind;
 use distillery_core::schema::from_batch;
 use futures::StreamExt;
 
+use crate::contract::RunCx;
 use crate::error::ExecError;
 use crate::parts::{WrittenPart, read_part_rows};
-use crate::stages::RunCx;
 use crate::store::Location;
 
 /// The parts of `table` from the stage's inputs (read or derived), in part order.

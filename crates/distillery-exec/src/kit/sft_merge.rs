@@ -37,11 +37,11 @@ use tokio::io::AsyncBufReadExt;
 use distillery_label::sft::{carries_neutralised_token, neutralise_control_tokens};
 use tracing::warn;
 
+use crate::contract::{AdoptedFile, ShardOutput};
 use crate::error::ExecError;
 use crate::kit::jsonl::{TextFile, dataset_info};
 use crate::parts::{PartId, PartWriters, WrittenPart, read_part};
 use crate::store::Location;
-use crate::task::{AdoptedFile, ShardOutput};
 
 /// The ledger's lines, one per sample, in the order the shard task wrote them.
 pub(crate) const LEDGER: &str = "_merge/sft-ledger.jsonl";
@@ -542,7 +542,7 @@ mod tests {
         intermediate.extend(ledger.finish().await.unwrap());
         ShardOutput {
             task: format!("stage/label/shard-{shard:05}"),
-            output: crate::task::TaskOutput {
+            output: crate::contract::TaskOutput {
                 parts,
                 dir: dir.to_string(),
                 intermediate,

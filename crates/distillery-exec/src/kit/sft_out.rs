@@ -19,13 +19,12 @@ use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_label::sft::neutralise_messages;
 
+use crate::contract::{MergeCx, StageOutput};
 use crate::error::ExecError;
 use crate::kit::decontam::Decontaminator;
 use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
 use crate::kit::sft_merge::{LedgerWriter, Merged, SHARED_BYTES_IN, merge_sft};
 use crate::parts::{PartWriters, part_name};
-use crate::run::StageOutput;
-use crate::stages::MergeCx;
 use crate::store::Location;
 
 pub(crate) struct SftOut {
@@ -165,13 +164,13 @@ pub(crate) async fn merge_stage(
 /// What a stage writing through [`SftOut`] declares: the `sft` table and
 /// `<stage>/train.jsonl`, `validation.jsonl`, `dataset_info.json`, after its own `extra`
 /// files (also under `<stage>/`).
-pub fn sft_declared(stage: &str, extra: &[&str]) -> crate::stages::Declared {
+pub fn sft_declared(stage: &str, extra: &[&str]) -> crate::contract::Declared {
     let files = extra
         .iter()
         .chain(&["train.jsonl", "validation.jsonl", "dataset_info.json"])
         .map(|f| format!("{stage}/{f}"))
         .collect();
-    crate::stages::Declared {
+    crate::contract::Declared {
         tables: vec![distillery_core::TableKind::Sft],
         files,
     }

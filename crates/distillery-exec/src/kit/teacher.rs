@@ -11,12 +11,10 @@ use distillery_llm::{Budget, Client, LlmConfig, Price, ResponseCache};
 use distillery_triples::prompt::{Constraint, Prompts};
 use distillery_triples::{Extractor, ExtractorConfig, TriplesOptions};
 
+use crate::contract::{RunCx, SPENT_COST, SPENT_TOKENS, StageOutput};
 use crate::error::ExecError;
 use crate::parts::WrittenPart;
-use crate::run::StageOutput;
-use crate::stages::RunCx;
 use crate::store::open_location;
-use crate::task::{SPENT_COST, SPENT_TOKENS};
 use tracing::info;
 
 /// How a sample names the teacher it came from ([`distillery_core::SftSample::teacher`]):

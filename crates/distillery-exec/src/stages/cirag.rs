@@ -46,7 +46,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::DistillError;
@@ -62,6 +62,10 @@ use futures::StreamExt;
 use serde_json::json;
 use tracing::info;
 
+use crate::contract::options::{QuestionCap, SftSplit};
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::contexts::parts_of;
 use crate::kit::embedding::{self, EmbeddingOptions};
@@ -70,17 +74,8 @@ use crate::kit::retrieval::{IndexRetriever, check_index, index_root};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
-use crate::plan::SideFile;
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-fn default_validation() -> f64 {
-    0.05
-}
 fn default_answer_tokens() -> u32 {
     512
 }
@@ -127,9 +122,9 @@ pub struct CiragOptions {
     /// `cascade_user.txt` are replaced from `templates`.
     #[serde(default = "yes")]
     pub cascade: bool,
-    /// Distil at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
+    /// At most this many questions, in part order (see [`QuestionCap`]).
+    #[serde(flatten)]
+    pub cap: QuestionCap,
     /// `max_tokens` of each teacher answer.
     #[serde(default = "default_answer_tokens")]
     pub max_tokens: u32,
@@ -139,18 +134,10 @@ pub struct CiragOptions {
     /// Directory of templates replacing the built-in triple extraction prompts.
     #[serde(default)]
     pub triple_templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
     /// A built index to retrieve from instead of indexing `corpus` in memory: the name of an
     /// `index` stage listed before this one (the version it built in this job), or an index
     /// root (path or URL; the version `CURRENT` names when the task starts, unless
@@ -183,6 +170,8 @@ impl Default for CiragOptions {
 pub struct Cirag;
 
 impl Stage for Cirag {
+    type Options = CiragOptions;
+
     fn kind(&self) -> &'static str {
         "cirag"
     }
@@ -191,12 +180,7 @@ impl Stage for Cirag {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(CiragOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: CiragOptions = cx.options()?;
+    fn check(&self, o: &mut CiragOptions, cx: &mut StageCheck<'_, '_>) {
         let inputs = cx.inputs;
         for name in &o.corpus {
             if !inputs.iter().any(|i| &i.name == name) {
@@ -211,9 +195,6 @@ impl Stage for Cirag {
         }
         if !(0.0..=1.0).contains(&o.min_f1) {
             cx.error("min_f1", "`min_f1` must be in [0, 1]");
-        }
-        if !(0.0..1.0).contains(&o.validation_share) {
-            cx.error("validation_share", "`validation_share` must be in [0, 1)");
         }
         match &o.index {
             None if o.retrieval != Retrieval::Bm25 || o.index_version.is_some() => cx.error(
@@ -232,16 +213,14 @@ impl Stage for Cirag {
                 cx.error("rerank", problem);
             }
         }
-        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
-        Some(StageOptions::new(o))
+        crate::kit::decontam::check(cx, &o.split);
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = super::options::<CiragOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(&self, o: &CiragOptions, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &CiragOptions, stage: &StageSpec) -> Declared {
         crate::kit::sft_out::sft_declared(&stage.name, &["trajectories.jsonl"])
     }
 
@@ -253,16 +232,15 @@ impl Stage for Cirag {
         true
     }
 
-    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
-        let capped = super::options::<CiragOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
-        capped.then_some(1)
+    fn max_tasks(&self, o: &CiragOptions) -> Option<u32> {
+        o.cap.max_tasks()
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a CiragOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a CiragOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move {
             let name = format!("{}/{TRAJECTORIES}", cx.stage.name);
             let trajectories = concat(cx.out, cx.dir, cx.shards, &name).await?;
@@ -285,9 +263,8 @@ fn distill_err(e: DistillError) -> ExecError {
 }
 
 /// Runs one task of the stage: the questions of its shard, over the whole corpus.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &CiragOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &CiragOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     // The triples of retrieved passages are asked exactly as a `triples` stage with the same
@@ -365,9 +342,13 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let mut w = Writers {
         trajectories: Fragments::new(out, staging, &format!("{dir}/{TRAJECTORIES}")),
     };
-    let mut sft = SftOut::new(out, staging, &dir, opts.validation_share).decontaminated_by(
-        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
-            .await?,
+    let mut sft = SftOut::new(out, staging, &dir, opts.split.validation_share).decontaminated_by(
+        crate::kit::decontam::load(
+            &opts.split.decontaminate,
+            &opts.split.decontaminate_formats,
+            cx.side,
+        )
+        .await?,
     );
     // Every task indexes (or opens) the whole corpus: counted once, by the merge.
     sft.shared("corpus.passages", corpus_size);
@@ -387,7 +368,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let params = params.to_string();
     let teacher_label = teacher_name(llm);
     let mut written: Vec<WrittenPart> = Vec::new();
-    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    let mut left = opts.cap.budget();
     let mut by_tag: BTreeMap<String, Vec<(u32, &WrittenPart)>> = BTreeMap::new();
     for (tag, shard, part) in parts_of(parts, TableKind::Questions, &stage.inputs) {
         by_tag.entry(tag).or_default().push((shard, part));

@@ -43,7 +43,7 @@ use std::time::Instant;
 
 use distillery_core::id::{shard_of, stable_id};
 use distillery_core::schema::to_batch;
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{
     DecompositionStep, Document, QuarantineRecord, Question, SftSample, TableKind, char_slice,
@@ -55,21 +55,19 @@ use distillery_distill::compound::{
 use distillery_label::normalize::normalize_answer;
 use distillery_llm::Outcome;
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::contract::options::SftSplit;
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::doc_triples::{each_row, source_parts};
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::PartWriters;
-use crate::plan::SideFile;
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
 
 fn default_entities() -> u64 {
     100
@@ -89,10 +87,6 @@ fn default_dev() -> f64 {
 fn default_test() -> f64 {
     0.033
 }
-fn default_validation() -> f64 {
-    0.05
-}
-
 /// `compound` stage options (HANRAG appendix B.1).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -115,18 +109,10 @@ pub struct CompoundOptions {
     /// Share of entities (by hash) whose compound questions form the test split.
     #[serde(default = "default_test")]
     pub test_share: f64,
-    /// Share of the train split's questions (by hash) whose Revelator samples go to the
-    /// validation file.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
     /// Directory of templates replacing the built-in ones: the benchmark's
     /// (`compound_qa_*.txt`, `compound_combine_*.txt`) and the label stage's router and
     /// decomposer (`hanrag_router_*.txt`, `hanrag_decomposer_*.txt`).
@@ -144,6 +130,8 @@ fn benchmark_file(stage: &str, split: &str) -> String {
 }
 
 impl Stage for CompoundStage {
+    type Options = CompoundOptions;
+
     fn kind(&self) -> &'static str {
         "compound"
     }
@@ -152,12 +140,7 @@ impl Stage for CompoundStage {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(CompoundOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: CompoundOptions = cx.options()?;
+    fn check(&self, o: &mut CompoundOptions, cx: &mut StageCheck<'_, '_>) {
         if o.max_entities == 0 || o.docs_per_entity < 2 || o.doc_chars == 0 || o.max_tokens == 0 {
             cx.error(
                 "",
@@ -165,24 +148,25 @@ impl Stage for CompoundStage {
                  `docs_per_entity` at least 2 (a compound question combines 2 to 4)",
             );
         }
-        let shares = [o.dev_share, o.test_share, o.validation_share];
+        let shares = [o.dev_share, o.test_share];
         if shares.iter().any(|s| !(0.0..1.0).contains(s)) || o.dev_share + o.test_share >= 1.0 {
             cx.error(
                 "",
-                "`dev_share`, `test_share` and `validation_share` must be in [0, 1), \
-                 `dev_share + test_share` below 1",
+                "`dev_share` and `test_share` must be in [0, 1), `dev_share + test_share` below 1",
             );
         }
-        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
-        Some(StageOptions::new(o))
+        crate::kit::decontam::check(cx, &o.split);
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = super::options::<CompoundOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(
+        &self,
+        o: &CompoundOptions,
+        stage: &StageSpec,
+    ) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &CompoundOptions, stage: &StageSpec) -> Declared {
         let extra: Vec<String> = SPLITS
             .iter()
             .map(|s| format!("benchmark/{s}.jsonl"))
@@ -201,11 +185,11 @@ impl Stage for CompoundStage {
         true
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a CompoundOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a CompoundOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move {
             let mut files = Vec::new();
             for split in SPLITS {
@@ -398,9 +382,8 @@ struct Simple {
     entry: String,
 }
 
-async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+async fn run_stage(o: &CompoundOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (p, stage, out, staging) = (cx.pipeline, cx.stage, cx.out, cx.dir);
-    let o: &CompoundOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let prompts = CompoundPrompts::load(o.templates.as_deref())
@@ -596,9 +579,15 @@ async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             )
         })
         .collect();
-    let mut sft = SftOut::new(out, staging, &stage.name, o.validation_share).decontaminated_by(
-        crate::kit::decontam::load(&o.decontaminate, &o.decontaminate_formats, cx.side).await?,
-    );
+    let mut sft = SftOut::new(out, staging, &stage.name, o.split.validation_share)
+        .decontaminated_by(
+            crate::kit::decontam::load(
+                &o.split.decontaminate,
+                &o.split.decontaminate_formats,
+                cx.side,
+            )
+            .await?,
+        );
     // Every task reads the whole corpus: its documents and bytes are counted once, by the
     // merge.
     sft.shared("corpus.documents", docs.len() as u64);

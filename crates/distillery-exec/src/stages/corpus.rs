@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{Format, Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Format, Pipeline, StageCheck, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Change, Document, Segment, Table, TableKind};
 use distillery_hseq::{HseqOptions, Verifier};
@@ -30,12 +30,11 @@ use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tracing::info;
 
+use crate::contract::{Declared, Reads, RunCx, Stage, StageFuture, StageOutput};
 use crate::error::ExecError;
 use crate::kit::retrieval::root_of;
 use crate::kit::rows::{each_row, input_parts};
 use crate::parts::{WrittenPart, read_part_rows};
-use crate::run::StageOutput;
-use crate::stages::{Declared, Reads, RunCx, Stage};
 use crate::store::{is_url, open_location};
 
 /// Options of a `corpus` stage.
@@ -79,26 +78,22 @@ fn default_keep() -> usize {
 pub struct CorpusStage;
 
 impl Stage for CorpusStage {
+    type Options = CorpusOptions;
+
     fn kind(&self) -> &'static str {
         "corpus"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(CorpusOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: CorpusOptions = cx.options()?;
+    fn check(&self, o: &mut CorpusOptions, cx: &mut StageCheck<'_, '_>) {
         if o.compact_after < 2 {
             cx.error("compact_after", "`compact_after` must be at least 2");
         }
         if o.keep_versions == 0 {
             cx.error("keep_versions", "`keep_versions` must be at least 1");
         }
-        Some(StageOptions::new(o))
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &CorpusOptions, stage: &StageSpec) -> Declared {
         Declared {
             tables: Vec::new(),
             files: vec![format!("corpora/{}.json", stage.name)],
@@ -107,14 +102,15 @@ impl Stage for CorpusStage {
 
     fn reads<'a>(
         &'a self,
+        o: &'a CorpusOptions,
         stage: &'a StageSpec,
         pipeline: &'a Pipeline,
     ) -> BoxFuture<'a, Result<Reads, ExecError>> {
-        Box::pin(applied_folders(stage, pipeline))
+        Box::pin(applied_folders(o, stage, pipeline))
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run(cx))
+    fn run<'a>(&'a self, o: &'a CorpusOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run(o, cx))
     }
 }
 
@@ -127,8 +123,11 @@ fn root_url(o: &CorpusOptions, p: &Pipeline) -> String {
 
 /// The daily folders of the stage's inputs whose day the root's current version applied: a
 /// run need not read them (a rebase reads everything).
-async fn applied_folders(stage: &StageSpec, p: &Pipeline) -> Result<Reads, ExecError> {
-    let o: &CorpusOptions = crate::stages::options(stage)?;
+async fn applied_folders(
+    o: &CorpusOptions,
+    stage: &StageSpec,
+    p: &Pipeline,
+) -> Result<Reads, ExecError> {
     let url = root_url(o, p);
     if o.rebase || (!is_url(&url) && !std::path::Path::new(&url).is_dir()) {
         return Ok(Reads::All);
@@ -142,7 +141,7 @@ async fn applied_folders(stage: &StageSpec, p: &Pipeline) -> Result<Reads, ExecE
         if input.format != Format::MediaWiki || !stage.inputs.contains(&input.name) {
             continue;
         }
-        let (found, _) = crate::plan::daily_days(&input.paths, false);
+        let (found, _) = crate::kit::daily::daily_days(&input.paths, false);
         for f in found.into_iter().filter_map(|(_, f)| f).flatten() {
             if current
                 .days
@@ -164,7 +163,7 @@ fn days_of(cx: &RunCx<'_>) -> Result<(HashMap<String, Day>, bool), ExecError> {
         if input.format != Format::MediaWiki || !cx.stage.inputs.contains(&input.name) {
             continue;
         }
-        let (found, errors) = crate::plan::daily_days(&input.paths, false);
+        let (found, errors) = crate::kit::daily::daily_days(&input.paths, false);
         if let Some(e) = errors.into_iter().next() {
             return Err(ExecError::Task(e));
         }
@@ -189,12 +188,11 @@ fn days_of(cx: &RunCx<'_>) -> Result<(HashMap<String, Day>, bool), ExecError> {
     Ok((days, snapshot))
 }
 
-async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
-    let o: &CorpusOptions = crate::stages::options(cx.stage)?;
+async fn run(o: &CorpusOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let root_url = root_url(o, cx.pipeline);
     let loc = open_location(&root_url, true)?;
-    crate::confine::claim(&loc, crate::confine::Owned::CorpusRoot).await?;
+    crate::claim::claim(&loc, crate::claim::Owned::CorpusRoot).await?;
     let root = root_of(loc);
     let (days, snapshot) = days_of(&cx)?;
     let prev = corpus::current(&root).await?;

@@ -25,19 +25,16 @@
 
 use std::time::Instant;
 
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, TableKind, char_slice};
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use crate::contract::{Declared, MergeCx, Partitioning, RunCx, Stage, StageFuture, StageOutput};
 use crate::error::ExecError;
 use crate::kit::doc_triples::{DocTriples, FirstSeen, each_row, source_parts, words};
 use crate::kit::fragments::{Fragments, concat};
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
 
 /// An export layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -78,29 +75,22 @@ fn path(stage: &str, f: ExportFormat) -> String {
 }
 
 impl Stage for Export {
+    type Options = ExportOptions;
+
     fn kind(&self) -> &'static str {
         "export"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(ExportOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: ExportOptions = cx.options()?;
+    fn check(&self, o: &mut ExportOptions, cx: &mut StageCheck<'_, '_>) {
         if o.formats.is_empty() {
             cx.error("formats", "name at least one of `ircot`, `kirag`");
         }
-        Some(StageOptions::new(o))
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
-        let formats = crate::stages::options::<ExportOptions>(stage)
-            .map(|o| o.formats.clone())
-            .unwrap_or_default();
+    fn outputs(&self, o: &ExportOptions, stage: &StageSpec) -> Declared {
         Declared {
             tables: Vec::new(),
-            files: formats.iter().map(|&f| path(&stage.name, f)).collect(),
+            files: o.formats.iter().map(|&f| path(&stage.name, f)).collect(),
         }
     }
 
@@ -112,12 +102,12 @@ impl Stage for Export {
         true
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run(cx))
+    fn run<'a>(&'a self, o: &'a ExportOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(merge(cx))
+    fn merge<'a>(&'a self, o: &'a ExportOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
+        Box::pin(merge(o, cx))
     }
 }
 
@@ -157,8 +147,7 @@ fn ircot_lines(d: &Document) -> String {
     out
 }
 
-async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
-    let opts: &ExportOptions = crate::stages::options(cx.stage)?;
+async fn run(opts: &ExportOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let inputs = &cx.stage.inputs;
     let has = |f: ExportFormat| opts.formats.contains(&f);
@@ -245,8 +234,7 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
 }
 
 /// The merge task: each file's fragments joined in part order.
-async fn merge(cx: MergeCx<'_>) -> Result<StageOutput, ExecError> {
-    let opts: &ExportOptions = crate::stages::options(cx.stage)?;
+async fn merge(opts: &ExportOptions, cx: MergeCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let mut summary = StageSummary::new(&cx.stage.name);
     let mut files = Vec::new();

@@ -11,51 +11,43 @@ use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Segment, Table, TableKind, Triple};
 use distillery_hseq::{HseqOptions, KgEncoder, Verifier, level};
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use tracing::{info, warn};
 
+use crate::contract::{Declared, Partitioning, RunCx, Stage, StageFuture, StageOutput};
 use crate::error::ExecError;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
-use crate::run::StageOutput;
-use crate::stages::{Declared, RunCx, Stage};
 use crate::store::Location;
-use crate::task::Partitioning;
 
 /// The `hseq` stage. Options: [`HseqOptions`] (in `distillery-hseq`, whose linearizers read
 /// them).
 pub struct Hseq;
 
 impl Stage for Hseq {
+    type Options = HseqOptions;
+
     fn kind(&self) -> &'static str {
         "hseq"
-    }
-
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(HseqOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        cx.options::<HseqOptions>().map(StageOptions::new)
     }
 
     fn partitioning(&self) -> Partitioning {
         Partitioning::Shards
     }
 
-    fn outputs(&self, _stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &HseqOptions, _stage: &StageSpec) -> Declared {
         Declared {
             tables: vec![TableKind::Segments],
             files: Vec::new(),
         }
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn run<'a>(&'a self, o: &'a HseqOptions, cx: RunCx<'a>) -> StageFuture<'a> {
         Box::pin(run_stage(
+            o,
             cx.pipeline,
             cx.stage,
             cx.out,
@@ -96,6 +88,7 @@ fn chunk_by_size(segs: &[Segment]) -> impl Iterator<Item = &[Segment]> {
 
 /// Runs one stage over the parts written so far.
 pub async fn run_stage(
+    opts: &HseqOptions,
     p: &Pipeline,
     stage: &StageSpec,
     out: &Location,
@@ -103,7 +96,6 @@ pub async fn run_stage(
     parts: &[WrittenPart],
     parallelism: usize,
 ) -> Result<StageOutput, ExecError> {
-    let opts: &HseqOptions = crate::stages::options(stage)?;
     let started = Instant::now();
 
     // (shard, tag) → source parts, in table order documents, tables, triples, literals.

@@ -20,7 +20,7 @@
 
 use std::time::Instant;
 
-use distillery_core::spec::{Pipeline, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Pipeline, StageCheck, StageSpec};
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_core::{Document, Entity, Record, Segment, TableKind, Triple};
 use distillery_index::build::{BuildSpec, Built, Spool, build};
@@ -30,6 +30,7 @@ use distillery_index::passage::{self, Unit};
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::contract::{Declared, Reads, RunCx, Stage, StageFuture, StageOutput};
 use crate::error::ExecError;
 use crate::kit::corpus_feed::Feed;
 use crate::kit::embedding::{self, EmbeddingOptions};
@@ -37,8 +38,6 @@ use crate::kit::retrieval::root_of;
 use crate::kit::rows::{each_row, input_parts};
 use crate::kit::same_as::{Aliases, canon, read_aliases};
 use crate::parts::WrittenPart;
-use crate::run::StageOutput;
-use crate::stages::{Declared, Reads, RunCx, Stage};
 use crate::store::open_location;
 
 /// An index kind.
@@ -126,16 +125,13 @@ fn default_keep() -> usize {
 pub struct IndexStage;
 
 impl Stage for IndexStage {
+    type Options = IndexOptions;
+
     fn kind(&self) -> &'static str {
         "index"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(IndexOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: IndexOptions = cx.options()?;
+    fn check(&self, o: &mut IndexOptions, cx: &mut StageCheck<'_, '_>) {
         if o.kinds.is_empty() {
             cx.error("kinds", "name at least one of `bm25`, `dense`, `kg`");
         }
@@ -182,10 +178,9 @@ impl Stage for IndexStage {
         if !needs_passages && o.incremental && o.corpus.is_none() {
             cx.error("incremental", "a KG-only index is always built in full");
         }
-        Some(StageOptions::new(o))
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &IndexOptions, stage: &StageSpec) -> Declared {
         Declared {
             tables: Vec::new(),
             files: vec![format!("indexes/{}.json", stage.name)],
@@ -194,11 +189,11 @@ impl Stage for IndexStage {
 
     fn reads<'a>(
         &'a self,
-        stage: &'a StageSpec,
+        o: &'a IndexOptions,
+        _stage: &'a StageSpec,
         _pipeline: &'a Pipeline,
     ) -> BoxFuture<'a, Result<Reads, ExecError>> {
         Box::pin(async move {
-            let o: &IndexOptions = crate::stages::options(stage)?;
             // A corpus-fed index reads the corpus root, not its inputs' tables.
             Ok(match o.corpus {
                 Some(_) => Reads::Nothing,
@@ -207,8 +202,8 @@ impl Stage for IndexStage {
         })
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run(cx))
+    fn run<'a>(&'a self, o: &'a IndexOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run(o, cx))
     }
 }
 
@@ -249,15 +244,14 @@ fn parts(cx: &RunCx<'_>, table: TableKind) -> Vec<WrittenPart> {
     input_parts(cx, table)
 }
 
-async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
-    let o: &IndexOptions = crate::stages::options(cx.stage)?;
+async fn run(o: &IndexOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let root_url = o
         .root
         .clone()
         .unwrap_or_else(|| format!("{}/index", cx.pipeline.output.trim_end_matches('/')));
     let root_loc = open_location(&root_url, true)?;
-    crate::confine::claim(&root_loc, crate::confine::Owned::IndexRoot).await?;
+    crate::claim::claim(&root_loc, crate::claim::Owned::IndexRoot).await?;
     let root = root_of(root_loc);
     // Private (0700), uniquely named, removed when dropped (an error or a panic too); one
     // left by a killed process is swept by the next `distillery run` (its pid is in the name).

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{QuarantineRecord, Question, TableKind};
 use distillery_distill::planner::{PLANNER_SCHEMA, PLANNER_TEMPLATE, PlanParser, PlannerPrompts};
@@ -35,15 +35,14 @@ use futures::StreamExt;
 use serde_json::json;
 use tracing::info;
 
+use crate::contract::options::QuestionCap;
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, read_part_rows};
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 fn default_plan_tokens() -> u32 {
@@ -60,9 +59,9 @@ pub struct PlannerOptions {
     /// the object store instead, with `plans` = this stage's name.
     #[serde(default)]
     pub cache: Option<String>,
-    /// Plan at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
+    /// At most this many questions, in part order (see [`QuestionCap`]).
+    #[serde(flatten)]
+    pub cap: QuestionCap,
     /// `max_tokens` of each plan.
     #[serde(default = "default_plan_tokens")]
     pub max_tokens: u32,
@@ -75,6 +74,8 @@ pub struct PlannerOptions {
 pub struct Planner;
 
 impl Stage for Planner {
+    type Options = PlannerOptions;
+
     fn kind(&self) -> &'static str {
         "planner"
     }
@@ -83,12 +84,7 @@ impl Stage for Planner {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(PlannerOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: PlannerOptions = cx.options()?;
+    fn check(&self, o: &mut PlannerOptions, cx: &mut StageCheck<'_, '_>) {
         if let Some(cache) = &o.cache
             && (cache.contains("://") || cache.trim().is_empty())
         {
@@ -100,10 +96,9 @@ impl Stage for Planner {
         if o.max_tokens == 0 {
             cx.error("max_tokens", "`max_tokens` must be at least 1");
         }
-        Some(StageOptions::new(o))
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &PlannerOptions, stage: &StageSpec) -> Declared {
         Declared {
             tables: Vec::new(),
             files: vec![format!("{}/plans.jsonl", stage.name)],
@@ -118,17 +113,15 @@ impl Stage for Planner {
         true
     }
 
-    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
-        let capped =
-            super::options::<PlannerOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
-        capped.then_some(1)
+    fn max_tasks(&self, o: &PlannerOptions) -> Option<u32> {
+        o.cap.max_tasks()
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a PlannerOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a PlannerOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move {
             let started = Instant::now();
             let name = format!("{}/{PLANS}", cx.stage.name);
@@ -149,9 +142,8 @@ impl Stage for Planner {
 const PLANS: &str = "plans.jsonl";
 
 /// Runs one task of the stage: the questions of its shard.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &PlannerOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &PlannerOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let prompts = PlannerPrompts::load(opts.templates.as_deref())
@@ -173,7 +165,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let qparts = crate::kit::contexts::parts_of(parts, TableKind::Questions, &stage.inputs);
 
     let mut written = Vec::new();
-    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    let mut left = opts.cap.budget();
     'parts: for (tag, shard, part) in qparts {
         let mut pw = PartWriters::new(out.clone(), staging, &stage_tag(&tag, &stage.name));
         summary.bytes_in += part.bytes;

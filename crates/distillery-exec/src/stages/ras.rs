@@ -40,7 +40,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, Question, SftSample, TableKind};
 use distillery_distill::ras::{
@@ -56,22 +56,17 @@ use distillery_triples::fit::Fitter;
 use distillery_triples::{Extraction, TriplesOptions, Unit, passages};
 use futures::StreamExt;
 
+use crate::contract::options::{QuestionCap, SftSplit};
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
-use crate::plan::SideFile;
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-fn default_validation() -> f64 {
-    0.05
-}
 fn default_answer_tokens() -> u32 {
     512
 }
@@ -98,9 +93,9 @@ pub struct RasOptions {
     /// which a question needs no retrieval.
     #[serde(default = "default_similarity")]
     pub similarity: f64,
-    /// Build samples for at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
+    /// At most this many questions, in part order (see [`QuestionCap`]).
+    #[serde(flatten)]
+    pub cap: QuestionCap,
     /// `max_tokens` of each teacher answer (sub-queries, filtering, base answers).
     #[serde(default = "default_ras_tokens")]
     pub max_tokens: u32,
@@ -113,24 +108,18 @@ pub struct RasOptions {
     /// Directory of templates replacing the built-in triple extraction prompts.
     #[serde(default)]
     pub triple_templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
 }
 
 /// The `ras` stage.
 pub struct Ras;
 
 impl Stage for Ras {
+    type Options = RasOptions;
+
     fn kind(&self) -> &'static str {
         "ras"
     }
@@ -139,32 +128,21 @@ impl Stage for Ras {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(RasOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: RasOptions = cx.options()?;
-        if !(0.0..=1.0).contains(&o.similarity)
-            || o.max_tokens == 0
-            || o.triple_max_tokens == 0
-            || !(0.0..1.0).contains(&o.validation_share)
-        {
+    fn check(&self, o: &mut RasOptions, cx: &mut StageCheck<'_, '_>) {
+        if !(0.0..=1.0).contains(&o.similarity) || o.max_tokens == 0 || o.triple_max_tokens == 0 {
             cx.error(
                 "",
-                "`similarity` must be in [0, 1], `max_tokens` at least 1, `validation_share` in [0, 1)",
+                "`similarity` must be in [0, 1], `max_tokens` and `triple_max_tokens` at least 1",
             );
         }
-        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
-        Some(StageOptions::new(o))
+        crate::kit::decontam::check(cx, &o.split);
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = super::options::<RasOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(&self, o: &RasOptions, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &RasOptions, stage: &StageSpec) -> Declared {
         crate::kit::sft_out::sft_declared(&stage.name, &[])
     }
 
@@ -176,16 +154,15 @@ impl Stage for Ras {
         true
     }
 
-    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
-        let capped = super::options::<RasOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
-        capped.then_some(1)
+    fn max_tasks(&self, o: &RasOptions) -> Option<u32> {
+        o.cap.max_tasks()
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a RasOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a RasOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
     }
 }
@@ -366,9 +343,8 @@ impl Ctx<'_> {
 }
 
 /// Runs the stage over the parts staged so far.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &RasOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &RasOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let base_model = opts.base_model.clone().unwrap_or_else(|| llm.model.clone());
@@ -415,10 +391,15 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         "duplicates_removed",
     ];
     let mut summary = StageSummary::with_counters(&stage.name, &COUNTERS);
-    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share).decontaminated_by(
-        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.split.validation_share)
+        .decontaminated_by(
+            crate::kit::decontam::load(
+                &opts.split.decontaminate,
+                &opts.split.decontaminate_formats,
+                cx.side,
+            )
             .await?,
-    );
+        );
     let params = serde_json::json!({
         "teacher": llm.model, "base_model": base_model, "similarity": opts.similarity,
         "embedding_model": opts.embedding_model,
@@ -432,7 +413,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let sample_version = prompts.sample_version();
     let teacher_label = teacher_name(llm);
     let mut written = Vec::new();
-    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    let mut left = opts.cap.budget();
 
     for input in &stage.inputs {
         if left == 0 {

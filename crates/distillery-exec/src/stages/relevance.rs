@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, QuarantineRecord, Question, SftSample, TableKind};
 use distillery_distill::relevance::{
@@ -37,22 +37,17 @@ use distillery_distill::relevance::{
 use distillery_llm::Outcome;
 use futures::StreamExt;
 
+use crate::contract::options::{QuestionCap, SftSplit};
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::contexts::{context_documents, question_tags};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::kit::teacher::{Teacher, teacher_name};
 use crate::parts::{PartWriters, read_part_rows};
-use crate::plan::SideFile;
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-fn default_validation() -> f64 {
-    0.05
-}
 fn default_judgement_tokens() -> u32 {
     32
 }
@@ -61,27 +56,19 @@ fn default_judgement_tokens() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RelevanceOptions {
-    /// Label the context documents of at most this many questions (in part order).
-    #[serde(default)]
-    pub max_questions: Option<u64>,
+    /// At most this many questions, in part order (see [`QuestionCap`]).
+    #[serde(flatten)]
+    pub cap: QuestionCap,
     /// `max_tokens` of each judgement.
     #[serde(default = "default_judgement_tokens")]
     pub max_tokens: u32,
     /// Directory of templates replacing the built-in relevance prompts.
     #[serde(default)]
     pub templates: Option<String>,
-    /// Share of questions (by question id hash; a question's samples go together) in the
-    /// validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
     /// Also judge the sub-questions of questions with a decomposition (MuSiQue), each
     /// worded on its own (`#k` replaced by answer k), against every paragraph a step of the
     /// decomposition cites as support: the same `hanrag_relevance` samples with the
@@ -149,6 +136,8 @@ fn sub_pairs<'d>(
 pub struct Relevance;
 
 impl Stage for Relevance {
+    type Options = RelevanceOptions;
+
     fn kind(&self) -> &'static str {
         "relevance"
     }
@@ -157,28 +146,22 @@ impl Stage for Relevance {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(RelevanceOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: RelevanceOptions = cx.options()?;
-        if o.max_tokens == 0 || !(0.0..1.0).contains(&o.validation_share) {
-            cx.error(
-                "",
-                "`max_tokens` must be at least 1 and `validation_share` in [0, 1)",
-            );
+    fn check(&self, o: &mut RelevanceOptions, cx: &mut StageCheck<'_, '_>) {
+        if o.max_tokens == 0 {
+            cx.error("max_tokens", "`max_tokens` must be at least 1");
         }
-        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
-        Some(StageOptions::new(o))
+        crate::kit::decontam::check(cx, &o.split);
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = super::options::<RelevanceOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(
+        &self,
+        o: &RelevanceOptions,
+        stage: &StageSpec,
+    ) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &RelevanceOptions, stage: &StageSpec) -> Declared {
         crate::kit::sft_out::sft_declared(&stage.name, &[])
     }
 
@@ -190,25 +173,22 @@ impl Stage for Relevance {
         true
     }
 
-    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
-        let capped =
-            super::options::<RelevanceOptions>(stage).is_ok_and(|o| o.max_questions.is_some());
-        capped.then_some(1)
+    fn max_tasks(&self, o: &RelevanceOptions) -> Option<u32> {
+        o.cap.max_tasks()
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a RelevanceOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a RelevanceOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
     }
 }
 
 /// Runs one task of the stage: the questions of its shard.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &RelevanceOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (p, stage, out, staging, parts) = (cx.pipeline, cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &RelevanceOptions = super::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let prompts = RelevancePrompts::load(opts.templates.as_deref())
@@ -234,13 +214,18 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             "llm.quarantined",
         ],
     );
-    let mut sft = SftOut::new(out, staging, &stage.name, opts.validation_share).decontaminated_by(
-        crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
+    let mut sft = SftOut::new(out, staging, &stage.name, opts.split.validation_share)
+        .decontaminated_by(
+            crate::kit::decontam::load(
+                &opts.split.decontaminate,
+                &opts.split.decontaminate_formats,
+                cx.side,
+            )
             .await?,
-    );
+        );
     let params = serde_json::json!({ "teacher": llm.model }).to_string();
     let mut written = Vec::new();
-    let mut left = opts.max_questions.unwrap_or(u64::MAX);
+    let mut left = opts.cap.budget();
 
     for input in &stage.inputs {
         if left == 0 {

@@ -6,6 +6,12 @@ use distillery_hseq::HseqOptions;
 use distillery_label::LabelOptions;
 
 use super::*;
+use distillery_core::TableKind;
+
+/// The checked options of a stage, when they are a `T`.
+fn options<T: 'static>(stage: &StageSpec) -> Option<&T> {
+    stage.options.get::<T>()
+}
 
 const GOOD: &str = r#"
 version = 1
@@ -50,7 +56,7 @@ fn every_stage_is_registered_once_with_its_outputs() {
     }
     let p = parse(GOOD, &["stages.hseq.options.cells=true".into()]).unwrap();
     assert!(p.stages[0].options.get::<HseqOptions>().unwrap().cells);
-    assert!(options::<LabelOptions>(&p.stages[0]).is_err());
+    assert!(options::<LabelOptions>(&p.stages[0]).is_none());
     let declared = stage_of(&p.stages[0]).unwrap().outputs(&p.stages[0]);
     assert_eq!(declared.tables, vec![TableKind::Segments]);
 }
@@ -161,4 +167,49 @@ fn a_stage_task_count_overrides_the_shards_and_stays_out_of_the_hash() {
     let q = parse(GOOD, &["stages.hseq.tasks=7".into()]).unwrap();
     assert_eq!(crate::task::partitioning(&q, &q.stages[0]).1, 7);
     assert_eq!(p.hash, q.hash);
+}
+
+#[test]
+fn flattened_option_groups_are_checked_like_the_stage_s_own() {
+    let llm = "\n[llm]\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
+    let text = GOOD.to_string()
+        + llm
+        + "\n[[stages]]\nkind = \"relevance\"\noptions = { validation_shar = 0.1, \
+           decontaminate = \"x\", max_questions = \"a\", validation_share = 1.5, \
+           decontaminate_formats = [\"csv\"] }\n";
+    let e = parse(&text, &[]).unwrap_err().to_string();
+    // An unknown key names the options the stage has, its groups' included.
+    assert!(
+        e.contains("stages[1].options.validation_shar: unknown field `validation_shar`, expected one of `max_questions`, `max_tokens`, `templates`, `validation_share`"),
+        "{e}"
+    );
+    // A bad value in a group's field points at that field.
+    assert!(
+        e.contains("stages[1].options.decontaminate: invalid type"),
+        "{e}"
+    );
+    assert!(
+        e.contains("stages[1].options.max_questions: invalid type"),
+        "{e}"
+    );
+    let text = GOOD.to_string()
+        + llm
+        + "\n[[stages]]\nkind = \"relevance\"\noptions = { validation_share = 1.5, \
+           decontaminate = [\"a.json\"], decontaminate_formats = [\"csv\"], max_questions = 3 }\n";
+    let e = parse(&text, &[]).unwrap_err().to_string();
+    assert!(e.contains("`validation_share` must be in [0, 1)"), "{e}");
+    assert!(e.contains("`csv` is not a QA format"), "{e}");
+    let ok = GOOD.to_string()
+        + llm
+        + "\n[[stages]]\nkind = \"relevance\"\noptions = { max_questions = 3 }\n";
+    let p = parse(&ok, &[]).unwrap();
+    let st = stage_of(&p.stages[1]).unwrap();
+    assert_eq!(st.max_tasks(&p.stages[1]), Some(1));
+    // The groups serialize flat, in declaration order: the pipeline hash of a file is what it
+    // was before the options were grouped.
+    let json = p.stages[1].options.json().to_string();
+    assert!(
+        json.starts_with(r#"{"max_questions":3,"max_tokens":32,"templates":null,"validation_share":0.05,"decontaminate":[],"decontaminate_formats":[]"#),
+        "{json}"
+    );
 }

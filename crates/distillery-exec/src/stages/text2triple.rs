@@ -31,31 +31,25 @@ use std::time::Instant;
 
 use distillery_core::id::{sha1_hex, stable_id};
 use distillery_core::ras_form;
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, Message, SftSample, TableKind, char_slice};
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
+use crate::contract::options::SftSplit;
+use crate::contract::{
+    Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::doc_triples::{DocTriples, FirstSeen, each_row, source_parts, words};
 use crate::kit::sft_out::{SftOut, merge_stage};
 use crate::parts::PartWriters;
-use crate::plan::SideFile;
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
 
 /// The built-in prompt: instruction prose of our own around RAS's exact target form.
 pub const TEMPLATE: &str = "Turn the text below into knowledge-graph triples. Write every fact \
 it states as (S> subject| P> predicate| O> object) and separate the triples with \", \". Name \
 entities as the text does, never with a pronoun, and let each predicate say the relation \
 plainly.\n\nText: {text}";
-
-fn default_validation() -> f64 {
-    0.05
-}
 
 /// `text2triple` stage options (RAS text-to-triple SFT).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -68,36 +62,23 @@ pub struct Text2TripleOptions {
     /// A prompt template file replacing the built-in one; `{text}` marks the passage.
     #[serde(default)]
     pub template: Option<String>,
-    /// Share of documents (by document id hash) in the validation split.
-    #[serde(default = "default_validation")]
-    pub validation_share: f64,
-    /// Evaluation files (QA datasets in any supported format: the matching entry of
-    /// `decontaminate_formats`, else told from the file's first record) whose questions must
-    /// not appear in any sample, as the label stage's option (`crate::kit::decontam`).
-    #[serde(default)]
-    pub decontaminate: Vec<String>,
-    /// Formats of the `decontaminate` files, one per file (default: told from each file).
-    #[serde(default)]
-    pub decontaminate_formats: Vec<String>,
+    /// The validation split and the decontamination (`validation_share`, `decontaminate`,
+    /// `decontaminate_formats`: see [`SftSplit`]).
+    #[serde(flatten)]
+    pub split: SftSplit,
 }
 
 /// The `text2triple` stage.
 pub struct Text2Triple;
 
 impl Stage for Text2Triple {
+    type Options = Text2TripleOptions;
+
     fn kind(&self) -> &'static str {
         "text2triple"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(Text2TripleOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: Text2TripleOptions = cx.options()?;
-        if !(0.0..1.0).contains(&o.validation_share) {
-            cx.error("validation_share", "`validation_share` must be in [0, 1)");
-        }
+    fn check(&self, o: &mut Text2TripleOptions, cx: &mut StageCheck<'_, '_>) {
         if let Some(t) = &o.template {
             match read_template(t) {
                 Ok(text) if text.contains("{text}") => {}
@@ -105,16 +86,18 @@ impl Stage for Text2Triple {
                 Err(e) => cx.error("template", format!("{t}: {e}")),
             }
         }
-        crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
-        Some(StageOptions::new(o))
+        crate::kit::decontam::check(cx, &o.split);
     }
 
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = super::options::<Text2TripleOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(
+        &self,
+        o: &Text2TripleOptions,
+        stage: &StageSpec,
+    ) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &Text2TripleOptions, stage: &StageSpec) -> Declared {
         crate::kit::sft_out::sft_declared(&stage.name, &[])
     }
 
@@ -126,11 +109,11 @@ impl Stage for Text2Triple {
         true
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run(cx))
+    fn run<'a>(&'a self, o: &'a Text2TripleOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a Text2TripleOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move { merge_stage(&cx, &cx.stage.name, Vec::new()).await })
     }
 }
@@ -162,8 +145,7 @@ fn paragraph_at(d: &Document, at: u32) -> Option<usize> {
         .or_else(|| (d.paragraphs.is_empty() && at == 0).then_some(0))
 }
 
-async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
-    let opts: &Text2TripleOptions = crate::stages::options(cx.stage)?;
+async fn run(opts: &Text2TripleOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
     let template = match &opts.template {
         Some(path) => read_template(path).map_err(|e| ExecError::Task(format!("{path}: {e}")))?,
@@ -187,10 +169,14 @@ async fn run(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     summary.bytes_in += triples.bytes;
     let mut unplaced = triples.without_document;
     let params = serde_json::json!({ "triples": from.unwrap_or("input") }).to_string();
-    let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.validation_share)
+    let mut sft = SftOut::new(cx.out, cx.dir, &cx.stage.name, opts.split.validation_share)
         .decontaminated_by(
-            crate::kit::decontam::load(&opts.decontaminate, &opts.decontaminate_formats, cx.side)
-                .await?,
+            crate::kit::decontam::load(
+                &opts.split.decontaminate,
+                &opts.split.decontaminate_formats,
+                cx.side,
+            )
+            .await?,
         );
     let mut written = Vec::new();
     let mut seen = FirstSeen::default();

@@ -2,33 +2,24 @@
 //! `distillery-label`, whose labeller reads them), their checks, its outputs and tasks.
 
 use distillery_core::TableKind;
-use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Format, StageCheck, StageSpec};
 use distillery_label::{LABEL_METHODS, LABEL_PRESETS, LabelOptions};
-use futures::future::BoxFuture;
 
 use super::{DATASET_INFO, LABEL_REPORT, TRAIN_JSONL, VALIDATION_JSONL};
-use crate::error::ExecError;
-use crate::plan::SideFile;
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage, options};
-use crate::task::Partitioning;
+use crate::contract::{Declared, MergeCx, Partitioning, RunCx, SideFile, Stage, StageFuture};
 
 /// The `label` stage.
 pub struct Label;
 
 impl Stage for Label {
+    type Options = LabelOptions;
+
     fn kind(&self) -> &'static str {
         "label"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(LabelOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: LabelOptions = cx.options()?;
-        check_options(cx, &o);
-        Some(StageOptions::new(o))
+    fn check(&self, o: &mut LabelOptions, cx: &mut StageCheck<'_, '_>) {
+        check_options(cx, o);
     }
 
     fn partitioning(&self) -> Partitioning {
@@ -39,7 +30,7 @@ impl Stage for Label {
         true
     }
 
-    fn outputs(&self, _stage: &StageSpec) -> Declared {
+    fn outputs(&self, _o: &LabelOptions, _stage: &StageSpec) -> Declared {
         Declared {
             tables: vec![TableKind::Labels, TableKind::Sft],
             files: [TRAIN_JSONL, VALIDATION_JSONL, DATASET_INFO, LABEL_REPORT]
@@ -50,16 +41,15 @@ impl Stage for Label {
 
     /// The `decontaminate` files, each pattern resolved on its own (its format is the
     /// pattern's entry in `decontaminate_formats`).
-    fn resolve(&self, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
-        let o = options::<LabelOptions>(stage).map_err(|e| vec![e.to_string()])?;
-        crate::kit::decontam::resolve(stage, &o.decontaminate)
+    fn resolve(&self, o: &LabelOptions, stage: &StageSpec) -> Result<Vec<SideFile>, Vec<String>> {
+        crate::kit::decontam::resolve(stage, &o.split)
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(super::run_stage(cx))
+    fn run<'a>(&'a self, o: &'a LabelOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(super::run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a LabelOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(super::merge_stage(
             cx.pipeline,
             cx.stage,
@@ -130,9 +120,6 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
     if !(o.sufficiency > 0.0 && o.sufficiency <= 1.0) {
         cx.error("sufficiency", "`sufficiency` must be in (0, 1]");
     }
-    if !(0.0..1.0).contains(&o.validation_share) {
-        cx.error("validation_share", "`validation_share` must be in [0, 1)");
-    }
     if o.window == Some(0) || o.max_steps == 0 {
         cx.error("window", "`window` and `max_steps` must be at least 1");
     }
@@ -145,7 +132,7 @@ fn check_options(cx: &mut StageCheck<'_, '_>, o: &LabelOptions) {
             "`context_memory_bytes` must be at least 1",
         );
     }
-    crate::kit::decontam::check(cx, &o.decontaminate, &o.decontaminate_formats);
+    crate::kit::decontam::check(cx, &o.split);
     if let Some(name) = &o.plans {
         let earlier = cx.earlier_kind(name) == Some("planner");
         if !earlier {

@@ -14,10 +14,10 @@ use serde_json::json;
 
 use super::walk::{self, EdgeKey, Walk, canon};
 use super::{EdgeRow, FastMap, FastSet, Labels, Q, SubgraphOptions, indexed, pages};
+use crate::contract::stage_tag;
 use crate::error::ExecError;
 use crate::kit::fragments::Fragments;
 use crate::parts::{PartWriters, WrittenPart};
-use crate::plan::stage_tag;
 use crate::store::Location;
 
 /// The outputs of one task, written question by question.

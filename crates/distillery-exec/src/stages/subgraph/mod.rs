@@ -68,28 +68,25 @@ use std::time::Instant;
 
 use arrow::array::{Array, AsArray, StringArray};
 use distillery_core::schema::from_batch;
-use distillery_core::spec::{Format, StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{Format, StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Question, TableKind};
 use distillery_index::version;
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info};
 
 use self::emit::Emit;
 use self::walk::{EdgeKey, EdgeRef, Filter, Pattern, Walk, canon};
+use crate::contract::{Declared, MergeCx, Partitioning, RunCx, Stage, StageFuture, StageOutput};
 use crate::error::ExecError;
 use crate::kit::contexts::{parts_of, question_tags};
 use crate::kit::fragments::{Fragments, concat};
 use crate::kit::retrieval::{cache_dir, check_index, index_root};
 use crate::kit::same_as::{Aliases, read_aliases};
 use crate::parts::{WrittenPart, read_part_columns, read_part_rows};
-use crate::run::StageOutput;
-use crate::stages::{Declared, MergeCx, RunCx, Stage};
 use crate::store::Location;
-use crate::task::Partitioning;
 
 fn default_hops() -> u32 {
     3
@@ -224,16 +221,13 @@ type FastSet<K> = foldhash::HashSet<K>;
 pub struct SubgraphStage;
 
 impl Stage for SubgraphStage {
+    type Options = SubgraphOptions;
+
     fn kind(&self) -> &'static str {
         "subgraph"
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(SubgraphOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: SubgraphOptions = cx.options()?;
+    fn check(&self, o: &mut SubgraphOptions, cx: &mut StageCheck<'_, '_>) {
         if !(1..=6).contains(&o.hops) {
             cx.error("hops", "`hops` must be 1 to 6");
         }
@@ -310,7 +304,6 @@ impl Stage for SubgraphStage {
                 ),
             );
         }
-        Some(StageOptions::new(o))
     }
 
     fn partitioning(&self) -> Partitioning {
@@ -321,10 +314,9 @@ impl Stage for SubgraphStage {
         true
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
-        let segments = super::options::<SubgraphOptions>(stage).is_ok_and(|o| o.segments);
+    fn outputs(&self, o: &SubgraphOptions, stage: &StageSpec) -> Declared {
         let mut tables = vec![TableKind::Subgraphs];
-        if segments {
+        if o.segments {
             tables.push(TableKind::Segments);
         }
         Declared {
@@ -333,11 +325,11 @@ impl Stage for SubgraphStage {
         }
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a SubgraphOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
+    fn merge<'a>(&'a self, _o: &'a SubgraphOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
         Box::pin(async move {
             let started = Instant::now();
             let name = questions_file(&cx.stage.name);
@@ -402,9 +394,8 @@ fn opt(a: &StringArray, i: usize) -> Option<String> {
 }
 
 /// Runs one task of the stage: the questions of its shard.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &SubgraphOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &SubgraphOptions = super::options(stage)?;
     let filter = opts
         .filter()
         .map_err(|e| ExecError::Task(format!("stage `{}`: {}", stage.name, e.join("; "))))?;
@@ -486,7 +477,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
         // An index walk's labels depend on the topic entities only: read once.
         let none = FastMap::default();
         let found =
-            labels_and_pages(&cx, graphs, &aliases, &none, &questions, &mut summary).await?;
+            labels_and_pages(opts, &cx, graphs, &aliases, &none, &questions, &mut summary).await?;
         (emit.labels, emit.page_ids) = found;
         let dir = open_index(&cx, opts, index).await?;
         let batch = opts.walk_batch.unwrap_or(DEFAULT_WALK_BATCH);
@@ -534,7 +525,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
             );
             let paths: Vec<String> = kg_parts.iter().map(|(_, _, p)| p.path()).collect();
             fetch_details(out, &paths, &mut rows, cx.parallelism).await?;
-            let found = labels_and_pages(&cx, graphs, &aliases, &rows, chunk, &mut summary).await?;
+            let found =
+                labels_and_pages(opts, &cx, graphs, &aliases, &rows, chunk, &mut summary).await?;
             (emit.labels, emit.page_ids) = found;
             emit.questions(chunk, &walk, &rows, &mut summary).await?;
         }
@@ -561,6 +553,7 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
 /// The [`Labels`] of `rows` and of the questions' topic entities ([`node_labels`]), and the
 /// page ids of the topics' Wikipedia titles with `wikipedia` naming a MediaWiki input.
 async fn labels_and_pages(
+    opts: &SubgraphOptions,
     cx: &RunCx<'_>,
     graphs: Graphs<'_>,
     aliases: &Aliases,
@@ -570,7 +563,6 @@ async fn labels_and_pages(
 ) -> Result<(Labels, HashMap<String, i64>), ExecError> {
     let (out, parts) = (cx.out, cx.parts);
     let labels = node_labels(out, parts, graphs, aliases, rows, questions, summary).await?;
-    let opts: &SubgraphOptions = super::options(cx.stage)?;
     let page_ids = match &opts.wikipedia {
         Some(w) => {
             let titles = labels.wikipedia.values().cloned();

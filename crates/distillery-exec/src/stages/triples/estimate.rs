@@ -29,10 +29,9 @@ use distillery_triples::fit::Fitter;
 use distillery_triples::prompt::Prompts;
 use distillery_triples::{Passage, TriplesOptions, Unit, passages};
 
+use crate::contract::{Counter, EstimateCx, StageEstimate};
 use crate::error::ExecError;
-use crate::estimate::{Counter, StageEstimate};
 use crate::kit::teacher::Teacher;
-use crate::stages::EstimateCx;
 use crate::store::StoreOpener;
 
 /// Files up to this size are read whole by the estimate.
@@ -95,10 +94,12 @@ async fn count(
 }
 
 /// Samples the stage's inputs and projects its calls, tokens and cost.
-pub async fn estimate(cx: EstimateCx<'_>) -> Result<StageEstimate, ExecError> {
+pub async fn estimate(
+    opts: &TriplesOptions,
+    cx: EstimateCx<'_>,
+) -> Result<StageEstimate, ExecError> {
     let (p, plan, stage, sample, tokenizer) =
         (cx.pipeline, cx.plan, cx.stage, cx.sample, cx.tokenizer);
-    let opts: &TriplesOptions = crate::stages::options(stage)?;
     let Some(llm) = &p.llm else {
         return Err(ExecError::Task(format!(
             "stage `{}` has no [llm]",

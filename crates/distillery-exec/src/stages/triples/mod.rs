@@ -61,7 +61,7 @@ use std::time::Instant;
 
 use distillery_core::id::stable_id;
 use distillery_core::schema::{from_batch, to_batch};
-use distillery_core::spec::{StageCheck, StageOptions, StageSpec};
+use distillery_core::spec::{StageCheck, StageSpec};
 use distillery_core::summary::StageSummary;
 use distillery_core::{Document, QuarantineRecord, TableKind, Triple};
 use distillery_llm::Budget;
@@ -72,19 +72,18 @@ use distillery_triples::{
     Extraction, Extractor, Passage, TRIPLE_EXPORTS, TriplesOptions, Unit, passages, ras,
 };
 use futures::StreamExt;
-use futures::future::{BoxFuture, LocalBoxFuture};
+use futures::future::LocalBoxFuture;
 use serde_json::json;
 use tracing::info;
 
+use crate::contract::{
+    Declared, EstimateCx, MergeCx, Partitioning, RunCx, Stage, StageFuture, StageOutput, stage_tag,
+};
 use crate::error::ExecError;
 use crate::kit::fragments::{Fragments, concat, fragments};
 use crate::kit::jsonl::TextFile;
 use crate::kit::teacher::Teacher;
 use crate::parts::{PartWriters, WrittenPart, read_part_rows};
-use crate::plan::stage_tag;
-use crate::run::StageOutput;
-use crate::stages::{Declared, EstimateCx, MergeCx, RunCx, Stage};
-use crate::task::Partitioning;
 
 mod estimate;
 
@@ -93,6 +92,8 @@ mod estimate;
 pub struct Triples;
 
 impl Stage for Triples {
+    type Options = TriplesOptions;
+
     fn kind(&self) -> &'static str {
         "triples"
     }
@@ -101,12 +102,7 @@ impl Stage for Triples {
         true
     }
 
-    fn options_schema(&self) -> schemars::Schema {
-        schemars::schema_for!(TriplesOptions)
-    }
-
-    fn check(&self, cx: &mut StageCheck<'_, '_>) -> Option<StageOptions> {
-        let o: TriplesOptions = cx.options()?;
+    fn check(&self, o: &mut TriplesOptions, cx: &mut StageCheck<'_, '_>) {
         if !["paragraph", "document"].contains(&o.unit.as_str()) {
             let message = format!("unknown unit `{}`, expected paragraph or document", o.unit);
             cx.error("unit", message);
@@ -130,16 +126,13 @@ impl Stage for Triples {
                 cx.error("exports", message);
             }
         }
-        Some(StageOptions::new(o))
     }
 
-    fn outputs(&self, stage: &StageSpec) -> Declared {
-        let exports = crate::stages::options::<TriplesOptions>(stage)
-            .map(|o| o.exports.clone())
-            .unwrap_or_default();
+    fn outputs(&self, o: &TriplesOptions, _stage: &StageSpec) -> Declared {
         Declared {
             tables: vec![TableKind::Triples],
-            files: exports
+            files: o
+                .exports
                 .iter()
                 .map(|e| match e.as_str() {
                     "ras" => RAS_EXPORT.to_string(),
@@ -157,25 +150,24 @@ impl Stage for Triples {
         true
     }
 
-    fn max_tasks(&self, stage: &StageSpec) -> Option<u32> {
-        let capped =
-            crate::stages::options::<TriplesOptions>(stage).is_ok_and(|o| o.max_passages.is_some());
-        capped.then_some(1)
+    fn max_tasks(&self, o: &TriplesOptions) -> Option<u32> {
+        o.max_passages.is_some().then_some(1)
     }
 
-    fn run<'a>(&'a self, cx: RunCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(run_stage(cx))
+    fn run<'a>(&'a self, o: &'a TriplesOptions, cx: RunCx<'a>) -> StageFuture<'a> {
+        Box::pin(run_stage(o, cx))
     }
 
-    fn merge<'a>(&'a self, cx: MergeCx<'a>) -> BoxFuture<'a, Result<StageOutput, ExecError>> {
-        Box::pin(merge_exports(cx))
+    fn merge<'a>(&'a self, o: &'a TriplesOptions, cx: MergeCx<'a>) -> StageFuture<'a> {
+        Box::pin(merge_exports(o, cx))
     }
 
     fn estimate<'a>(
         &'a self,
+        o: &'a TriplesOptions,
         cx: EstimateCx<'a>,
-    ) -> Option<LocalBoxFuture<'a, Result<crate::estimate::StageEstimate, ExecError>>> {
-        Some(Box::pin(estimate::estimate(cx)))
+    ) -> Option<LocalBoxFuture<'a, Result<crate::contract::StageEstimate, ExecError>>> {
+        Some(Box::pin(estimate::estimate(o, cx)))
     }
 }
 
@@ -186,9 +178,8 @@ pub const RAS_EXPORT: &str = "openie/ras.jsonl";
 const DOC_BATCH: usize = 64;
 
 /// Runs one task of the stage: the documents parts of its shards.
-pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
+pub async fn run_stage(opts: &TriplesOptions, cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
     let (stage, out, staging, parts) = (cx.stage, cx.out, cx.dir, cx.parts);
-    let opts: &TriplesOptions = crate::stages::options(stage)?;
     let started = Instant::now();
     let (llm, teacher) = Teacher::for_task(&cx)?;
     let extractor = teacher.extractor(llm, opts, Prompts::load(opts.templates.as_deref())?);
@@ -307,9 +298,8 @@ pub async fn run_stage(cx: RunCx<'_>) -> Result<StageOutput, ExecError> {
 }
 
 /// The merge task: the exports' fragments joined in part order, the bytes one task writes.
-async fn merge_exports(cx: MergeCx<'_>) -> Result<StageOutput, ExecError> {
+async fn merge_exports(opts: &TriplesOptions, cx: MergeCx<'_>) -> Result<StageOutput, ExecError> {
     let started = Instant::now();
-    let opts: &TriplesOptions = crate::stages::options(cx.stage)?;
     let mut files = Vec::new();
     if opts.exports.iter().any(|e| e == "hipporag") {
         use tokio::io::AsyncBufReadExt;
