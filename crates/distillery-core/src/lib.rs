@@ -47,6 +47,8 @@ pub mod schema;
 pub mod sharded;
 pub mod spec;
 pub mod summary;
+pub mod tables;
 
 pub use error::{ErrorKind, HasKind};
 pub use record::*;
+pub use tables::{TABLES, TableSpec};

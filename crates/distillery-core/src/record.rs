@@ -48,20 +48,7 @@ impl TableKind {
 
     /// The table's name: its directory in an output and its SQL table name in `inspect`.
     pub fn name(self) -> &'static str {
-        match self {
-            TableKind::Documents => "documents",
-            TableKind::Tables => "tables",
-            TableKind::Triples => "triples",
-            TableKind::Entities => "entities",
-            TableKind::Questions => "questions",
-            TableKind::Segments => "segments",
-            TableKind::Labels => "labels",
-            TableKind::Sft => "sft",
-            TableKind::Quarantine => "quarantine",
-            TableKind::Subgraphs => "subgraphs",
-            TableKind::Literals => "literals",
-            TableKind::Changes => "changes",
-        }
+        self.spec().name
     }
 
     /// Parses a table name as written by [`TableKind::name`].

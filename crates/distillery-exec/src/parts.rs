@@ -129,136 +129,61 @@ impl PartId {
     }
 }
 
-/// Columns that hold long free text (whole prompts, kilobytes a value): neither a dictionary
-/// (every value is distinct, so the encoder would hash and buffer each one before falling back
-/// to plain) nor min/max statistics (comparing every value, and useless for pruning), and
-/// data pages of [`LONG_TEXT_PAGE_BYTES`].
-const LONG_TEXT: &[(TableKind, &[&str])] =
-    &[(TableKind::Sft, &["messages", "list", "element", "content"])];
-
 /// The data page size of the long-text columns (1 MiB, the default, for the others). A prompt
 /// repeats most of the segments the step before showed, so the larger the page zstd gets, the
 /// more repeats it finds: on 2,000 benchmark questions 8 MiB pages made the `sft` Parquet
 /// files 38% smaller and the whole run 3.7% fewer instructions than 1 MiB pages.
 const LONG_TEXT_PAGE_BYTES: usize = 8 << 20;
 
-/// Columns with one distinct value a row: every table's `id` (its key: a stable id of 32 hex
-/// digits, or an entity's id in its KB) and a question's own id in its dataset. No dictionary
-/// for them: the encoder would intern every value, then write nearly all of them again as the
-/// dictionary page, and plain pages under zstd come out smaller. On the 10,000-question label benchmark the `documents`,
-/// `questions`, `labels` and `sft` parts shrank by 3.3%, 0.7%, 0.8% and 0.2%, with the same
-/// rows. Columns whose values repeat within a row group (a question's context ids, which
-/// TAT-QA and HybridQA share between the questions of one table; a trajectory's segment ids,
-/// which later steps repeat) keep their dictionary.
-const ID_COLUMNS: &[(TableKind, &[&str])] = &[
-    (TableKind::Documents, &["id"]),
-    (TableKind::Tables, &["id"]),
-    (TableKind::Triples, &["id"]),
-    (TableKind::Literals, &["id"]),
-    (TableKind::Entities, &["id"]),
-    (TableKind::Questions, &["id"]),
-    (TableKind::Questions, &["question_id"]),
-    (TableKind::Segments, &["id"]),
-    (TableKind::Labels, &["id"]),
-    (TableKind::Sft, &["id"]),
-    (TableKind::Quarantine, &["id"]),
-    (TableKind::Subgraphs, &["id"]),
-    (TableKind::Changes, &["id"]),
-];
-
-fn column(path: &[&str]) -> ColumnPath {
-    ColumnPath::new(path.iter().map(|p| p.to_string()).collect())
-}
-
-/// Columns of KG edges whose values mostly differ within a row group (an edge's ends, a
-/// subgraph edge's ends): no dictionary, for the same reason as [`ID_COLUMNS`]. Even a dump
-/// sorted by subject writes its `triples` subject faster and smaller plain under zstd than
-/// dictionary-encoded (docs/benchmarks.md, "Freebase ingest: encoding").
-const HIGH_CARDINALITY: &[(TableKind, &[&str])] = &[
-    (TableKind::Triples, &["subject"]),
-    (TableKind::Triples, &["object"]),
-    (TableKind::Triples, &["object_name"]),
-    (TableKind::Literals, &["subject"]),
-    (TableKind::Literals, &["object"]),
-    (TableKind::Subgraphs, &["subject"]),
-    (TableKind::Subgraphs, &["object"]),
-    (TableKind::Subgraphs, &["triple_id"]),
-];
-
-/// Columns of increasing numbers (a KG edge's line in its dump): no dictionary, and delta
-/// encoding, which stores the steps in a few bits each before zstd sees them. As a
-/// dictionary column, `triples.line` was interned row by row only to fall back to plain
-/// pages; delta-encoded it takes a fraction of its plain size.
-const SEQUENTIAL: &[(TableKind, &[&str])] = &[
-    (TableKind::Triples, &["line"]),
-    (TableKind::Literals, &["line"]),
-];
-
-/// KG edge columns written without min/max statistics. Such statistics compare every value
-/// twice, and a reader can prune row groups by them only when the values cluster:
-/// - a random `id` never clusters;
-/// - an unsorted `object` and the names rarely cluster;
-/// - `dataset` and `source` hold one value per part, which the part's name already gives;
-/// - `object_kind`, `lang` and `datatype` have a few values, and every row group holds them all.
-///
-/// Kept: `subject` (the dump's sort key and the shard key), `predicate` (relation filters),
-/// `line`, and the text provenance columns. Without these statistics, 20M Freebase lines on two
-/// cores took 9.11-9.65 s against 9.91-9.99 s, in three alternated pairs (docs/benchmarks.md).
-const NO_STATISTICS: (&[TableKind], &[&str]) = (
-    &[TableKind::Triples, TableKind::Literals],
-    &[
-        "id",
-        "dataset",
-        "source",
-        "object",
-        "object_kind",
-        "lang",
-        "datatype",
-        "subject_name",
-        "object_name",
-    ],
-);
-
-/// The zstd level of a table's parts: 3, but 1 for `triples` and `literals`, the bulk of a KG dump's
-/// ingest, where level 1 measured faster and no larger (docs/benchmarks.md, "Freebase
-/// ingest: encoding"), and for `subgraphs` (1.55M rows of the KG benchmark: 64.8 MB at
-/// either level, the stage's output 0.1 s faster).
-fn zstd_level(table: TableKind) -> i32 {
-    match table {
-        TableKind::Triples | TableKind::Literals | TableKind::Subgraphs => 1,
-        _ => 3,
-    }
-}
-
+/// How a table's parts are encoded, from its [`distillery_core::TableSpec`]:
+/// - `plain` columns (one distinct value a row: every table's `id`, a question's own id, a KG
+///   edge's ends) get no dictionary: the encoder would intern every value, then write nearly
+///   all of them again as the dictionary page, and plain pages under zstd come out smaller (on
+///   the 10,000-question label benchmark the `documents`, `questions`, `labels` and `sft`
+///   parts shrank by 3.3%, 0.7%, 0.8% and 0.2%; even a dump sorted by subject writes its
+///   `triples` subject faster and smaller plain: docs/benchmarks.md, "Freebase ingest:
+///   encoding"). Columns whose values repeat within a row group keep their dictionary.
+/// - `sequential` columns (a KG edge's line in its dump) are delta-encoded, which stores the
+///   steps in a few bits each before zstd sees them.
+/// - `no_statistics` columns get no min/max statistics: a reader prunes row groups by them only
+///   when the values cluster (20M Freebase lines on two cores: 9.11-9.65 s without, against
+///   9.91-9.99 s with).
+/// - `long_text` columns (whole prompts) get neither a dictionary nor statistics, and data
+///   pages of [`LONG_TEXT_PAGE_BYTES`].
+/// - The zstd level is the table's: 3, but 1 for `triples`, `literals` and `subgraphs`, where
+///   level 1 measured faster and no larger.
 fn writer_props(table: TableKind) -> WriterProperties {
+    let spec = table.spec();
     let mut b = WriterProperties::builder()
         .set_compression(Compression::ZSTD(
-            ZstdLevel::try_new(zstd_level(table)).expect("valid zstd level"),
+            ZstdLevel::try_new(spec.zstd_level).expect("valid zstd level"),
         ))
         .set_max_row_group_row_count(Some(64 * 1024))
         .set_created_by("distillery".to_string());
-    let plain = ID_COLUMNS.iter().chain(HIGH_CARDINALITY);
-    for (_, path) in plain.filter(|(t, _)| *t == table) {
-        b = b.set_column_dictionary_enabled(column(path), false);
+    for name in spec.plain {
+        b = b.set_column_dictionary_enabled(column(name), false);
     }
-    for (_, path) in SEQUENTIAL.iter().filter(|(t, _)| *t == table) {
+    for name in spec.sequential {
         b = b
-            .set_column_dictionary_enabled(column(path), false)
-            .set_column_encoding(column(path), Encoding::DELTA_BINARY_PACKED);
+            .set_column_dictionary_enabled(column(name), false)
+            .set_column_encoding(column(name), Encoding::DELTA_BINARY_PACKED);
     }
-    if NO_STATISTICS.0.contains(&table) {
-        for name in NO_STATISTICS.1 {
-            b = b.set_column_statistics_enabled(column(&[name]), EnabledStatistics::None);
-        }
+    for name in spec.no_statistics {
+        b = b.set_column_statistics_enabled(column(name), EnabledStatistics::None);
     }
-    for (_, path) in LONG_TEXT.iter().filter(|(t, _)| *t == table) {
-        let col = column(path);
+    for name in spec.long_text {
+        let col = column(name);
         b = b
             .set_column_dictionary_enabled(col.clone(), false)
             .set_column_data_page_size_limit(col.clone(), LONG_TEXT_PAGE_BYTES)
             .set_column_statistics_enabled(col, EnabledStatistics::None);
     }
     b.build()
+}
+
+/// A column by its dotted path (`messages.list.element.content`).
+fn column(path: &str) -> ColumnPath {
+    ColumnPath::new(path.split('.').map(str::to_string).collect())
 }
 
 struct OpenPart {
@@ -576,7 +501,7 @@ mod tests {
 
     /// Asserts that `path` names a leaf column of `table`: a path that names no leaf would
     /// silently configure nothing.
-    fn assert_leaf(table: TableKind, path: &[&str]) -> ColumnPath {
+    fn assert_leaf(table: TableKind, path: &str) -> ColumnPath {
         let desc = parquet::arrow::ArrowSchemaConverter::new()
             .convert(&schema_of(table))
             .expect("schema converts");
@@ -589,16 +514,17 @@ mod tests {
         col
     }
 
-    /// The id and high-cardinality columns are leaves without a dictionary, every table's
-    /// `id` among them, and every other column but the long-text ones keeps its dictionary.
+    /// The plain columns are leaves without a dictionary, every table's `id` among them, and
+    /// every other column but the long-text and sequential ones keeps its dictionary.
     #[test]
     fn id_columns_are_leaves_without_a_dictionary() {
-        for (table, path) in ID_COLUMNS.iter().chain(HIGH_CARDINALITY) {
-            assert_leaf(*table, path);
-        }
         for table in TableKind::ALL {
+            let spec = table.spec();
+            for path in spec.plain {
+                assert_leaf(table, path);
+            }
             assert!(
-                ID_COLUMNS.contains(&(table, &["id"][..])),
+                spec.plain.contains(&"id"),
                 "{} has no id column listed",
                 table.name()
             );
@@ -607,12 +533,12 @@ mod tests {
                 .expect("schema converts");
             let props = writer_props(table);
             for leaf in desc.columns() {
-                let listed = ID_COLUMNS
+                let listed = spec
+                    .plain
                     .iter()
-                    .chain(HIGH_CARDINALITY)
-                    .chain(LONG_TEXT)
-                    .chain(SEQUENTIAL)
-                    .any(|(t, p)| *t == table && column(p) == *leaf.path());
+                    .chain(spec.long_text)
+                    .chain(spec.sequential)
+                    .any(|p| column(p) == *leaf.path());
                 assert_eq!(
                     props.dictionary_enabled(leaf.path()),
                     !listed,
@@ -626,26 +552,28 @@ mod tests {
 
     #[test]
     fn sequential_columns_are_delta_encoded_leaves() {
-        for (table, path) in SEQUENTIAL {
-            let col = assert_leaf(*table, path);
-            let props = writer_props(*table);
-            assert!(!props.dictionary_enabled(&col));
-            assert_eq!(
-                props.encoding(&col),
-                Some(Encoding::DELTA_BINARY_PACKED),
-                "{} of {}",
-                col,
-                table.name()
-            );
+        for table in TableKind::ALL {
+            for path in table.spec().sequential {
+                let col = assert_leaf(table, path);
+                let props = writer_props(table);
+                assert!(!props.dictionary_enabled(&col));
+                assert_eq!(
+                    props.encoding(&col),
+                    Some(Encoding::DELTA_BINARY_PACKED),
+                    "{} of {}",
+                    col,
+                    table.name()
+                );
+            }
         }
     }
 
     #[test]
     fn kg_columns_without_statistics_are_leaves_of_their_tables() {
-        for table in NO_STATISTICS.0 {
-            for name in NO_STATISTICS.1 {
-                let col = assert_leaf(*table, &[name]);
-                let props = writer_props(*table);
+        for table in TableKind::ALL {
+            for name in table.spec().no_statistics {
+                let col = assert_leaf(table, name);
+                let props = writer_props(table);
                 assert_eq!(props.statistics_enabled(&col), EnabledStatistics::None);
             }
         }
@@ -658,18 +586,20 @@ mod tests {
 
     #[test]
     fn long_text_columns_are_leaves_of_their_tables() {
-        for (table, path) in LONG_TEXT {
-            let col = assert_leaf(*table, path);
-            let props = writer_props(*table);
-            assert!(!props.dictionary_enabled(&col));
-            assert_eq!(props.statistics_enabled(&col), EnabledStatistics::None);
-            assert_eq!(
-                props.column_data_page_size_limit(&col),
-                LONG_TEXT_PAGE_BYTES
-            );
-            let other = ColumnPath::new(vec!["id".to_string()]);
-            assert_eq!(props.column_data_page_size_limit(&other), 1 << 20);
-            assert!(writer_props(TableKind::Documents).dictionary_enabled(&col));
+        for table in TableKind::ALL {
+            for path in table.spec().long_text {
+                let col = assert_leaf(table, path);
+                let props = writer_props(table);
+                assert!(!props.dictionary_enabled(&col));
+                assert_eq!(props.statistics_enabled(&col), EnabledStatistics::None);
+                assert_eq!(
+                    props.column_data_page_size_limit(&col),
+                    LONG_TEXT_PAGE_BYTES
+                );
+                let other = ColumnPath::new(vec!["id".to_string()]);
+                assert_eq!(props.column_data_page_size_limit(&other), 1 << 20);
+                assert!(writer_props(TableKind::Documents).dictionary_enabled(&col));
+            }
         }
     }
 }

@@ -62,6 +62,23 @@ pub fn pipelines() -> String {
             if s.merges() { "yes" } else { "no" }
         ));
     }
+    o.push_str(
+        "\n### Output tables\n\nEvery table a stage or reader may write \
+         (`distillery_core::TABLES`): what a row is, whether its rows follow their questions' \
+         shards (a stage cut by questions reads its own shard of them and every other table \
+         whole), and whether `hseq verify` decodes them back from their segments.\n\n\
+         | table | a row | by question | hseq source |\n|---|---|---|---|\n",
+    );
+    for t in &distillery_core::TABLES {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        o.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            t.name,
+            t.row,
+            yes(t.by_question),
+            yes(t.hseq_source)
+        ));
+    }
     o.push_str("\n### Stage options\n\n");
     for s in REGISTRY {
         let llm = if s.uses_llm() {

@@ -319,9 +319,7 @@ pub fn task_inputs(p: &Pipeline, task: &TaskDef, parts: &[WrittenPart]) -> Vec<W
         .filter(|w| match how {
             Partitioning::Whole => true,
             Partitioning::Shards => mine(w),
-            Partitioning::Questions => {
-                !matches!(w.table, TableKind::Questions | TableKind::Subgraphs) || mine(w)
-            }
+            Partitioning::Questions => !w.table.spec().by_question || mine(w),
         })
         .cloned()
         .collect()
@@ -349,7 +347,7 @@ impl LevelInputs {
         let mut l = LevelInputs::default();
         for (i, w) in parts.iter().enumerate() {
             l.by_shard.entry(w.shard).or_default().push(i);
-            if matches!(w.table, TableKind::Questions | TableKind::Subgraphs) {
+            if w.table.spec().by_question {
                 l.question_by_shard.entry(w.shard).or_default().push(i);
             } else {
                 l.shared.push(i);

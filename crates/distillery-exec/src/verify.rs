@@ -117,11 +117,7 @@ pub async fn verify_output(url: &str) -> Result<VerifyReport, ExecError> {
             };
             match table {
                 TableKind::Segments => segment_parts.push((shard, tag, f.path.clone())),
-                TableKind::Documents
-                | TableKind::Tables
-                | TableKind::Triples
-                | TableKind::Literals
-                | TableKind::Subgraphs => sources
+                t if t.spec().hseq_source => sources
                     .entry((shard, tag))
                     .or_default()
                     .push((table, f.path.clone())),
