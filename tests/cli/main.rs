@@ -18,7 +18,6 @@ mod ras;
 mod relevance;
 mod report_html;
 mod revelator;
-mod router;
 mod subgraph;
 mod text2triple;
 mod triples;
