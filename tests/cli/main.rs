@@ -18,6 +18,7 @@ mod ras;
 mod relevance;
 mod report_html;
 mod revelator;
+mod router;
 mod subgraph;
 mod text2triple;
 mod triples;

@@ -14,6 +14,8 @@
 //!   `repr` of triples), the teacher's sub-query prompt and parsing;
 //! - [`relevance`]: HANRAG relevance labels `<Q, D, IS_REL>` from a teacher, as student
 //!   samples of the relevance discriminator;
+//! - [`router`]: Adaptive-RAG silver labels of a query-complexity router (`A` no retrieval,
+//!   `B` one step, `C` several) from the teacher's closed-book and one-step answers;
 //! - [`support`]: the teacher's check of one weak positive (does this evidence state a fact
 //!   the known answer needs?), for the label stage's `verify` option;
 //! - [`metrics`]: exact match and token F1 for the answer filter.
@@ -29,6 +31,7 @@ pub mod metrics;
 pub mod planner;
 pub mod ras;
 pub mod relevance;
+pub mod router;
 pub mod support;
 
 use std::path::Path;

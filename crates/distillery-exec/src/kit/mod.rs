@@ -6,8 +6,8 @@
 //! that merge knowledge graphs ([`same_as`]), a shard's documents with the triples that
 //! cite them ([`doc_triples`]) the evaluation questions no sample may contain
 //! ([`decontam`]) a stage's input rows ([`rows`]),
-//! an index's documents from a corpus root ([`corpus_feed`]) and a `mediawiki` input's daily
-//! folders ([`daily`]).
+//! an index's documents from a corpus root ([`corpus_feed`]), a `mediawiki` input's daily
+//! folders ([`daily`]) and the question loop of the stages cut by questions ([`questions`]).
 
 pub mod contexts;
 pub mod corpus_feed;
@@ -17,6 +17,7 @@ pub mod doc_triples;
 pub mod embedding;
 pub mod fragments;
 pub mod jsonl;
+pub mod questions;
 pub mod retrieval;
 pub mod rows;
 pub mod same_as;

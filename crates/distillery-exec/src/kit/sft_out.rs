@@ -19,7 +19,8 @@ use distillery_core::schema::sft_batch;
 use distillery_core::summary::{ManifestFile, StageSummary};
 use distillery_label::sft::neutralise_messages;
 
-use crate::contract::{MergeCx, StageOutput};
+use crate::contract::options::SftSplit;
+use crate::contract::{MergeCx, RunCx, StageOutput};
 use crate::error::ExecError;
 use crate::kit::decontam::Decontaminator;
 use crate::kit::jsonl::{JsonlLines, TextFile, content_hash, sample_split};
@@ -54,6 +55,18 @@ impl SftOut {
             decon: None,
             decontaminated: 0,
         }
+    }
+
+    /// The SFT output of a teacher stage's task under `<dir>/`, with its [`SftSplit`]: the
+    /// validation share, and the evaluation files of the task (`side`) loaded.
+    pub(crate) async fn for_split(
+        cx: &RunCx<'_>,
+        dir: &str,
+        split: &SftSplit,
+    ) -> Result<SftOut, ExecError> {
+        let (files, formats) = (&split.decontaminate, &split.decontaminate_formats);
+        let decon = crate::kit::decontam::load(files, formats, cx.side).await?;
+        Ok(SftOut::new(cx.out, cx.dir, dir, split.validation_share).decontaminated_by(decon))
     }
 
     /// Drops the samples that touch an evaluation question of `d` (the stage's
@@ -130,6 +143,58 @@ impl SftOut {
         let mut files = vec![self.train.finish().await?, self.validation.finish().await?];
         files.extend(self.ledger.finish().await?);
         Ok(files)
+    }
+}
+
+/// What every sample of one teacher stage's task shares: its lineage.
+pub(crate) struct Lineage {
+    pub method: &'static str,
+    /// The stage's settings that shaped its samples, as JSON.
+    pub params: String,
+    pub template_id: &'static str,
+    pub template_version: String,
+    pub pipeline_hash: String,
+    pub teacher: String,
+}
+
+impl Lineage {
+    /// A one-turn sample of question `q` (task `task`: `user` in, `assistant` out) and the
+    /// response-cache entries it came from; its id hashes the question, task and target.
+    pub(crate) fn sample(
+        &self,
+        q: &distillery_core::Question,
+        task: &str,
+        (user, assistant): (String, String),
+        cache_entries: Vec<String>,
+    ) -> SftSample {
+        let tokens = |s: &str| s.chars().count().div_ceil(4) as u32;
+        SftSample {
+            id: distillery_core::id::stable_id(&[&q.id, task, &assistant]),
+            task: task.to_string(),
+            prompt_tokens: tokens(&user),
+            target_tokens: tokens(&assistant),
+            messages: vec![
+                distillery_core::Message {
+                    role: "user".into(),
+                    content: user,
+                },
+                distillery_core::Message {
+                    role: "assistant".into(),
+                    content: assistant,
+                },
+            ],
+            weight: 1.0,
+            dataset: q.dataset.clone(),
+            question_id: q.id.clone(),
+            method: self.method.into(),
+            params: self.params.clone(),
+            template_id: self.template_id.into(),
+            template_version: self.template_version.clone(),
+            pipeline_hash: self.pipeline_hash.clone(),
+            teacher: Some(self.teacher.clone()),
+            cache_entries,
+            ..Default::default()
+        }
     }
 }
 

@@ -19,6 +19,7 @@ pub mod label;
 pub mod planner;
 pub mod ras;
 pub mod relevance;
+pub mod router;
 pub mod subgraph;
 pub mod text2triple;
 pub mod triples;
@@ -39,6 +40,7 @@ pub static REGISTRY: &[&dyn AnyStage] = &[
     &cirag::Cirag,
     &planner::Planner,
     &relevance::Relevance,
+    &router::Router,
     &ras::Ras,
     &index::IndexStage,
     &corpus::CorpusStage,
