@@ -93,7 +93,8 @@ fn router_against_a_real_vllm() {
     let file = pipeline(tmp.path(), &url);
     let out = tmp.path().join("out");
     // Any answer reaches F1 0: a question is labelled `A` after one call, unless the tiny
-    // model answers nothing (an invalid answer), when the one-step answer decides.
+    // model answers nothing (an invalid answer), when the one-step answer decides (`C` when
+    // that one is empty too: CI's model answered every request with nothing).
     let set = vec![
         format!("llm.model={model}"),
         "stages.router.options.min_f1=0".to_string(),
@@ -104,7 +105,9 @@ fn router_against_a_real_vllm() {
     let n = |k: &str| c[k].as_u64().unwrap_or(0);
     assert_eq!(n("questions"), 3);
     assert_eq!(n("label.a") + n("label.b") + n("label.c"), 3);
-    assert_eq!(n("llm.calls"), 3 + n("answers.invalid"));
+    // One call a question, and a second one where the closed-book answer was empty.
+    assert!((3..=6).contains(&n("llm.calls")), "{c}");
+    assert!(n("answers.invalid") <= n("llm.calls"), "{c}");
     assert_eq!(samples(&out).len(), 3);
     assert!(run_file(&file, &set).status.success());
     let c = stage(&summary(&out), "router")["counters"].clone();
