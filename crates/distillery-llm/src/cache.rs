@@ -28,9 +28,54 @@
 //!   context stays until the entry is deleted or a part of the key changes (the model
 //!   revision, the template, the request).
 //! - [`ResponseCache::get_many`] looks keys up concurrently, for batches.
+//!
+//! # Packs
+//!
+//! One object per entry costs one read per lookup. [`ResponseCache::pack`] gathers loose
+//! entries into packs, `PREFIX/packs/<ms>-<pid>-<random>-<n>.pack`, each many entries with
+//! an index and checksums (format in `pack.rs`). A cache reads its packs into memory at its
+//! first lookup (every entry decoded, by digest), so a warm lookup of a packed entry opens
+//! no object: it hashes the key and finds the entry in memory.
+//!
+//! - **Writes stay loose.** Every answer is written at once as its own object,
+//!   create-if-not-exists, as before packs: an entry is durable the moment its call
+//!   returns, so a task that crashes loses nothing, and many writers never overwrite each
+//!   other. Packing is a later step over what is already durable (`distillery cache pack`,
+//!   which calls [`ResponseCache::pack`]), not a buffer of unwritten entries:
+//!   buffering to pack at flush points would lose every answer since the last flush in a
+//!   crash, and pay for them again.
+//! - **Many packers.** A pack's name is unique to its writer (milliseconds, process id and
+//!   64 random bits) and it is created only if absent, so packers never overwrite each
+//!   other; two packers of the same loose entries write the same entries twice, which
+//!   costs space, not answers (a digest held twice resolves to the entry written last,
+//!   then to the pack whose name sorts last). A loose object is removed only after the
+//!   pack holding it is written, and only when it has not changed since it was read
+//!   (`keep_loose` keeps them all).
+//! - **Readers see every committed entry.** A key in no pack held in memory is looked up
+//!   as its loose object; when that is absent too, the pack list is read again (at most
+//!   one listing in flight, shared by concurrent misses) before the lookup answers `None`.
+//!   A pack is written before the loose objects it holds are removed, so an entry is
+//!   always in a loose object, in a pack the reader holds, or in a pack the listing finds.
+//!   A miss therefore costs a `LIST` of `PREFIX/packs/` besides the loose `GET`; a miss is
+//!   followed by a model call, which costs far more.
+//! - **Overwrites.** Kept refusals asked again and re-parsed entries are overwritten as
+//!   loose objects (with a later `created_at`). A packed entry is taken from memory unless
+//!   it is a refusal, or its parser version is not the caller's ([`cached_chat`]): then a
+//!   loose object of the key, when there is one, is newer and wins. Packing keeps the
+//!   newest of each digest.
+//! - **Old layout.** A cache with no `packs/` is read as before, entry by entry; packed
+//!   and loose entries mix freely.
+//! - **Damage.** A pack that is truncated or damaged (a checksum that does not match, an
+//!   entry that does not decode or holds another key) is never read as a partial set or
+//!   taken for a miss, which would ask the model again: every lookup through the cache
+//!   fails with [`LlmError::Cache`] naming the pack object, until the pack is removed or
+//!   replaced (its entries are then found loose, if kept, or asked again).
+//! - **Memory.** The packs are held decoded, about the size of their JSON or a little
+//!   more, for the life of the cache handle (a teacher task opens one).
 
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use distillery_core::id::stable_id;
 use futures::StreamExt;
@@ -166,7 +211,54 @@ pub struct CacheStats {
     pub rejected: AtomicU64,
     /// Cached refusals asked again because the model's context grew since.
     pub stale_refusals: AtomicU64,
+    /// Lookups answered from a pack in memory (no object read).
+    pub packed_hits: AtomicU64,
+    /// Packs read into memory.
+    pub packs_loaded: AtomicU64,
 }
+
+/// Where a found entry came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// A pack held in memory: no object was read for it.
+    Packed,
+    /// Its own object, `PREFIX/<fan>/<digest>.json`.
+    Loose,
+}
+
+/// What [`ResponseCache::pack`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PackReport {
+    /// Loose entries found.
+    pub loose: usize,
+    /// Entries written into new packs.
+    pub packed: usize,
+    /// Loose entries already held, unchanged, by a pack (left out of the new packs).
+    pub already_packed: usize,
+    /// The packs written (object paths).
+    pub packs: Vec<String>,
+    /// Loose objects removed after their pack was written.
+    pub removed: usize,
+    /// Loose objects kept because they changed after they were read.
+    pub changed: usize,
+}
+
+/// The packs of a cache held in memory: every packed entry by digest, and which packs were
+/// read. See the module docs.
+#[derive(Debug, Default)]
+struct Packs {
+    entries: RwLock<HashMap<String, Arc<CacheEntry>>>,
+    /// The packs read so far; held while the pack list is read again.
+    loaded: tokio::sync::Mutex<HashSet<String>>,
+    /// Refreshes begun and the last one finished (numbered from 1; 0: never).
+    started: AtomicU64,
+    done: AtomicU64,
+}
+
+/// Entries per pack [`ResponseCache::pack`] writes, at most.
+pub const PACK_ENTRIES: usize = 65_536;
+/// Bytes of entries per pack [`ResponseCache::pack`] writes, about (an entry is never split).
+pub const PACK_BYTES: usize = 64 << 20;
 
 /// The cache: a prefix in an object store.
 #[derive(Debug, Clone)]
@@ -174,6 +266,7 @@ pub struct ResponseCache {
     store: Arc<dyn ObjectStore>,
     prefix: String,
     stats: Arc<CacheStats>,
+    packs: Arc<Packs>,
 }
 
 impl ResponseCache {
@@ -182,6 +275,7 @@ impl ResponseCache {
             store,
             prefix: prefix.trim_matches('/').to_string(),
             stats: Arc::new(CacheStats::default()),
+            packs: Arc::new(Packs::default()),
         }
     }
 
@@ -189,13 +283,22 @@ impl ResponseCache {
         &self.stats
     }
 
+    fn under(&self, rest: &str) -> Path {
+        if self.prefix.is_empty() {
+            Path::from(rest)
+        } else {
+            Path::from(format!("{}/{rest}", self.prefix))
+        }
+    }
+
     fn path(&self, digest: &str) -> Path {
         let fan = &digest[..2.min(digest.len())];
-        if self.prefix.is_empty() {
-            Path::from(format!("{fan}/{digest}.json"))
-        } else {
-            Path::from(format!("{}/{fan}/{digest}.json", self.prefix))
-        }
+        self.under(&format!("{fan}/{digest}.json"))
+    }
+
+    /// Where the packs are: `PREFIX/packs/`.
+    fn packs_dir(&self) -> Path {
+        self.under(PACKS)
     }
 
     fn err(path: &Path, e: impl std::fmt::Display) -> LlmError {
@@ -208,25 +311,150 @@ impl ResponseCache {
     /// The entry of `key`, if any. An entry whose key differs (a digest collision or a
     /// foreign file) counts as absent.
     pub async fn get(&self, key: &CacheKey) -> Result<Option<CacheEntry>, LlmError> {
-        let path = self.path(&key.digest());
+        Ok(self
+            .lookup(key)
+            .await?
+            .map(|(e, _)| Arc::unwrap_or_clone(e)))
+    }
+
+    /// [`ResponseCache::get`] without copying the entry, and where it was found. Packs are
+    /// read into memory at the first lookup; a packed entry is answered from memory, unless
+    /// it is a refusal, which a loose entry written since may replace (see the module docs).
+    /// A key in no pack is looked up as its loose object; when there is none, the pack list
+    /// is read again (another writer may have packed it since) before the answer is `None`.
+    pub async fn lookup(
+        &self,
+        key: &CacheKey,
+    ) -> Result<Option<(Arc<CacheEntry>, Source)>, LlmError> {
         let started = std::time::Instant::now();
-        let got = match self.store.get(&path).await {
-            Ok(r) => r.bytes().await.map(Some),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        };
-        let result = match &got {
-            Ok(Some(_)) => "hit",
-            Ok(None) => "miss",
-            Err(_) => "error",
+        let r = self.find(key).await;
+        let result = match &r {
+            Ok(Some(_)) => crate::telemetry::Lookup::Hit,
+            Ok(None) => crate::telemetry::Lookup::Miss,
+            Err(_) => crate::telemetry::Lookup::Error,
         };
         crate::telemetry::lookup(result, started.elapsed());
-        let Some(bytes) = got.map_err(|e| Self::err(&path, e))? else {
-            return Ok(None);
+        r
+    }
+
+    async fn find(&self, key: &CacheKey) -> Result<Option<(Arc<CacheEntry>, Source)>, LlmError> {
+        if self.packs.done.load(Ordering::Acquire) == 0 {
+            self.refresh_packs(0).await?;
+        }
+        let digest = key.digest();
+        if let Some(e) = self.packed(&digest, key) {
+            if e.rejected.is_none() {
+                self.stats.packed_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(Some((e, Source::Packed)));
+            }
+            // A refusal may have been asked again and replaced by a loose entry since.
+            return Ok(Some(match self.get_loose(&digest, key).await? {
+                Some(l) => (l, Source::Loose),
+                None => (e, Source::Packed),
+            }));
+        }
+        let seen = self.packs.started.load(Ordering::Acquire);
+        if let Some(l) = self.get_loose(&digest, key).await? {
+            return Ok(Some((l, Source::Loose)));
+        }
+        // Packed (and its loose object removed) by another writer since the packs were read?
+        self.refresh_packs(seen).await?;
+        Ok(self.packed(&digest, key).map(|e| (e, Source::Packed)))
+    }
+
+    fn packed(&self, digest: &str, key: &CacheKey) -> Option<Arc<CacheEntry>> {
+        let map = self.packs.entries.read().unwrap_or_else(|e| e.into_inner());
+        map.get(digest).filter(|e| e.key == *key).cloned()
+    }
+
+    /// The loose entry of `key` (its own object), if any.
+    pub async fn get_loose(
+        &self,
+        digest: &str,
+        key: &CacheKey,
+    ) -> Result<Option<Arc<CacheEntry>>, LlmError> {
+        let path = self.path(digest);
+        let bytes = match self.store.get(&path).await {
+            Ok(r) => r.bytes().await.map_err(|e| Self::err(&path, e))?,
+            Err(object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(Self::err(&path, e)),
         };
         let entry: CacheEntry = serde_json::from_slice(&bytes)
             .map_err(|e| Self::err(&path, format!("not a cache entry: {e}")))?;
-        Ok((entry.key == *key).then_some(entry))
+        Ok((entry.key == *key).then(|| Arc::new(entry)))
+    }
+
+    /// Reads the packs not read yet, unless a refresh that began after the caller saw
+    /// `Packs::started` at `seen` has finished since (its list is as new as the caller
+    /// needs). A pack that cannot be read or decoded fails the refresh with an error naming
+    /// it, and every later lookup that reaches it fails the same way.
+    async fn refresh_packs(&self, seen: u64) -> Result<(), LlmError> {
+        let mut loaded = self.packs.loaded.lock().await;
+        if self.packs.done.load(Ordering::Acquire) > seen {
+            return Ok(());
+        }
+        let n = self.packs.started.fetch_add(1, Ordering::AcqRel) + 1;
+        let dir = self.packs_dir();
+        let mut list = self.store.list(Some(&dir));
+        let mut new = Vec::new();
+        while let Some(m) = list.next().await {
+            let m = m.map_err(|e| Self::err(&dir, e))?;
+            let name = m.location.to_string();
+            if name.ends_with(PACK_EXT) && !loaded.contains(&name) {
+                new.push(m.location);
+            }
+        }
+        // Names order the packs, so every reader resolves a digest held twice the same way.
+        new.sort();
+        let loads = futures::stream::iter(new.into_iter().map(|p| self.read_pack(p)))
+            .buffered(8)
+            .collect::<Vec<_>>()
+            .await;
+        for r in loads {
+            let (path, entries) = r?;
+            self.hold(entries);
+            loaded.insert(path.to_string());
+            self.stats.packs_loaded.fetch_add(1, Ordering::Relaxed);
+        }
+        self.packs.done.store(n, Ordering::Release);
+        Ok(())
+    }
+
+    /// The entries of the pack at `path`, decoded.
+    async fn read_pack(&self, path: Path) -> Result<(Path, Vec<CacheEntry>), LlmError> {
+        let bytes = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| Self::err(&path, e))?
+            .bytes()
+            .await
+            .map_err(|e| Self::err(&path, e))?;
+        let shown = path.to_string();
+        let entries = tokio::task::spawn_blocking(move || decode_pack(&bytes))
+            .await
+            .map_err(|e| Self::err(&path, e))?
+            .map_err(|e| Self::err(&path, e))?;
+        tracing::debug!(pack = %shown, entries = entries.len(), "response cache pack read");
+        Ok((path, entries))
+    }
+
+    /// Puts packed entries in memory: of two entries of one digest, the later written stays.
+    fn hold(&self, entries: Vec<CacheEntry>) {
+        let mut map = self
+            .packs
+            .entries
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        for e in entries {
+            let digest = e.key.digest();
+            match map.get(&digest) {
+                Some(old) if old.created_at > e.created_at => {}
+                _ => {
+                    map.insert(digest, Arc::new(e));
+                }
+            }
+        }
     }
 
     /// [`ResponseCache::get`] for many keys, 32 lookups in flight, results in key order.
@@ -244,9 +472,13 @@ impl ResponseCache {
         self.write(entry, PutMode::Create).await
     }
 
+    /// Writes the loose object of `entry` (every write is loose: see the module docs). An
+    /// overwrite also replaces a packed copy held in memory.
     async fn write(&self, entry: &CacheEntry, mode: PutMode) -> Result<bool, LlmError> {
-        let path = self.path(&entry.key.digest());
+        let digest = entry.key.digest();
+        let path = self.path(&digest);
         let body = serde_json::to_vec(entry).expect("entries serialize");
+        let overwrite = matches!(mode, PutMode::Overwrite);
         let opts = PutOptions {
             mode,
             ..Default::default()
@@ -256,7 +488,19 @@ impl ResponseCache {
             .put_opts(&path, PutPayload::from(body), opts)
             .await
         {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                if overwrite {
+                    let mut map = self
+                        .packs
+                        .entries
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner());
+                    if map.contains_key(&digest) {
+                        map.insert(digest, Arc::new(entry.clone()));
+                    }
+                }
+                Ok(true)
+            }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 self.stats.lost_races.fetch_add(1, Ordering::Relaxed);
                 Ok(false)
@@ -264,6 +508,186 @@ impl ResponseCache {
             Err(e) => Err(Self::err(&path, e)),
         }
     }
+
+    /// Packs the loose entries: reads every `PREFIX/<fan>/<digest>.json`, writes them into
+    /// new packs (at most [`PACK_ENTRIES`] entries and about [`PACK_BYTES`] each, named
+    /// uniquely for this writer and created only if absent), and then, unless `keep_loose`,
+    /// removes each loose object that has not changed since it was read. Loose entries a
+    /// pack already holds unchanged are not packed again. Safe while other workers read and
+    /// write the cache, and while other packers run (see the module docs).
+    pub async fn pack(&self, keep_loose: bool) -> Result<PackReport, LlmError> {
+        self.refresh_packs(self.packs.started.load(Ordering::Acquire))
+            .await?;
+        let root = if self.prefix.is_empty() {
+            None
+        } else {
+            Some(Path::from(self.prefix.as_str()))
+        };
+        let mut loose = Vec::new();
+        let mut list = self.store.list(root.as_ref());
+        while let Some(m) = list.next().await {
+            let m = m.map_err(|e| Self::err(root.as_ref().unwrap_or(&Path::from("")), e))?;
+            if self.is_loose(&m.location) {
+                loose.push(m.location);
+            }
+        }
+        loose.sort();
+        let mut report = PackReport {
+            loose: loose.len(),
+            ..Default::default()
+        };
+        // Each loose entry: its path, its e_tag when read, its digest and bytes.
+        let read = futures::stream::iter(loose.into_iter().map(|path| async move {
+            let got = match self.store.get(&path).await {
+                Ok(g) => g,
+                // Removed since it was listed (by another packer): nothing to do.
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(Self::err(&path, e)),
+            };
+            let meta = got.meta.clone();
+            let bytes = got.bytes().await.map_err(|e| Self::err(&path, e))?;
+            let entry: CacheEntry = serde_json::from_slice(&bytes)
+                .map_err(|e| Self::err(&path, format!("not a cache entry: {e}")))?;
+            Ok::<_, LlmError>(Some((path, meta, entry, bytes)))
+        }))
+        .buffered(32)
+        .collect::<Vec<_>>()
+        .await;
+        let mut batch: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut batch_bytes = 0;
+        let mut pending = Vec::new();
+        let mut packed_paths = Vec::new();
+        let tag = writer_tag();
+        let mut read = read.into_iter().peekable();
+        while let Some(r) = read.next() {
+            if let Some((path, meta, entry, bytes)) = r? {
+                let digest = entry.key.digest();
+                if self.packed(&digest, &entry.key).as_deref() == Some(&entry) {
+                    report.already_packed += 1;
+                    packed_paths.push((path, meta));
+                } else {
+                    batch_bytes += bytes.len();
+                    batch.push((digest, bytes.to_vec()));
+                    pending.push((path, meta, entry));
+                }
+            }
+            let full = batch.len() >= PACK_ENTRIES || batch_bytes >= PACK_BYTES;
+            if !batch.is_empty() && (full || read.peek().is_none()) {
+                let done = self.write_pack(&tag, &mut report, &mut batch, &mut pending);
+                packed_paths.extend(done.await?);
+                batch_bytes = 0;
+            }
+        }
+        if !keep_loose {
+            let removed =
+                futures::stream::iter(packed_paths.into_iter().map(|(path, meta)| async move {
+                    // Removed only as it was packed: an overwrite since (a re-asked refusal,
+                    // a re-parse) keeps its loose object, which lookups prefer.
+                    match self.store.head(&path).await {
+                        Ok(now) if now.e_tag == meta.e_tag && now.size == meta.size => {}
+                        Ok(_) => return Ok(false),
+                        Err(object_store::Error::NotFound { .. }) => return Ok(true),
+                        Err(e) => return Err(Self::err(&path, e)),
+                    }
+                    match self.store.delete(&path).await {
+                        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(true),
+                        Err(e) => Err(Self::err(&path, e)),
+                    }
+                }))
+                .buffered(32)
+                .collect::<Vec<_>>()
+                .await;
+            for r in removed {
+                if r? {
+                    report.removed += 1;
+                } else {
+                    report.changed += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Writes one pack of `batch` (create-if-absent, under a name no other writer uses) and
+    /// holds its entries in memory; the loose objects it packed (to remove), as they were read.
+    async fn write_pack(
+        &self,
+        tag: &str,
+        report: &mut PackReport,
+        batch: &mut Vec<(String, Vec<u8>)>,
+        pending: &mut Vec<(Path, object_store::ObjectMeta, CacheEntry)>,
+    ) -> Result<Vec<(Path, object_store::ObjectMeta)>, LlmError> {
+        let path = self.under(&format!(
+            "{PACKS}/{tag}-{:05}{PACK_EXT}",
+            report.packs.len()
+        ));
+        let body = crate::pack::encode(batch);
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        self.store
+            .put_opts(&path, PutPayload::from(body), opts)
+            .await
+            .map_err(|e| Self::err(&path, e))?;
+        let mut loaded = self.packs.loaded.lock().await;
+        loaded.insert(path.to_string());
+        drop(loaded);
+        report.packed += batch.len();
+        report.packs.push(path.to_string());
+        batch.clear();
+        let (paths, entries): (Vec<_>, Vec<_>) =
+            pending.drain(..).map(|(p, m, e)| ((p, m), e)).unzip();
+        self.hold(entries);
+        Ok(paths)
+    }
+
+    /// Whether `p` is a loose entry: `PREFIX/<2 chars>/<name>.json`.
+    fn is_loose(&self, p: &Path) -> bool {
+        let parts: Vec<_> = p.parts().collect();
+        let skip = if self.prefix.is_empty() {
+            0
+        } else {
+            self.prefix.split('/').count()
+        };
+        parts.len() == skip + 2
+            && parts[skip].as_ref().len() == 2
+            && parts[skip].as_ref() != PACKS
+            && parts[skip + 1].as_ref().ends_with(".json")
+    }
+}
+
+/// The folder of the packs under the cache's prefix.
+const PACKS: &str = "packs";
+const PACK_EXT: &str = ".pack";
+
+/// A name part no other writer uses: the time in milliseconds, the process id and 64
+/// random bits.
+fn writer_tag() -> String {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!(
+        "{ms:013}-{:08x}-{:016x}",
+        std::process::id(),
+        fastrand::u64(..)
+    )
+}
+
+/// The entries of a pack's bytes, or why it is not a good pack.
+fn decode_pack(bytes: &[u8]) -> Result<Vec<CacheEntry>, String> {
+    let d = crate::pack::decode(bytes)?;
+    d.entries
+        .into_iter()
+        .map(|(digest, r)| {
+            let e: CacheEntry = serde_json::from_slice(&bytes[r])
+                .map_err(|e| format!("entry {digest} is not a cache entry: {e}"))?;
+            if e.key.digest() != digest {
+                return Err(format!("entry {digest} holds the key of another digest"));
+            }
+            Ok(e)
+        })
+        .collect()
 }
 
 /// What a cached call gave.
@@ -277,8 +701,9 @@ pub enum Outcome {
         cached: bool,
         /// Parsed again from a cached raw answer of another parser version.
         reparsed: bool,
-        /// The digest naming the cache entry that holds the answer (`<fan>/<digest>.json`
-        /// under the cache root): a sample's lineage.
+        /// The digest naming the cache entry that holds the answer (its loose object
+        /// `<fan>/<digest>.json` under the cache root, or its place in a pack): a sample's
+        /// lineage.
         entry: String,
     },
     /// The parser rejected the answer: quarantine `raw` with `reason`.
@@ -298,6 +723,12 @@ impl Outcome {
             Outcome::Parsed { entry, .. } | Outcome::Invalid { entry, .. } => entry,
         }
     }
+}
+
+/// Now, or `then + 1` when that is later: an overwrite is always newer than what it
+/// replaces, so a packed copy of the old entry never wins over it (see the module docs).
+fn later_than(then: u64) -> u64 {
+    now_secs().max(then + 1)
 }
 
 fn now_secs() -> u64 {
@@ -325,7 +756,22 @@ pub async fn cached_chat(
     let stats = &cache.stats;
     // Whether a kept refusal is asked again: what the server says now replaces it.
     let mut mode = PutMode::Create;
-    if let Some(mut entry) = cache.get(&key).await? {
+    // When a kept refusal is asked again: its `created_at`, which the new entry must pass.
+    let mut replaces = None;
+    if let Some((found, source)) = cache.lookup(&key).await? {
+        let mut found = found;
+        if source == Source::Packed && found.parser_version != parser.version() {
+            // Parsed again since it was packed? The loose entry then holds the new parse.
+            if let Some(l) = cache.get_loose(&found.key.digest(), &key).await? {
+                found = l;
+            }
+        }
+        if found.rejected.is_none() && found.parser_version == parser.version() {
+            // The common hit: the answer is copied out of the entry, not the whole entry.
+            stats.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(outcome(&found, true, false, stats));
+        }
+        let mut entry = Arc::unwrap_or_clone(found);
         if let Some(r) = entry.rejected.take() {
             if refusal_stands(client, &r).await {
                 stats.hits.fetch_add(1, Ordering::Relaxed);
@@ -339,6 +785,7 @@ pub async fn cached_chat(
             }
             stats.stale_refusals.fetch_add(1, Ordering::Relaxed);
             mode = PutMode::Overwrite;
+            replaces = Some(entry.created_at);
         } else {
             stats.hits.fetch_add(1, Ordering::Relaxed);
             return reuse(cache, entry, parser).await;
@@ -366,7 +813,7 @@ pub async fn cached_chat(
                     parser_version: parser.version().to_string(),
                     usage: Usage::default(),
                     served_model: String::new(),
-                    created_at: now_secs(),
+                    created_at: replaces.map_or_else(now_secs, later_than),
                     rejected: Some(Rejected {
                         status: *status,
                         url: url.clone(),
@@ -388,11 +835,11 @@ pub async fn cached_chat(
         parser_version: parser.version().to_string(),
         usage: resp.usage,
         served_model: resp.model,
-        created_at: now_secs(),
+        created_at: replaces.map_or_else(now_secs, later_than),
         rejected: None,
     };
     cache.write(&entry, mode).await?;
-    Ok(outcome(entry, false, false, stats))
+    Ok(outcome(&entry, false, false, stats))
 }
 
 /// A cached answer: as it is, or parsed again (and rewritten) when the parser version
@@ -409,10 +856,12 @@ async fn reuse(
         entry.parsed = parsed;
         entry.invalid_reason = reason;
         entry.parser_version = parser.version().to_string();
+        // Newer than a packed copy of the old parse (see the module docs).
+        entry.created_at = later_than(entry.created_at);
         cache.write(&entry, PutMode::Overwrite).await?;
-        return Ok(outcome(entry, true, true, stats));
+        return Ok(outcome(&entry, true, true, stats));
     }
-    Ok(outcome(entry, true, false, stats))
+    Ok(outcome(&entry, true, false, stats))
 }
 
 fn split(r: Result<Value, String>) -> (Option<Value>, Option<String>) {
@@ -422,12 +871,12 @@ fn split(r: Result<Value, String>) -> (Option<Value>, Option<String>) {
     }
 }
 
-fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) -> Outcome {
+fn outcome(entry: &CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) -> Outcome {
     let digest = entry.key.digest();
-    match entry.parsed {
+    match &entry.parsed {
         Some(value) => Outcome::Parsed {
-            value,
-            raw: entry.raw,
+            value: value.clone(),
+            raw: entry.raw.clone(),
             usage: entry.usage,
             cached,
             reparsed,
@@ -436,8 +885,8 @@ fn outcome(entry: CacheEntry, cached: bool, reparsed: bool, stats: &CacheStats) 
         None => {
             stats.invalid.fetch_add(1, Ordering::Relaxed);
             Outcome::Invalid {
-                raw: entry.raw,
-                reason: entry.invalid_reason.unwrap_or_default(),
+                raw: entry.raw.clone(),
+                reason: entry.invalid_reason.clone().unwrap_or_default(),
                 cached,
                 entry: digest,
             }

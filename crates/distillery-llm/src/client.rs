@@ -223,6 +223,8 @@ pub struct Client {
     model_len: Arc<OnceCell<Option<u64>>>,
     /// [`Client::context_tokens`], or `None` when it could not be asked, once.
     context_once: Arc<OnceCell<Option<u64>>>,
+    /// The teacher metrics' gauge of this server's pace.
+    gauge: prometheus_client::metrics::gauge::Gauge,
 }
 
 impl Client {
@@ -236,13 +238,17 @@ impl Client {
         let http = reqwest::Client::builder()
             .build()
             .map_err(|e| LlmError::Config(format!("http client: {e}")))?;
+        let pace = Arc::new(if config.adaptive {
+            Pace::adaptive(config.min_concurrency, config.max_concurrency)
+        } else {
+            Pace::fixed(config.max_concurrency)
+        });
+        let gauge = telemetry::concurrency_gauge(&config.base_url);
+        gauge.set(pace.limit() as i64);
         Ok(Client {
             http,
-            pace: Arc::new(if config.adaptive {
-                Pace::adaptive(config.min_concurrency, config.max_concurrency)
-            } else {
-                Pace::fixed(config.max_concurrency)
-            }),
+            pace,
+            gauge,
             config: Arc::new(config),
             stats: Arc::new(ClientStats::default()),
             model_len: Arc::new(OnceCell::new()),
@@ -267,6 +273,7 @@ impl Client {
             stats: self.stats.clone(),
             model_len: Arc::new(OnceCell::new()),
             context_once: Arc::new(OnceCell::new()),
+            gauge: self.gauge.clone(),
         }
     }
 
@@ -305,6 +312,22 @@ impl Client {
         Value::Object(body)
     }
 
+    /// The bytes of [`Client::request_body`], serialized straight from `req` (the same
+    /// bytes as `serde_json::to_vec(&self.request_body(req))`, without building the value).
+    pub fn request_bytes(&self, req: &ChatRequest) -> Vec<u8> {
+        let body = Body {
+            model: &self.config.model,
+            messages: req.prompt.is_none().then_some(&req.messages),
+            prompt: req.prompt.as_deref(),
+            temperature: req.temperature,
+            top_p: req.top_p,
+            max_tokens: req.max_tokens,
+            seed: req.seed,
+            response_format: req.response_format.as_ref().map(ResponseFormat::to_json),
+        };
+        serde_json::to_vec(&body).expect("request bodies serialize")
+    }
+
     fn url(&self, completion: bool) -> String {
         if completion {
             format!("{}/completions", self.config.base_url)
@@ -315,7 +338,7 @@ impl Client {
 
     /// Sends `req`, retrying as the module docs say.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let body = serde_json::to_vec(&self.request_body(req)).expect("json values serialize");
+        let body = bytes::Bytes::from(self.request_bytes(req));
         let url = self.url(req.prompt.is_some());
         let (mut r, attempts) = self
             .retrying(|| async {
@@ -342,8 +365,10 @@ impl Client {
     /// counters as [`Client::chat`] (prompt tokens count towards a budget).
     pub async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, LlmError> {
         let url = format!("{}/embeddings", self.config.base_url);
-        let body = serde_json::to_vec(&json!({"model": self.config.model, "input": inputs}))
-            .expect("json values serialize");
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&json!({"model": self.config.model, "input": inputs}))
+                .expect("json values serialize"),
+        );
         let ((vectors, tokens), _) = self
             .retrying(|| async {
                 let bytes = self.post(&url, &body).await?;
@@ -379,7 +404,7 @@ impl Client {
             self.stats.calls.fetch_add(1, Ordering::Relaxed);
             let r = once().await;
             ticket.done(load_signal(&r));
-            telemetry::concurrency(&self.config.base_url, self.pace.limit());
+            self.gauge.set(self.pace.limit() as i64);
             match r {
                 Ok(v) => return Ok((v, attempt)),
                 Err(e) if e.is_retryable() && attempt <= self.config.max_retries => {
@@ -397,13 +422,13 @@ impl Client {
     }
 
     /// One POST of a JSON body: the answer's bytes, or the error it is.
-    async fn post(&self, url: &str, body: &[u8]) -> Result<bytes::Bytes, LlmError> {
+    async fn post(&self, url: &str, body: &bytes::Bytes) -> Result<bytes::Bytes, LlmError> {
         let mut rb = self
             .http
             .post(url)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, JSON.clone())
             .timeout(self.config.timeout)
-            .body(body.to_vec());
+            .body(body.clone());
         if let Some(key) = &self.config.api_key {
             rb = rb.bearer_auth(key.expose());
         }
@@ -536,7 +561,102 @@ fn error_message(body: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned())
 }
 
+/// A request body in the order [`Client::request_body`] builds it.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<&'a Vec<ChatMessage>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
+}
+
+static JSON: reqwest::header::HeaderValue =
+    reqwest::header::HeaderValue::from_static("application/json");
+
+/// The fields of a completion answer the client reads, borrowed where the JSON has no
+/// escapes.
+#[derive(Deserialize)]
+struct Completion<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<Choice<'a>>,
+    #[serde(default)]
+    usage: Option<UsageIn>,
+    #[serde(borrow, default)]
+    model: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Choice<'a> {
+    #[serde(borrow, default)]
+    message: Option<Message<'a>>,
+    #[serde(borrow, default)]
+    text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, default)]
+    content: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct UsageIn {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+/// The answer of a completion: read into the fields the client needs (the common case);
+/// an answer of another shape goes through [`parse_completion_value`], which says what is
+/// wrong or reads what it can as before.
 fn parse_completion(body: &[u8]) -> Result<ChatResponse, String> {
+    let Ok(c) = serde_json::from_slice::<Completion>(body) else {
+        return parse_completion_value(body);
+    };
+    let Some(choice) = c.choices.into_iter().next() else {
+        return parse_completion_value(body);
+    };
+    let content = match (choice.message.and_then(|m| m.content), choice.text) {
+        (Some(c), _) | (None, Some(c)) => c.into_owned(),
+        (None, None) => return parse_completion_value(body),
+    };
+    let usage = match c.usage {
+        Some(UsageIn {
+            prompt_tokens: Some(p),
+            completion_tokens: Some(c),
+        }) => Usage {
+            prompt_tokens: p,
+            completion_tokens: c,
+        },
+        _ => Usage::default(),
+    };
+    Ok(ChatResponse {
+        content,
+        finish_reason: choice.finish_reason.map(std::borrow::Cow::into_owned),
+        usage,
+        model: c
+            .model
+            .map(std::borrow::Cow::into_owned)
+            .unwrap_or_default(),
+        attempts: 0,
+    })
+}
+
+/// [`parse_completion`] through a [`Value`]: any shape, with the reason when there is no
+/// answer in it.
+fn parse_completion_value(body: &[u8]) -> Result<ChatResponse, String> {
     let v: Value = serde_json::from_slice(body).map_err(|e| {
         format!(
             "not JSON ({e}): {:?}",
@@ -639,6 +759,62 @@ mod tests {
         let bad = br#"{"data":[{"index":0,"embedding":["x"]}]}"#;
         assert!(parse_embeddings(bad, 1).unwrap_err().contains("numbers"));
         assert!(parse_embeddings(b"{}", 1).unwrap_err().contains("data"));
+    }
+
+    #[test]
+    fn request_bytes_are_the_request_body() {
+        let client = Client::new(LlmConfig::new("http://127.0.0.1:1/v1", "tiny")).unwrap();
+        let chat = ChatRequest {
+            messages: vec![
+                ChatMessage::new("system", "Find \"entities\".\n"),
+                ChatMessage::new("user", "Ada ✓"),
+            ],
+            temperature: Some(0.1),
+            top_p: Some(0.95),
+            max_tokens: Some(64),
+            seed: Some(7),
+            response_format: Some(ResponseFormat::JsonSchema {
+                name: "t".into(),
+                schema: json!({"type": "object", "properties": {"b": {}, "a": {}}}),
+                strict: true,
+            }),
+            prompt: None,
+        };
+        let text = ChatRequest {
+            prompt: Some("Q: 1+1?".into()),
+            temperature: Some(f64::NAN),
+            response_format: Some(ResponseFormat::JsonObject),
+            ..chat.clone()
+        };
+        for req in [chat, text, ChatRequest::default()] {
+            assert_eq!(
+                String::from_utf8(client.request_bytes(&req)).unwrap(),
+                serde_json::to_string(&client.request_body(&req)).unwrap()
+            );
+        }
+    }
+
+    #[test]
+    fn completions_of_every_shape_parse_as_through_a_value() {
+        let bodies: [&[u8]; 9] = [
+            br#"{"model":"tiny","choices":[{"message":{"content":"a\"b"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#,
+            br#"{"choices":[{"text":"t","finish_reason":null}],"usage":{"prompt_tokens":3}}"#,
+            br#"{"choices":[{"message":{"content":null},"text":"x"}],"usage":{"prompt_tokens":1.5,"completion_tokens":1}}"#,
+            br#"{"choices":[{"message":{}}]}"#,
+            br#"{"choices":{"0":{}}}"#,
+            br#"{"choices":[{"message":{"content":"c"}}],"model":7}"#,
+            br#"{"choices":[{"message":{"content":"c"}}],"usage":null}"#,
+            br#"[]"#,
+            br#"{"choices":[{"message":{"content":"c"}}], "#,
+        ];
+        for b in bodies {
+            assert_eq!(
+                parse_completion(b),
+                parse_completion_value(b),
+                "{}",
+                String::from_utf8_lossy(b)
+            );
+        }
     }
 
     #[test]

@@ -16,24 +16,29 @@
 //!   server; an answer the parser rejects is kept as raw text only (never as a result) and
 //!   reported as [`cache::Outcome::Invalid`] for quarantine; a request the server refuses as
 //!   it is (400, 413, 422) is kept as refused, so a rerun gets the same error without a call.
-//!   Entries are created with create-if-not-exists, so many workers can share one cache.
+//!   Entries are created with create-if-not-exists, so many workers can share one cache;
+//!   [`ResponseCache::pack`] (`distillery cache pack`) later gathers them into packs, many
+//!   entries with an index per object, held in memory by a reader, so a warm lookup opens
+//!   no object (the one-object-per-entry layout is still read).
 //! - [`pace`]: how many requests a client keeps in flight: fixed, or adaptive (it climbs the
 //!   server's throughput curve and backs off on 429, 5xx and timeouts);
 //! - [`telemetry`]: Prometheus histograms of request and cache lookup latency, calls and
 //!   tokens, registered by the worker's exporter.
 //!
 //! Dependencies: `reqwest` (the HTTP client; rustls, the same build object_store already
-//! uses), `fastrand` (backoff jitter), `object_store` (the cache's storage: local disk, S3,
-//! GCS), `tokio` (semaphore, timers), `serde_json` (request and response bodies),
-//! `prometheus-client` ([`telemetry`]).
+//! uses), `fastrand` (backoff jitter, pack names), `object_store` (the cache's storage: local
+//! disk, S3, GCS), `twox-hash` (the checksums of packs), `tokio` (semaphore, timers),
+//! `serde_json` (request and response bodies), `prometheus-client` ([`telemetry`]).
 
 pub mod cache;
 pub mod client;
 pub mod pace;
+mod pack;
 pub mod telemetry;
 
 pub use cache::{
-    CacheEntry, CacheKey, CacheStats, Outcome, Parser, Rejected, ResponseCache, cached_chat,
+    CacheEntry, CacheKey, CacheStats, Outcome, PackReport, Parser, Rejected, ResponseCache, Source,
+    cached_chat,
 };
 pub use client::{
     Budget, ChatMessage, ChatRequest, ChatResponse, Client, ClientStats, LlmConfig, Price,

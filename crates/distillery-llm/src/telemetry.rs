@@ -2,7 +2,7 @@
 //! outcome, cache lookup latency per result, calls and tokens. They are process-wide (every
 //! client and cache of a worker adds to them) and reach an exporter through [`register`].
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::Counter;
@@ -77,23 +77,52 @@ pub fn register(registry: &mut Registry) {
     );
 }
 
+const ENDPOINTS: [&str; 6] = [
+    "chat",
+    "completions",
+    "embeddings",
+    "models",
+    "tokenize",
+    "other",
+];
+const OUTCOMES: [&str; 5] = ["ok", "429", "5xx", "4xx", "transport"];
+
+/// The request histogram and counter of each endpoint and outcome, taken from their
+/// families at first use (a request then takes no family lock nor label hashing).
+#[allow(clippy::type_complexity)]
+static REQUESTS: [[OnceLock<(Histogram, Counter)>; 5]; 6] =
+    [const { [const { OnceLock::new() }; 5] }; 6];
+
 /// One HTTP request to `endpoint` took `d`; `outcome` is `ok`, an HTTP status class
 /// (`429`, `5xx`, `4xx`) or `transport`.
 pub(crate) fn request(endpoint: &'static str, outcome: &'static str, d: Duration) {
-    let l = [("endpoint", endpoint), ("outcome", outcome)];
-    METRICS
-        .request_seconds
-        .get_or_create(&l)
-        .observe(d.as_secs_f64());
-    METRICS.requests.get_or_create(&l).inc();
+    let e = ENDPOINTS.iter().position(|x| *x == endpoint);
+    let o = OUTCOMES.iter().position(|x| *x == outcome);
+    let (Some(e), Some(o)) = (e, o) else {
+        let l = [("endpoint", endpoint), ("outcome", outcome)];
+        let m = &*METRICS;
+        m.request_seconds.get_or_create(&l).observe(d.as_secs_f64());
+        m.requests.get_or_create(&l).inc();
+        return;
+    };
+    let (h, c) = REQUESTS[e][o].get_or_init(|| {
+        let l = [("endpoint", endpoint), ("outcome", outcome)];
+        let m = &*METRICS;
+        (
+            m.request_seconds.get_or_create(&l).clone(),
+            m.requests.get_or_create(&l).clone(),
+        )
+    });
+    h.observe(d.as_secs_f64());
+    c.inc();
 }
 
-/// The pace's limit for the server at `base_url`.
-pub(crate) fn concurrency(base_url: &str, limit: usize) {
+/// The gauge of the pace's limit for the server at `base_url` (a client keeps it).
+pub(crate) fn concurrency_gauge(base_url: &str) -> Gauge {
     METRICS
         .concurrency
         .get_or_create(&[("server", base_url.to_string())])
-        .set(limit as i64);
+        .clone()
 }
 
 /// Tokens of one answer.
@@ -102,12 +131,28 @@ pub(crate) fn tokens(prompt: u64, completion: u64) {
     METRICS.completion_tokens.inc_by(completion);
 }
 
-/// One cache lookup took `d`; `result` is `hit`, `miss` or `error`.
-pub(crate) fn lookup(result: &'static str, d: Duration) {
-    METRICS
-        .cache_lookup_seconds
-        .get_or_create(&[("result", result)])
-        .observe(d.as_secs_f64());
+/// What a cache lookup found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Lookup {
+    Hit,
+    Miss,
+    Error,
+}
+
+/// The lookup histograms, one per result, taken from their family once (a lookup from
+/// memory is too quick for a family's lock and label hashing on every call).
+static LOOKUPS: LazyLock<[Histogram; 3]> = LazyLock::new(|| {
+    ["hit", "miss", "error"].map(|r| {
+        METRICS
+            .cache_lookup_seconds
+            .get_or_create(&[("result", r)])
+            .clone()
+    })
+});
+
+/// One cache lookup took `d`.
+pub(crate) fn lookup(result: Lookup, d: Duration) {
+    LOOKUPS[result as usize].observe(d.as_secs_f64());
 }
 
 /// The endpoint label of a request URL.

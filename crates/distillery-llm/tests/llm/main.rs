@@ -5,4 +5,5 @@
 mod cache;
 mod client;
 mod pace;
+mod packs;
 mod vllm;
