@@ -242,6 +242,24 @@ fn triples_are_extracted_with_provenance_cached_and_budgeted() {
     assert_eq!(server.requests(), requests);
     assert_eq!(made(&out_dir), before);
 
+    // Packed (`distillery cache pack`), the cache answers the same: no call, same bytes.
+    let o = bin()
+        .args(["cache", "pack", cache.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["packed"], report["loose"], "{report}");
+    assert_eq!(report["removed"], report["loose"], "{report}");
+    assert!(report["packed"].as_u64().unwrap() >= calls, "{report}");
+    assert!(cache.join("packs").read_dir().unwrap().count() >= 1);
+    assert!(run_file(&file, &[]).status.success());
+    let s3 = summary(&out_dir);
+    assert_eq!(counter(&s3, "llm.calls"), 0);
+    assert_eq!(counter(&s3, "llm.cache_hits"), calls);
+    assert_eq!(server.requests(), requests);
+    assert_eq!(made(&out_dir), before);
+
     // A budget stops the run cleanly (exit 3, nothing published); without it the next run
     // resumes from what the stopped run cached.
     let cache2 = tmp.path().join("cache2");

@@ -88,6 +88,11 @@ pub enum Command {
         #[command(subcommand)]
         command: CorpusCommand,
     },
+    /// The teacher's response cache: pack its loose entries.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// The pages a corpus root changed since a version: added, changed, moved, deleted; and,
     /// with `--sft`, the SFT samples whose evidence is on one of them.
     Changes {
@@ -99,6 +104,23 @@ pub enum Command {
         /// An output holding SFT samples (its `sft` table): list those citing a changed page.
         #[arg(long)]
         sft: Option<String>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+        format: OutputFormat,
+    },
+}
+
+/// The subcommands of `cache`.
+#[derive(Subcommand)]
+pub enum CacheCommand {
+    /// Gather the loose entries of a response cache (a path or URL, as `llm.cache`) into
+    /// packs, so a warm lookup reads no object of its own; then remove the loose objects
+    /// packed. Safe while jobs read and write the cache.
+    Pack {
+        /// The response cache (path or URL).
+        cache: String,
+        /// Keep the loose objects after packing them.
+        #[arg(long)]
+        keep_loose: bool,
         #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
         format: OutputFormat,
     },

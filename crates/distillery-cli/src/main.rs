@@ -41,8 +41,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, HseqCommand, LogFormat, ReportCommand};
 use crate::commands::{
-    cancel, changes, coordinator, corpus, hseq_verify, index, ingest, inspect, label, plan, report,
-    report_compound, run, search, status, submit, validate, worker,
+    cache, cancel, changes, coordinator, corpus, hseq_verify, index, ingest, inspect, label, plan,
+    report, report_compound, run, search, status, submit, validate, worker,
 };
 
 /// jemalloc rather than the system allocator or mimalloc: the label stage allocates many
@@ -146,6 +146,7 @@ async fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Index { command } => index::run(command).await,
         Command::Search(a) => search::run(&a).await,
         Command::Corpus { command } => corpus::run(command).await,
+        Command::Cache { command } => cache::run(command).await,
         Command::Changes {
             root,
             since,

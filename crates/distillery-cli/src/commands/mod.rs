@@ -1,6 +1,7 @@
 //! One module per command, each with a `run` that `main` dispatches to, and what several
 //! commands share: [`load`] (read and check a pipeline file) and [`shutdown_signal`].
 
+pub mod cache;
 pub mod cancel;
 pub mod changes;
 pub mod coordinator;
