@@ -353,11 +353,13 @@ impl ResponseCache {
                 None => (e, Source::Packed),
             }));
         }
-        let seen = self.packs.started.load(Ordering::Acquire);
         if let Some(l) = self.get_loose(&digest, key).await? {
             return Ok(Some((l, Source::Loose)));
         }
         // Packed (and its loose object removed) by another writer since the packs were read?
+        // Only a listing begun after the loose object was found absent is sure to show the
+        // pack (written before the loose object was removed): `seen` is read after the get.
+        let seen = self.packs.started.load(Ordering::Acquire);
         self.refresh_packs(seen).await?;
         Ok(self.packed(&digest, key).map(|e| (e, Source::Packed)))
     }
