@@ -50,7 +50,10 @@
 //!   costs space, not answers (a digest held twice resolves to the entry written last,
 //!   then to the pack whose name sorts last). A loose object is removed only after the
 //!   pack holding it is written, and only when it has not changed since it was read
-//!   (`keep_loose` keeps them all).
+//!   (`keep_loose` keeps them all). Object stores have no conditional delete, so an
+//!   overwrite landing between that check and the delete is lost; what stays is the packed
+//!   copy it replaced, a refusal or an older parse, which the next lookup asks or parses
+//!   again. A first answer is never lost this way: only overwrites change a loose object.
 //! - **Readers see every committed entry.** A key in no pack held in memory is looked up
 //!   as its loose object; when that is absent too, the pack list is read again (at most
 //!   one listing in flight, shared by concurrent misses) before the lookup answers `None`.
