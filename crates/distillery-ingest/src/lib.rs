@@ -43,7 +43,10 @@
 //! Rust backend; multistream dumps) and `flate2` (gzip, with the `zlib-rs` backend: pure Rust
 //! like `miniz_oxide` but faster to inflate, and already built for the Parquet writer's gzip),
 //! `zstd` (zstd inputs; already built for the Parquet writer),
-//! `serde_json` (QA and Wikidata JSON),
+//! `serde_json` (QA and Wikidata JSON; the Wikidata reader's typed visitors skip what they do
+//! not keep with `deserialize_any`, not with `RawValue`, so the `raw_value` feature is not
+//! enabled: `RawValue` skips without checking UTF-8, escapes or number range, and would let
+//! through entities the `Value` reader refuses, see [`kb::wikidata`]),
 //! `md-5` (the MD5 sums a daily adds-changes folder lists for its files),
 //! `memchr` (fast line and marker scanning), `unicode-segmentation` (UAX #29 sentence
 //! boundaries). Wikitext is turned into text by hand-written code in [`mediawiki`]: the

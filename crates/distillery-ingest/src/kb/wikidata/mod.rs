@@ -30,14 +30,26 @@
 //! positions by byte offset only: see [`crate::ByteRange`]); a compressed one is read whole,
 //! decompressed on one thread and parsed on the others (`crate::parlines`), with the same
 //! records in the same order.
+//!
+//! An entity is read by `typed` first: serde visitors over the line's bytes that build only
+//! what is kept (the id; the label, description, aliases and `<lang>wiki` sitelink of the
+//! configured languages; per statement the `mainsnak`'s `snaktype`, `property` and
+//! `datavalue`, and the `P585`/`P580` qualifiers), with strings borrowed from the line where
+//! they have no escapes. Every other part (other languages, sitelinks, references, other
+//! qualifiers, statement ids) is checked as serde_json checks a `Value` (UTF-8, escapes,
+//! numbers, nesting depth) and dropped without being built. Whatever that reader does not take
+//! (malformed JSON, a statement that cannot be read, repeated keys, unusual types, old layouts)
+//! is read again by `value`, the `Value` reader, whose records, errors and quarantine excerpts
+//! are the ones written: both give the same records for every entity, which the tests check on
+//! the fixtures, the shared sample and mutations of them. `RawValue` (serde_json's
+//! `raw_value` feature, not enabled) is not used: it skips without checking UTF-8, lone
+//! surrogates or number range, so it would let through lines that the `Value` reader refuses.
 
 use std::io::BufRead;
 
 use distillery_core::id::stable_id;
 use distillery_core::spec::{FormatOptions, WikidataOptions};
 use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple, VecSink};
-use serde::Deserialize;
-use serde_json::Value;
 
 use super::{ByteLines, LineRef, too_large_line, truncated};
 use crate::input::{Compression, open_decompressed};
@@ -46,51 +58,12 @@ use crate::parlines::{self, LineChunk, Parsed};
 use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
+#[cfg(test)]
+mod equivalence;
+mod typed;
+mod value;
+
 const DATASET: &str = "wikidata";
-
-/// The parts of an entity that are read; everything else is skipped unparsed. Fields are
-/// `Value`s because old dumps write empty maps as `[]`.
-#[derive(Debug, Deserialize)]
-struct RawEntity {
-    #[serde(default)]
-    id: Value,
-    #[serde(default)]
-    labels: Value,
-    #[serde(default)]
-    descriptions: Value,
-    #[serde(default)]
-    aliases: Value,
-    #[serde(default)]
-    claims: Value,
-    /// MediaInfo entities (Commons) name their claims `statements`.
-    #[serde(default)]
-    statements: Value,
-    /// `{site: {site, title, badges}}`: the `<lang>wiki` titles become [`Entity::wikipedia`].
-    /// Old dumps write an empty map as `[]`.
-    #[serde(default, deserialize_with = "sitelinks")]
-    sitelinks: std::collections::HashMap<String, SiteTitle>,
-}
-
-#[derive(Debug, Deserialize)]
-struct SiteTitle {
-    title: String,
-}
-
-/// A sitelinks map, or the `[]` old dumps write for an empty one.
-fn sitelinks<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<std::collections::HashMap<String, SiteTitle>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Links {
-        Map(std::collections::HashMap<String, SiteTitle>),
-        Empty([(); 0]),
-    }
-    Ok(match Links::deserialize(d)? {
-        Links::Map(m) => m,
-        Links::Empty(_) => Default::default(),
-    })
-}
 
 /// Where an entity came from in the input (line and index are unknown in a byte range).
 #[derive(Debug, Clone, Copy)]
@@ -387,125 +360,85 @@ pub struct EntityProblem {
 /// The entity rows and edges of one entity's JSON (today's layout, as the JSON dump and the
 /// `<text>` of a `wikibase-item` page hold it), and the statements that could not be read;
 /// or why the entity could not be read at all. `source` names the file; `line` the dump line.
+/// Read by `typed`, or by `value` where the typed reader gives up (see the module docs).
 pub fn entity_records(
     source: &str,
     opts: &WikidataOptions,
     bytes: &[u8],
     line: Option<u64>,
 ) -> Result<(Vec<Record>, Option<EntityProblem>), EntityProblem> {
-    let problem = |reason, detail: String| EntityProblem {
-        reason,
-        detail,
-        excerpt: Vec::new(),
-    };
-    let raw: RawEntity =
-        serde_json::from_slice(bytes).map_err(|e| problem("bad_json", e.to_string()))?;
-    let Some(id) = raw.id.as_str().filter(|s| !s.is_empty()) else {
-        return Err(problem("missing_field", "entity without an \"id\"".into()));
-    };
-    let mut out = Vec::new();
-    for lang in &opts.languages {
-        let label = lang_value(&raw.labels, lang);
-        let description = lang_value(&raw.descriptions, lang);
-        let aliases: Vec<String> = raw
-            .aliases
-            .get(lang)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.get("value").and_then(Value::as_str))
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default();
-        if label.is_none() && description.is_none() && aliases.is_empty() {
-            continue;
-        }
-        out.push(Record::Entity(Entity {
-            id: stable_id(&[DATASET, "entity", id, lang]),
-            dataset: DATASET.to_string(),
-            source: source.to_string(),
-            key: id.to_string(),
-            lang: Some(lang.clone()),
-            label,
-            description,
-            aliases,
-            wikipedia: raw
-                .sitelinks
-                .get(&format!("{}wiki", lang.replace('-', "_")))
-                .map(|l| l.title.clone()),
-        }));
+    match typed::records(source, opts, bytes, line) {
+        Some(records) => Ok((records, None)),
+        None => value::records(source, opts, bytes, line),
     }
-    let subject_name = opts
-        .languages
-        .first()
-        .and_then(|l| lang_value(&raw.labels, l));
-    let claims = if raw.claims.is_object() {
-        &raw.claims
-    } else {
-        &raw.statements
-    };
-    let mut bad: Vec<String> = Vec::new();
-    let mut bad_excerpt: Vec<u8> = Vec::new();
-    for (prop, statements) in claims.as_object().into_iter().flatten() {
-        for st in statements.as_array().into_iter().flatten() {
-            let Some(snak) = st.get("mainsnak") else {
-                bad.push(format!("{prop}: statement without mainsnak"));
-                continue;
-            };
-            if snak.get("snaktype").and_then(Value::as_str) != Some("value") {
-                continue;
-            }
-            let predicate = snak.get("property").and_then(Value::as_str).unwrap_or(prop);
-            let obj = match object_of(snak.get("datavalue"), &opts.languages) {
-                Ok(Some(o)) => o,
-                Ok(None) => continue,
-                Err(msg) => {
-                    if bad.is_empty() {
-                        bad_excerpt = serde_json::to_vec(snak).unwrap_or_default();
-                    }
-                    bad.push(format!("{predicate}: {msg}"));
-                    continue;
-                }
-            };
-            let triple = Triple {
-                id: stable_id(&[
-                    DATASET,
-                    source,
-                    id,
-                    predicate,
-                    &obj.value,
-                    obj.lang.as_deref().unwrap_or(""),
-                    obj.datatype.unwrap_or(""),
-                ]),
-                dataset: DATASET.to_string(),
-                source: source.to_string(),
-                subject: id.to_string(),
-                predicate: predicate.to_string(),
-                object: obj.value,
-                object_kind: obj.kind.to_string(),
-                lang: obj.lang,
-                datatype: obj.datatype.map(str::to_string),
-                subject_name: subject_name.clone(),
-                object_name: None,
-                time: qualifier_time(st),
-                line,
-                ..Triple::default()
-            };
-            out.push(Record::edge(triple));
-        }
-    }
-    let bad = (!bad.is_empty()).then(|| EntityProblem {
-        reason: "bad_value",
-        detail: format!("{id}: {}", bad.join("; ")),
-        excerpt: bad_excerpt,
-    });
-    Ok((out, bad))
 }
 
-/// `map[lang].value` of a labels/descriptions map.
-fn lang_value(map: &Value, lang: &str) -> Option<String> {
-    map.get(lang)?.get("value")?.as_str().map(str::to_string)
+/// The sitelink key of a language's Wikipedia: `en` → `enwiki`, `zh-min-nan` → `zh_min_nanwiki`.
+fn site_of(lang: &str) -> String {
+    format!("{}wiki", lang.replace('-', "_"))
+}
+
+/// The entity row of one language, unless it has no label, description or alias.
+fn entity_row(
+    source: &str,
+    id: &str,
+    lang: &str,
+    label: Option<String>,
+    description: Option<String>,
+    aliases: Vec<String>,
+    wikipedia: impl FnOnce() -> Option<String>,
+) -> Option<Record> {
+    if label.is_none() && description.is_none() && aliases.is_empty() {
+        return None;
+    }
+    Some(Record::Entity(Entity {
+        id: stable_id(&[DATASET, "entity", id, lang]),
+        dataset: DATASET.to_string(),
+        source: source.to_string(),
+        key: id.to_string(),
+        lang: Some(lang.to_string()),
+        label,
+        description,
+        aliases,
+        wikipedia: wikipedia(),
+    }))
+}
+
+/// The edge `id -predicate-> obj` of one statement.
+fn triple(
+    source: &str,
+    id: &str,
+    predicate: &str,
+    obj: Object,
+    subject_name: &Option<String>,
+    time: Option<String>,
+    line: Option<u64>,
+) -> Record {
+    let triple = Triple {
+        id: stable_id(&[
+            DATASET,
+            source,
+            id,
+            predicate,
+            &obj.value,
+            obj.lang.as_deref().unwrap_or(""),
+            obj.datatype.unwrap_or(""),
+        ]),
+        dataset: DATASET.to_string(),
+        source: source.to_string(),
+        subject: id.to_string(),
+        predicate: predicate.to_string(),
+        object: obj.value,
+        object_kind: obj.kind.to_string(),
+        lang: obj.lang,
+        datatype: obj.datatype.map(str::to_string),
+        subject_name: subject_name.clone(),
+        object_name: None,
+        time,
+        line,
+        ..Triple::default()
+    };
+    Record::edge(triple)
 }
 
 /// A triple's object.
@@ -526,176 +459,14 @@ fn literal(value: String) -> Object {
     }
 }
 
-fn str_field<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
-    v.get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("value without a string \"{key}\""))
-}
-
-fn number_field(v: &Value, key: &str) -> Result<String, String> {
-    match v.get(key) {
-        Some(Value::Number(n)) => Ok(n.to_string()),
-        _ => Err(format!("value without a number \"{key}\"")),
-    }
-}
-
-/// The object of a value snak's `datavalue`; `Ok(None)` for text in another language.
-fn object_of(dv: Option<&Value>, langs: &[String]) -> Result<Option<Object>, String> {
-    let dv = dv.ok_or("value snak without datavalue")?;
-    let ty = dv
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or("datavalue without a type")?;
-    let v = dv.get("value").ok_or("datavalue without a value")?;
-    let obj = match ty {
-        "wikibase-entityid" => {
-            let key = match v.get("id").and_then(Value::as_str) {
-                Some(id) => id.to_string(),
-                None => {
-                    let n = v
-                        .get("numeric-id")
-                        .and_then(Value::as_u64)
-                        .ok_or("entity id without \"id\" or \"numeric-id\"")?;
-                    let prefix = match v.get("entity-type").and_then(Value::as_str) {
-                        Some("item") | None => "Q",
-                        Some("property") => "P",
-                        Some("lexeme") => "L",
-                        Some(other) => return Err(format!("entity type {other} without \"id\"")),
-                    };
-                    format!("{prefix}{n}")
-                }
-            };
-            Object {
-                value: key,
-                kind: "entity",
-                lang: None,
-                datatype: None,
-            }
-        }
-        "string" => literal(
-            v.as_str()
-                .ok_or("string value is not a string")?
-                .to_string(),
-        ),
-        "monolingualtext" => {
-            let lang = str_field(v, "language")?;
-            if !langs.iter().any(|l| l == lang) {
-                return Ok(None);
-            }
-            Object {
-                lang: Some(lang.to_string()),
-                ..literal(str_field(v, "text")?.to_string())
-            }
-        }
-        "quantity" => {
-            let amount = str_field(v, "amount")?;
-            let value = match v.get("unit").and_then(Value::as_str) {
-                None | Some("1") => amount.to_string(),
-                Some(unit) => format!("{amount} {}", unit.rsplit('/').next().unwrap_or(unit)),
-            };
-            Object {
-                datatype: Some("quantity"),
-                ..literal(value)
-            }
-        }
-        "time" => Object {
-            datatype: Some("time"),
-            ..literal(str_field(v, "time")?.to_string())
-        },
-        "globecoordinate" => {
-            let lat = number_field(v, "latitude")?;
-            let lon = number_field(v, "longitude")?;
-            literal(format!("{lat},{lon}"))
-        }
-        other => return Err(format!("unsupported datavalue type {other}")),
-    };
-    Ok(Some(obj))
-}
-
-/// The time of a `P585` (point in time) or else `P580` (start time) qualifier.
-fn qualifier_time(statement: &Value) -> Option<String> {
-    let q = statement.get("qualifiers")?;
-    ["P585", "P580"].iter().find_map(|p| {
-        q.get(p)?.as_array()?.iter().find_map(|snak| {
-            if snak.get("snaktype")?.as_str()? != "value" {
-                return None;
-            }
-            let dv = snak.get("datavalue")?;
-            if dv.get("type")?.as_str()? != "time" {
-                return None;
-            }
-            dv.get("value")?.get("time")?.as_str().map(str::to_string)
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use distillery_core::VecSink;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn langs(l: &[&str]) -> Vec<String> {
         l.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn objects_of_each_value_type() {
-        let en = langs(&["en"]);
-        let o = |v: Value| object_of(Some(&v), &en).unwrap().unwrap();
-        let e = o(
-            json!({"type":"wikibase-entityid","value":{"entity-type":"item","numeric-id":5,"id":"Q5"}}),
-        );
-        assert_eq!((e.value.as_str(), e.kind), ("Q5", "entity"));
-        let e = o(
-            json!({"type":"wikibase-entityid","value":{"entity-type":"property","numeric-id":31}}),
-        );
-        assert_eq!(e.value, "P31");
-        assert_eq!(
-            o(json!({"type":"string","value":"abc"})),
-            literal("abc".into())
-        );
-        let m = o(json!({"type":"monolingualtext","value":{"text":"Hi","language":"en"}}));
-        assert_eq!((m.value.as_str(), m.lang.as_deref()), ("Hi", Some("en")));
-        assert_eq!(
-            object_of(
-                Some(&json!({"type":"monolingualtext","value":{"text":"Salut","language":"fr"}})),
-                &en
-            ),
-            Ok(None)
-        );
-        let q = o(
-            json!({"type":"quantity","value":{"amount":"+5","unit":"http://www.wikidata.org/entity/Q11573"}}),
-        );
-        assert_eq!(
-            (q.value.as_str(), q.datatype),
-            ("+5 Q11573", Some("quantity"))
-        );
-        let q = o(json!({"type":"quantity","value":{"amount":"+42","unit":"1"}}));
-        assert_eq!(q.value, "+42");
-        let t = o(json!({"type":"time","value":{"time":"+1952-03-11T00:00:00Z","precision":11}}));
-        assert_eq!(
-            (t.value.as_str(), t.datatype),
-            ("+1952-03-11T00:00:00Z", Some("time"))
-        );
-        let g = o(
-            json!({"type":"globecoordinate","value":{"latitude":55.953,"longitude":-3.189,"precision":0.001}}),
-        );
-        assert_eq!(g.value, "55.953,-3.189");
-        assert!(object_of(Some(&json!({"type":"musical-thing","value":1})), &en).is_err());
-        assert!(object_of(Some(&json!({"type":"quantity","value":{}})), &en).is_err());
-        assert!(object_of(None, &en).is_err());
-    }
-
-    #[test]
-    fn qualifier_times_prefer_point_in_time() {
-        let t =
-            |s: &str| json!({"snaktype":"value","datavalue":{"type":"time","value":{"time":s}}});
-        let st = json!({"qualifiers":{"P580":[t("+2000")],"P585":[t("+2001")]}});
-        assert_eq!(qualifier_time(&st).as_deref(), Some("+2001"));
-        let st = json!({"qualifiers":{"P580":[t("+2000")]}});
-        assert_eq!(qualifier_time(&st).as_deref(), Some("+2000"));
-        assert_eq!(qualifier_time(&json!({})), None);
     }
 
     #[test]
@@ -724,7 +495,7 @@ mod tests {
         sink
     }
 
-    const ENTITY: &str = r#"{"type":"item","id":"Q1","labels":{"en":{"language":"en","value":"One"},"de":{"language":"de","value":"Eins"}},"descriptions":{"fr":{"language":"fr","value":"un"}},"aliases":{"en":[{"language":"en","value":"1"},{"language":"en","value":"I"}]},"claims":{"P31":[{"mainsnak":{"snaktype":"value","property":"P31","datavalue":{"value":{"entity-type":"item","numeric-id":5,"id":"Q5"},"type":"wikibase-entityid"}},"qualifiers":{"P580":[{"snaktype":"value","property":"P580","datavalue":{"value":{"time":"+2000-01-01T00:00:00Z"},"type":"time"}}]}},{"mainsnak":{"snaktype":"novalue","property":"P31"}}],"P1448":[{"mainsnak":{"snaktype":"value","property":"P1448","datavalue":{"value":{"text":"Ein","language":"de"},"type":"monolingualtext"}}}]},"sitelinks":{}}"#;
+    pub(super) const ENTITY: &str = r#"{"type":"item","id":"Q1","labels":{"en":{"language":"en","value":"One"},"de":{"language":"de","value":"Eins"}},"descriptions":{"fr":{"language":"fr","value":"un"}},"aliases":{"en":[{"language":"en","value":"1"},{"language":"en","value":"I"}]},"claims":{"P31":[{"mainsnak":{"snaktype":"value","property":"P31","datavalue":{"value":{"entity-type":"item","numeric-id":5,"id":"Q5"},"type":"wikibase-entityid"}},"qualifiers":{"P580":[{"snaktype":"value","property":"P580","datavalue":{"value":{"time":"+2000-01-01T00:00:00Z"},"type":"time"}}]}},{"mainsnak":{"snaktype":"novalue","property":"P31"}}],"P1448":[{"mainsnak":{"snaktype":"value","property":"P1448","datavalue":{"value":{"text":"Ein","language":"de"},"type":"monolingualtext"}}}]},"sitelinks":{}}"#;
 
     #[test]
     fn sitelinks_name_each_language_s_wikipedia_page() {
