@@ -17,6 +17,9 @@
 # 6. (run before 4) The single-stream bz2 dump of 1. as block-range tasks (run.split_bytes =
 #    size / 8, cut at bz2 blocks) on 2 worker processes pinned to a core each, vs one task on
 #    1 worker, as in 4.; the outputs compared.
+# 7. The bz2 decoder alone on the dump of 1., by backend: the pure-Rust libbz2-rs-sys that
+#    Distillery links and the C libbz2, vs `bzip2 -dc` (scripts/bench/bz2_backends.sh, one
+#    core, 5 rounds, medians).
 #
 # BENCH_DIR keeps the generated inputs between runs; BENCH_SECTIONS (say "1 5") runs only
 # those sections; DISTILLERY_BIN uses a binary already built.
@@ -26,7 +29,7 @@ WIKI_MB=${1:-200}
 NT_LINES=${2:-2000000}
 BIG_MB=${3:-1100}
 WORK=${BENCH_DIR:-$(mktemp -d)}
-SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5 6}
+SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5 6 7}
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
 if [ -z "${DISTILLERY_BIN:-}" ]; then
@@ -133,6 +136,11 @@ done
 if want 6; then
 echo "== 6. the single-stream dump of 1.: block-range tasks on 2 workers vs one task on 1 worker (one core each)"
 ranged_vs_whole ss "$WORK/wiki.xml.bz2"
+fi
+
+if want 7; then
+echo "== 7. the bz2 decoder alone, by backend, vs bzip2 -dc (one core each)"
+bash scripts/bench/bz2_backends.sh "$WORK/wiki.xml.bz2" 5
 fi
 
 want 4 || exit 0
