@@ -1,10 +1,9 @@
 //! Pass 3 of the cleaner: inline markup (`[[links]]`, `[url labels]`, quotes, entities) into
 //! clean chars with the links found in them.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
 
 use distillery_core::InfoboxField;
-use memchr::memmem;
 
 use super::entities::{decode_entities, entity_at};
 use super::strip::{Ctx, is_hidden_link, match_pairs, strip_into};
@@ -129,11 +128,7 @@ const URL_SCHEMES: &[&str] = &[
 /// Pass 3 over `src` (one line, or a fragment), appending to `out`.
 pub(super) fn inline(src: &str, out: &mut Out, title: &str, depth: usize) {
     let b = src.as_bytes();
-    let links = if memmem::find(b, b"[[").is_some() {
-        match_pairs(b, *b"[[", *b"]]")
-    } else {
-        HashMap::new()
-    };
+    let links = match_pairs(b, *b"[[", *b"]]");
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
@@ -307,8 +302,14 @@ pub(crate) fn clean_fragment(
 }
 
 pub(super) fn clean_fragment_ctx(src: &str, ctx: &mut Ctx<'_>, depth: usize) -> Out {
-    let mut mid = String::with_capacity(src.len());
-    strip_into(src, &mut mid, ctx, depth);
+    // Pass 2 only acts at `{`, `[`, `<` and `_`; without them it would copy `src` as is.
+    let mid: Cow<'_, str> = if src.bytes().any(|c| matches!(c, b'{' | b'[' | b'<' | b'_')) {
+        let mut mid = String::with_capacity(src.len());
+        strip_into(src, &mut mid, ctx, depth);
+        Cow::Owned(mid)
+    } else {
+        Cow::Borrowed(src)
+    };
     let mut out = Out::default();
     for line in mid.split('\n') {
         let t = strip_list_markers(line.trim());

@@ -18,9 +18,13 @@ pub(super) struct Ctx<'a> {
 /// Matches `open`/`close` pairs (`{{`/`}}`, `[[`/`]]`) with a stack: open index -> index past
 /// the close. Linear; unmatched opens are absent.
 pub(crate) fn match_pairs(s: &[u8], open: [u8; 2], close: [u8; 2]) -> HashMap<usize, usize> {
-    let mut stack = Vec::new();
     let mut map = HashMap::new();
-    let mut i = 0;
+    // No opener, no pairs: most cells and lines have none, and the scan below is not free.
+    let Some(first) = memchr::memmem::find(s, &open) else {
+        return map;
+    };
+    let mut stack = Vec::new();
+    let mut i = first;
     while i + 1 < s.len() {
         if s[i] == open[0] && s[i + 1] == open[1] {
             stack.push(i);

@@ -1,6 +1,8 @@
 //! Text helpers shared by the readers: sentence spans and char offsets.
 
-use unicode_segmentation::UnicodeSegmentation;
+mod bounds;
+
+use bounds::sentence_bounds;
 
 /// Splits `text` into sentence spans, as char offsets `[start, end)` relative to `text`, with
 /// surrounding whitespace excluded. Uses the Unicode sentence boundary rules (UAX #29), then
@@ -8,7 +10,7 @@ use unicode_segmentation::UnicodeSegmentation;
 /// UAX #29 splits on.
 pub fn sentence_spans(text: &str) -> Vec<(u32, u32)> {
     let mut spans: Vec<(usize, usize)> = Vec::new();
-    for (b, s) in text.split_sentence_bound_indices() {
+    for (b, s) in sentence_bounds(text) {
         let trimmed_start = b + (s.len() - s.trim_start().len());
         let trimmed_end = b + s.trim_end().len();
         if trimmed_end <= trimmed_start {
