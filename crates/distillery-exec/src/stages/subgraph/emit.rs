@@ -5,13 +5,13 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use distillery_core::id::stable_id;
 use distillery_core::schema::{SubgraphRef, SubgraphsBuilder, to_batch};
 use distillery_core::summary::StageSummary;
 use distillery_core::{SubgraphEdge, TableKind};
 use distillery_hseq::KgEncoder;
 use serde_json::json;
 
+use super::ids::Joined;
 use super::walk::{self, EdgeKey, Walk, canon};
 use super::{EdgeRow, FastMap, FastSet, Labels, Q, SubgraphOptions, indexed, pages};
 use crate::contract::stage_tag;
@@ -44,6 +44,11 @@ impl Emit<'_> {
     ) -> Result<(), ExecError> {
         let (opts, stage) = (self.opts, self.stage);
         let names = &self.labels.names;
+        // An index walk's rows name their ends by node number: the sets of nodes and ends
+        // seen are then marks by number, cleared per question without hashing a key.
+        let (mut seen_nodes, mut seen_ends) = (Seen::default(), Seen::default());
+        // Row ids: `stable_id(&[stage, question, triple])`, the first two joined once.
+        let mut row_ids = Joined::default();
         for (qi, q) in questions.iter().enumerate() {
             let mut kept = subgraph_of(walk, qi, opts, rows);
             rows.order(&mut kept.edges);
@@ -58,15 +63,22 @@ impl Emit<'_> {
             // The rows as records, for the segments.
             let mut edges: Vec<SubgraphEdge> = Vec::new();
             let n = kept.edges.len();
-            let mut node_set: FastSet<&str> =
-                FastSet::with_capacity_and_hasher(n, Default::default());
+            let mut node_set: FastSet<&str> = FastSet::default();
+            let mut nodes = 0usize;
+            seen_nodes.clear();
+            seen_ends.clear();
             // A KG that states an edge twice gives it one row (one triple id).
             let mut ids: FastSet<&str> = FastSet::default();
             let mut covered_answers = vec![false; q.answers.len()];
             let mut topics_hit: HashSet<&str> = HashSet::new();
-            let mut ends: FastSet<(&str, Option<&str>)> =
-                FastSet::with_capacity_and_hasher(n, Default::default());
+            let mut ends: FastSet<(&str, Option<&str>)> = FastSet::default();
+            let numbered = rows.numbered();
+            if !numbered {
+                node_set.reserve(n);
+                ends.reserve(n);
+            }
             let answers: Vec<Answer> = q.answers.iter().map(|a| Answer::new(a)).collect();
+            row_ids.prefix(&[stage, &q.id]);
             let canon_topics: Vec<(Cow<'_, str>, &str)> =
                 q.topics.iter().map(|t| (canon(t), t.as_str())).collect();
             for &(at, hop) in &kept.edges {
@@ -75,18 +87,39 @@ impl Emit<'_> {
                 if opts.index.is_none() && !ids.insert(&r.id) {
                     continue;
                 }
-                node_set.insert(&r.subject);
-                if &*r.object_kind == "entity" {
-                    node_set.insert(&r.object);
+                let entity = &*r.object_kind == "entity";
+                let numbers = rows.ends(at);
+                match numbers {
+                    // Subjects and entity objects are entities: one index node per key.
+                    Some([s, o]) => {
+                        nodes += usize::from(seen_nodes.insert(s));
+                        if entity {
+                            nodes += usize::from(seen_nodes.insert(o));
+                        }
+                    }
+                    None => {
+                        node_set.insert(&r.subject);
+                        if entity {
+                            node_set.insert(&r.object);
+                        }
+                    }
                 }
                 let (sn, on) = (
                     name_of(&r.subject, &r.subject_name, names),
                     name_of(&r.object, &r.object_name, names),
                 );
                 // Each end (with the name it has here) is matched against the answers and topic
-                // entities once.
-                for end in [(&*r.subject, sn), (&*r.object, on)] {
-                    if !ends.insert(end) {
+                // entities once (an index node once: its key and name are its own, and a match
+                // made twice changes nothing).
+                for (i, end) in [(&*r.subject, sn), (&*r.object, on)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    let new = match numbers {
+                        Some(numbers) => seen_ends.insert(numbers[i]),
+                        None => ends.insert(end),
+                    };
+                    if !new {
                         continue;
                     }
                     let (key, n) = (canon(end.0), end.1);
@@ -102,7 +135,7 @@ impl Emit<'_> {
                     }
                 }
                 let row = SubgraphRef {
-                    id: &stable_id(&[stage, &q.id, &r.id]),
+                    id: &row_ids.id(&[&r.id]),
                     question_id: &q.id,
                     subject: &r.subject,
                     relation: &r.predicate,
@@ -120,6 +153,7 @@ impl Emit<'_> {
                 }
             }
             let rows_out = batch.len() as u64;
+            let nodes = if numbered { nodes } else { node_set.len() };
             let distinct: HashSet<&str> = q.topics.iter().map(String::as_str).collect();
             let wikipedia: BTreeMap<&str, &str> = q
                 .given
@@ -145,7 +179,7 @@ impl Emit<'_> {
             summary.add("questions", 1);
             summary.records_in += 1;
             summary.add("edges", rows_out);
-            summary.add("nodes", node_set.len() as u64);
+            summary.add("nodes", nodes as u64);
             summary.add("answers", q.answers.len() as u64);
             summary.add("answers.covered", covered);
             if covered > 0 {
@@ -166,7 +200,7 @@ impl Emit<'_> {
                 "topics_kept": topics_hit.len(),
                 "topic_wikipedia": wikipedia,
                 "topic_wikipedia_ids": wikipedia_ids,
-                "nodes": node_set.len(),
+                "nodes": nodes,
                 "edges": rows_out,
                 "connect_hop": kept.connect_hop,
                 "depth": kept.depth,
@@ -212,6 +246,17 @@ pub(super) trait Rows {
 
     /// Puts one question's edges (by key) in the order its rows are written.
     fn order(&self, _edges: &mut Vec<(EdgeKey, u32)>) {}
+
+    /// Whether rows name their ends by node number ([`Rows::ends`]).
+    fn numbered(&self) -> bool {
+        false
+    }
+
+    /// The numbers of edge `at`'s subject and object, where rows are [`Rows::numbered`]:
+    /// equal numbers are the same node, the same key and name.
+    fn ends(&self, _at: EdgeKey) -> Option<[u32; 2]> {
+        None
+    }
 }
 
 /// A scan's rows, by (part, row): written in that order.
@@ -231,6 +276,52 @@ impl Rows for indexed::IndexRows {
     fn order(&self, edges: &mut Vec<(EdgeKey, u32)>) {
         indexed::IndexRows::order(self, edges)
     }
+
+    fn numbered(&self) -> bool {
+        true
+    }
+
+    fn ends(&self, at: EdgeKey) -> Option<[u32; 2]> {
+        Some(indexed::IndexRows::ends(self, at))
+    }
+}
+
+/// A set of small numbers cleared in constant time: a mark per number, the round that set
+/// it; [`Seen::clear`] starts a new round.
+pub(super) struct Seen {
+    marks: Vec<u32>,
+    round: u32,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen {
+            marks: Vec::new(),
+            round: 1,
+        }
+    }
+}
+
+impl Seen {
+    /// Adds `n`; whether it was not in the set.
+    pub fn insert(&mut self, n: u32) -> bool {
+        let i = n as usize;
+        if i >= self.marks.len() {
+            self.marks.resize((i + 1).max(self.marks.len() * 2), 0);
+        }
+        let new = self.marks[i] != self.round;
+        self.marks[i] = self.round;
+        new
+    }
+
+    /// Empties the set.
+    pub fn clear(&mut self) {
+        if self.round == u32::MAX {
+            self.marks.fill(0);
+            self.round = 0;
+        }
+        self.round += 1;
+    }
 }
 
 /// A node's name: the edge's own, else the KG entities' label of its key.
@@ -239,8 +330,12 @@ fn name_of<'a>(
     own: &'a Option<Arc<str>>,
     names: &'a HashMap<String, String>,
 ) -> Option<&'a str> {
-    own.as_deref()
-        .or_else(|| names.get(canon(key).as_ref()).map(String::as_str))
+    // An index walk's rows carry their names and `names` is empty: no key to canonicalise.
+    own.as_deref().or_else(|| {
+        (!names.is_empty())
+            .then(|| names.get(canon(key).as_ref()).map(String::as_str))
+            .flatten()
+    })
 }
 
 /// A gold answer as labels are compared with it: lowercase, runs of whitespace as one space.
@@ -254,6 +349,12 @@ impl Answer {
     /// Whether `label` is this answer (case- and space-insensitively); stops at the first
     /// character that differs, without allocating.
     fn matches(&self, label: &str) -> bool {
+        // Most labels differ at their first character: compared before the iterators are
+        // built (both `None` for empty ones).
+        let first = label.trim_start().chars().next();
+        if first.and_then(|c| c.to_lowercase().next()) != self.0.chars().next() {
+            return false;
+        }
         norm(label).eq(self.0.chars())
     }
 }
@@ -314,4 +415,51 @@ fn segments_of(edges: &[SubgraphEdge]) -> Vec<distillery_core::Segment> {
         .iter()
         .flat_map(|e| enc.push(&e.edge_triple()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Answer, Seen, norm};
+
+    #[test]
+    fn answers_match_labels_as_normalised() {
+        let slow = |a: &str, l: &str| norm(l).eq(Answer::new(a).0.chars());
+        let cases = [
+            ("Foo  Bar", "foo bar"),
+            ("foo bar", " FOO\tbar "),
+            ("foo bar", "xfoo bar"),
+            ("foo", "Foo "),
+            ("", ""),
+            ("", "  "),
+            ("", "a"),
+            ("a", ""),
+            ("İstanbul", "i\u{307}stanbul"),
+            ("i\u{307}stanbul", "İSTANBUL"),
+            ("istanbul", "İstanbul"),
+            ("Émile", "émile"),
+        ];
+        for (a, l) in cases {
+            assert_eq!(Answer::new(a).matches(l), slow(a, l), "{a:?} {l:?}");
+        }
+        assert!(Answer::new("Foo  Bar").matches(" FOO\tbar "));
+        assert!(!Answer::new("foo").matches("bar"));
+    }
+
+    #[test]
+    fn seen_is_a_set_per_round() {
+        let mut s = Seen::default();
+        assert!(s.insert(5) && !s.insert(5) && s.insert(0) && s.insert(1000));
+        assert!(!s.insert(0) && !s.insert(1000));
+        s.clear();
+        assert!(s.insert(5) && s.insert(1000) && !s.insert(5));
+        // The round counter wraps: marks of old rounds never read as the new one's.
+        s.round = u32::MAX;
+        assert!(s.insert(7) && !s.insert(7));
+        s.clear();
+        assert!(s.insert(7) && s.insert(5) && s.insert(1000) && !s.insert(7));
+        for _ in 0..3 {
+            s.clear();
+            assert!(s.insert(7));
+        }
+    }
 }

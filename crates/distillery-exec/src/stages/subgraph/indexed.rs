@@ -17,29 +17,28 @@
 //!
 //! Differences from the scan: the index keeps one edge per (subject, relation, object,
 //! source), so an edge stated twice is one row whatever its triples; its `triple_id` is
-//! [`edge_id`] (the index holds no triple ids); names are the index's (the smallest of a
-//! node's names).
+//! `stable_id(&["kg-index", source, subject, relation, object, kind])` (the index holds no
+//! triple ids); names are the index's (the smallest of a node's names).
 
 use std::collections::hash_map::Entry;
 use std::path::Path;
 use std::sync::Arc;
 
-use distillery_core::id::stable_id;
 use distillery_index::kg::Adjacency;
 use distillery_index::kg::adjacency::Direction;
 
 use tracing::debug;
 
 use super::EdgeRow;
+use super::ids::Joined;
 use super::walk::{EdgeKey, Filter, Walk, canon};
 use crate::error::ExecError;
 
 type FastMap<K, V> = foldhash::HashMap<K, V>;
 
-/// The id a row of the `subgraphs` table gives an index edge as its `triple_id`.
-pub fn edge_id(source: &str, subject: &str, relation: &str, object: &str, kind: &str) -> String {
-    stable_id(&["kg-index", source, subject, relation, object, kind])
-}
+/// The parts every edge id begins with: an index edge's `triple_id` is
+/// `stable_id(&["kg-index", source, subject, relation, object, kind])`.
+const EDGE_ID: [&str; 1] = ["kg-index"];
 
 /// A node as the walk needs it.
 #[derive(Debug, Clone)]
@@ -99,10 +98,14 @@ pub struct IndexGraph {
     labels: Vec<(u32, u32)>,
     /// The node kinds, one shared string each.
     kinds: Vec<Arc<str>>,
-    /// (relation, object is an entity) → whether the filter follows it.
-    follows: FastMap<(u32, bool), bool>,
-    /// Relation → whether the filter never follows it, whatever the object.
-    dropped: FastMap<u32, bool>,
+    /// Relation → whether the filter follows it to a value and to an entity, each
+    /// [`UNKNOWN`] until asked.
+    follows: Vec<[u8; 2]>,
+    /// Relation → whether the filter never follows it, whatever the object ([`UNKNOWN`]
+    /// until asked).
+    dropped: Vec<u8>,
+    /// Edge ids ([`EDGE_ID`]), made in a buffer kept.
+    ids: Joined,
     read: Read,
 }
 
@@ -114,6 +117,7 @@ impl IndexGraph {
         let labels = (adj.labels().iter())
             .map(|(r, s)| (strings.id(r), strings.id(s)))
             .collect();
+        let n = strings.strings.len();
         Ok(IndexGraph {
             adj,
             slots: FastMap::default(),
@@ -123,8 +127,13 @@ impl IndexGraph {
             strings,
             labels,
             kinds: Vec::new(),
-            follows: FastMap::default(),
-            dropped: FastMap::default(),
+            follows: vec![[UNKNOWN; 2]; n],
+            dropped: vec![UNKNOWN; n],
+            ids: {
+                let mut ids = Joined::default();
+                ids.prefix(&EDGE_ID);
+                ids
+            },
             read: Read::default(),
         })
     }
@@ -171,15 +180,20 @@ impl IndexGraph {
         ids.retain(|id| !self.slots.contains_key(id));
         ids.sort_unstable();
         ids.dedup();
+        walk.reserve_nodes(ids.len());
         let (slots, table) = (&mut self.slots, &mut self.table);
         let (of_walk, more) = (&mut self.of_walk, &mut self.more_of_walk);
         let kinds = &mut self.kinds;
         slots.reserve(ids.len());
         table.reserve(ids.len());
         self.adj.records(&ids, |id, r| {
-            let walk_id = (r.kind == "entity")
+            let (walk_id, shared) = match (r.kind == "entity")
                 .then(|| walk.node(r.key, filter))
-                .flatten();
+                .flatten()
+            {
+                Some((w, shared)) => (Some(w), shared),
+                None => (None, None),
+            };
             // Each id comes once (resolved ids are skipped), so a taken slot means another
             // index node with the same canonical key.
             if let Some(w) = walk_id {
@@ -198,10 +212,7 @@ impl IndexGraph {
                 }
             };
             let node = Node {
-                key: walk_id
-                    .and_then(|w| walk.shared_key(w))
-                    .filter(|k| **k == *r.key)
-                    .unwrap_or_else(|| r.key.into()),
+                key: shared.unwrap_or_else(|| r.key.into()),
                 kind,
                 name: r.name.map(Into::into),
                 walk: walk_id,
@@ -263,24 +274,47 @@ impl IndexGraph {
         let strings = &self.strings.strings;
         let dropped = &mut self.dropped;
         read.retain(|e| {
-            !*dropped
-                .entry(e.1)
-                .or_insert_with(|| !filter.keeps_relation(&strings[e.1 as usize]))
+            let d = &mut dropped[e.1 as usize];
+            if *d == UNKNOWN {
+                *d = u8::from(!filter.keeps_relation(&strings[e.1 as usize]));
+            }
+            *d == 0
         });
         let t_edges = t.elapsed().as_secs_f64();
-        self.resolve(read.iter().flat_map(|e| [e.0, e.2]).collect(), walk, filter)?;
+        // Edges come by frontier node (out-edges by subject, in-edges by object): an end
+        // equal to the one before it at its place is left out before any lookup.
+        let mut ends = Vec::with_capacity(read.len() * 2);
+        let mut before = [None; 2];
+        for e in &read {
+            for (i, id) in [e.0, e.2].into_iter().enumerate() {
+                if before[i] != Some(id) {
+                    ends.push(id);
+                    before[i] = Some(id);
+                }
+            }
+        }
+        self.resolve(ends, walk, filter)?;
         let t_nodes = t.elapsed().as_secs_f64();
         let edges_read = read.len();
         rows.reserve(edges_read);
+        // The last slot looked up at each end: the frontier's end repeats along a run.
+        let mut last = [(None, 0u32); 2];
         for e in read {
-            let node = |id| &self.table[self.slots[&id] as usize];
-            let (s, o) = (node(e.0), node(e.2));
+            let mut ends = [0u32; 2];
+            for (i, id) in [e.0, e.2].into_iter().enumerate() {
+                if last[i].0 != Some(id) {
+                    last[i] = (Some(id), self.slots[&id]);
+                }
+                ends[i] = last[i].1;
+            }
+            let (s, o) = (&self.table[ends[0] as usize], &self.table[ends[1] as usize]);
             let entity = &*o.kind == "entity";
             let strings = &self.strings.strings;
-            let follows = *self
-                .follows
-                .entry((e.1, entity))
-                .or_insert_with(|| filter.keeps_edge(&strings[e.1 as usize], &o.kind));
+            let f = &mut self.follows[e.1 as usize][usize::from(entity)];
+            if *f == UNKNOWN {
+                *f = u8::from(filter.keeps_edge(&strings[e.1 as usize], &o.kind));
+            }
+            let follows = *f == 1;
             let (Some(sw), true) = (s.walk, follows) else {
                 continue;
             };
@@ -294,7 +328,7 @@ impl IndexGraph {
             }
             let (relation, source) = (&strings[e.1 as usize], &strings[e.3 as usize]);
             let row = EdgeRow {
-                id: edge_id(source, &s.key, relation, &o.key, &o.kind),
+                id: (self.ids).id(&[source, &s.key, relation, &o.key, &o.kind]),
                 dataset: source.clone(),
                 subject: s.key.clone(),
                 predicate: relation.clone(),
@@ -303,7 +337,7 @@ impl IndexGraph {
                 subject_name: s.name.clone(),
                 object_name: o.name.clone(),
             };
-            rows.push(packed, row);
+            rows.push(packed, row, ends);
         }
         debug!(
             hop = walk.hop(),
@@ -335,6 +369,9 @@ pub struct IndexRows {
     /// Number → packed key, and row.
     keys: Vec<u128>,
     rows: Vec<EdgeRow>,
+    /// Number → the table slots of its subject and object: one number per index node of
+    /// the walk, for the writer's sets of nodes seen ([`IndexRows::ends`]).
+    ends: Vec<[u32; 2]>,
     /// [`ranks`] of the walk's strings, once it is over.
     ranks: Vec<u32>,
 }
@@ -349,16 +386,34 @@ impl IndexRows {
         }
     }
 
+    /// Empties the rows, keeping their memory (the rows of a batch written).
+    pub fn clear(&mut self) {
+        self.numbers.clear();
+        self.keys.clear();
+        self.rows.clear();
+        self.ends.clear();
+        self.ranks.clear();
+    }
+
     fn reserve(&mut self, n: usize) {
         self.numbers.reserve(n);
         self.keys.reserve(n);
         self.rows.reserve(n);
+        self.ends.reserve(n);
     }
 
-    fn push(&mut self, key: u128, row: EdgeRow) {
+    fn push(&mut self, key: u128, row: EdgeRow, ends: [u32; 2]) {
         self.numbers.insert(key, self.rows.len() as u32);
         self.keys.push(key);
         self.rows.push(row);
+        self.ends.push(ends);
+    }
+
+    /// The walk's numbers of edge `at`'s subject and object nodes: two rows' ends are the
+    /// same index node when their numbers are equal. A subject is an entity, and an index
+    /// holds one entity node per key, so equal numbers of entities are equal keys.
+    pub fn ends(&self, at: EdgeKey) -> [u32; 2] {
+        self.ends[at as usize]
     }
 
     /// The row of edge number `at`.
@@ -378,6 +433,9 @@ impl IndexRows {
         edges.extend(by.into_iter().map(|(_, at, hop)| (at, hop)));
     }
 }
+
+/// A cached filter answer not computed yet.
+const UNKNOWN: u8 = 2;
 
 /// An index edge as the walk names it: subject and object ids, relation and source ids.
 fn key((s, r, o, src): IdEdge) -> u128 {

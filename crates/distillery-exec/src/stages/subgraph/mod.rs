@@ -58,6 +58,7 @@
 //! the same way).
 
 mod emit;
+mod ids;
 mod indexed;
 mod pages;
 pub mod walk;
@@ -481,11 +482,14 @@ pub async fn run_stage(opts: &SubgraphOptions, cx: RunCx<'_>) -> Result<StageOut
         (emit.labels, emit.page_ids) = found;
         let dir = open_index(&cx, opts, index).await?;
         let batch = opts.walk_batch.unwrap_or(DEFAULT_WALK_BATCH);
+        // Each batch's rows reuse the memory of the last one's.
+        let mut spare = indexed::IndexRows::default();
         for chunk in questions.chunks(batch) {
             let t = Instant::now();
             let topics: Vec<Vec<String>> = chunk.iter().map(|q| q.topics.clone()).collect();
             let walk = Walk::new(&topics, opts.hops, &filter);
-            let (walk, rows, read, passes) = walk_index(dir.clone(), walk, filter.clone()).await?;
+            let (walk, rows, read, passes) =
+                walk_index(dir.clone(), walk, spare, filter.clone()).await?;
             summary.add("kg.passes", passes);
             summary.add("kg.edges_scanned", read.edges);
             (walk_seconds, reached) = (
@@ -493,6 +497,7 @@ pub async fn run_stage(opts: &SubgraphOptions, cx: RunCx<'_>) -> Result<StageOut
                 reached + walk.reached(),
             );
             emit.questions(chunk, &walk, &rows, &mut summary).await?;
+            spare = rows;
         }
     } else {
         // A scan walks all of a task's questions at once unless `walk_batch` splits them;
@@ -645,12 +650,13 @@ async fn open_index(
 async fn walk_index(
     dir: std::path::PathBuf,
     mut walk: Walk,
+    mut rows: indexed::IndexRows,
     filter: Arc<Filter>,
 ) -> Result<(Walk, indexed::IndexRows, indexed::Read, u64), ExecError> {
     let task = tokio::task::spawn_blocking(move || {
+        rows.clear();
         let mut graph = indexed::IndexGraph::open(&dir)?;
         graph.find(&mut walk, &filter)?;
-        let mut rows = indexed::IndexRows::default();
         let mut passes = 0;
         while walk.next_pass() {
             passes += 1;

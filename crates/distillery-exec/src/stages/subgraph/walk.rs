@@ -261,10 +261,24 @@ impl Walk {
     }
 
     /// The walk's id of the node `key` (interned: a walk over another store maps its own node
-    /// ids to these once), or `None` when the filter drops the node.
-    pub fn node(&mut self, key: &str, filter: &Filter) -> Option<u32> {
+    /// ids to these once), or `None` when the filter drops the node; with it, the walk's
+    /// shared string of `key` when `key` is its own canonical form (a caller keeps it
+    /// without a copy).
+    pub fn node(&mut self, key: &str, filter: &Filter) -> Option<(u32, Option<Arc<str>>)> {
         let c = canon(key);
-        filter.keeps_node(&c).then(|| self.nodes.intern(&c, key))
+        if !filter.keeps_node(&c) {
+            return None;
+        }
+        let id = self.nodes.intern(&c, key);
+        let shared = matches!(c, std::borrow::Cow::Borrowed(_))
+            .then(|| self.nodes.canonical[id as usize].clone());
+        Some((id, shared))
+    }
+
+    /// Room for `n` more nodes, before a caller interns that many at most.
+    pub fn reserve_nodes(&mut self, n: usize) {
+        self.nodes.ids.reserve(n);
+        self.nodes.canonical.reserve(n);
     }
 
     /// The nodes of this pass's frontier, as [`Walk::node`] numbers them.
@@ -347,11 +361,6 @@ impl Walk {
     /// The KG key of a node id.
     pub fn key(&self, node: u32) -> &str {
         self.nodes.key(node)
-    }
-
-    /// The KG key of a node id as a shared string, when it is its canonical key.
-    pub fn shared_key(&self, node: u32) -> Option<Arc<str>> {
-        (!self.nodes.keys.contains_key(&node)).then(|| self.nodes.canonical[node as usize].clone())
     }
 
     /// Nodes the walk has reached, all questions together.
