@@ -80,7 +80,7 @@ pub fn sha1_hex(s: &str) -> String {
 
 /// Lowercase hex of some bytes (what `hex::encode` writes, without its per-char iterator:
 /// ids are made for every segment and sample).
-fn hex_lower(bytes: &[u8]) -> String {
+pub fn hex_lower(bytes: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = vec![0u8; bytes.len() * 2];
     for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {

@@ -5,6 +5,7 @@
 //!
 //! [`stable_id`]: distillery_core::id::stable_id
 
+use distillery_core::id::hex_lower;
 use sha1::{Digest, Sha1};
 
 /// Ids of parts that begin with the same parts ([`Joined::prefix`]).
@@ -35,19 +36,8 @@ impl Joined {
             }
             self.buf.extend_from_slice(p.as_bytes());
         }
-        hex16(&Sha1::digest(&self.buf))
+        hex_lower(&Sha1::digest(&self.buf)[..16])
     }
-}
-
-/// The first 16 bytes of a digest in lowercase hex.
-fn hex16(digest: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = Vec::with_capacity(32);
-    for &b in &digest[..16] {
-        out.push(HEX[usize::from(b >> 4)]);
-        out.push(HEX[usize::from(b & 15)]);
-    }
-    String::from_utf8(out).expect("hex digits are ascii")
 }
 
 #[cfg(test)]
