@@ -168,6 +168,70 @@ pub fn triples_batch(table: TableKind, items: &[&Triple]) -> Result<RecordBatch,
     })
 }
 
+/// [`to_batch`] for the `entities` table, built column by column: a KG dump gives an entity
+/// row per name and alias (a fifth of Freebase's literal lines), where generic serialization
+/// cost a third as much as the line parser. Tested equal to [`to_batch`].
+pub fn entities_batch(table: TableKind, items: &[&Entity]) -> Result<RecordBatch, SchemaError> {
+    use arrow_array::ArrayRef;
+    use arrow_array::builder::{ListBuilder, StringBuilder};
+    use arrow_schema::DataType;
+
+    let schema = schema_of(table);
+    let err = |message: String| SchemaError {
+        table: table.name().to_string(),
+        message,
+    };
+    let n = items.len();
+    let text = |f: &dyn Fn(&Entity) -> &str| -> ArrayRef {
+        let bytes = items.iter().map(|e| f(e).len()).sum();
+        let mut b = StringBuilder::with_capacity(n, bytes);
+        for e in items {
+            b.append_value(f(e));
+        }
+        Arc::new(b.finish())
+    };
+    let opt = |f: &dyn Fn(&Entity) -> Option<&str>| -> ArrayRef {
+        let bytes = items.iter().map(|e| f(e).map_or(0, str::len)).sum();
+        let mut b = StringBuilder::with_capacity(n, bytes);
+        for e in items {
+            b.append_option(f(e));
+        }
+        Arc::new(b.finish())
+    };
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for field in schema.fields() {
+        columns.push(match field.name().as_str() {
+            "id" => text(&|e| &e.id),
+            "dataset" => text(&|e| &e.dataset),
+            "source" => text(&|e| &e.source),
+            "key" => text(&|e| &e.key),
+            "lang" => opt(&|e| e.lang.as_deref()),
+            "label" => opt(&|e| e.label.as_deref()),
+            "description" => opt(&|e| e.description.as_deref()),
+            "wikipedia" => opt(&|e| e.wikipedia.as_deref()),
+            "aliases" => {
+                let DataType::List(item) = field.data_type() else {
+                    return Err(err(format!("`aliases` is not a list: {field:?}")));
+                };
+                let count = items.iter().map(|e| e.aliases.len()).sum();
+                let bytes = items.iter().flat_map(|e| &e.aliases).map(String::len).sum();
+                let mut b =
+                    ListBuilder::with_capacity(StringBuilder::with_capacity(count, bytes), n)
+                        .with_field(item.clone());
+                for e in items {
+                    for a in &e.aliases {
+                        b.values().append_value(a);
+                    }
+                    b.append(true);
+                }
+                Arc::new(b.finish())
+            }
+            other => return Err(err(format!("no builder for column `{other}`"))),
+        });
+    }
+    RecordBatch::try_new(schema, columns).map_err(|e| err(e.to_string()))
+}
+
 /// One row of the `subgraphs` table, borrowed ([`SubgraphEdge`] owns its strings).
 #[derive(Debug, Clone, Copy)]
 pub struct SubgraphRef<'a> {
@@ -494,7 +558,7 @@ pub fn records_to_batch<R: std::borrow::Borrow<Record>>(
         TableKind::Tables => conv!(Table),
         TableKind::Triples => conv!(Triple, triples_batch),
         TableKind::Literals => conv!(Literal, triples_batch),
-        TableKind::Entities => conv!(Entity),
+        TableKind::Entities => conv!(Entity, entities_batch),
         TableKind::Questions => conv!(Question),
         TableKind::Segments => conv!(Segment),
         TableKind::Labels => conv!(Label),
@@ -618,6 +682,33 @@ mod tests {
                 "{rows} rows"
             );
             let back: Vec<Triple> = from_batch(TableKind::Triples, &built).unwrap();
+            assert_eq!(back, items);
+        }
+    }
+
+    #[test]
+    fn entities_batches_are_what_serialization_builds() {
+        let entity = |n: usize| Entity {
+            id: format!("{n:032x}"),
+            dataset: "freebase".into(),
+            source: "x.nt".into(),
+            key: format!("m.{n}"),
+            lang: n.is_multiple_of(2).then(|| "en".into()),
+            label: (n % 3 != 1).then(|| "é\"x\"".repeat(n % 4)),
+            description: (n % 5 == 1).then(|| format!("d{n}")),
+            aliases: (0..n % 4).map(|k| format!("a{k}\t{n}")).collect(),
+            wikipedia: (n % 7 == 2).then(|| format!("W {n}")),
+        };
+        for rows in [0, 1, 2, 7, 40] {
+            let items: Vec<Entity> = (0..rows).map(entity).collect();
+            let refs: Vec<&Entity> = items.iter().collect();
+            let built = entities_batch(TableKind::Entities, &refs).unwrap();
+            assert_eq!(
+                built,
+                to_batch(TableKind::Entities, &items).unwrap(),
+                "{rows} rows"
+            );
+            let back: Vec<Entity> = from_batch(TableKind::Entities, &built).unwrap();
             assert_eq!(back, items);
         }
     }

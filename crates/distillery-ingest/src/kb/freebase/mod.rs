@@ -226,19 +226,19 @@ fn read_line(
         return Ok(());
     }
     n.kept += 1;
+    let subject = term_key(&st.subject);
     if opts.names
-        && let Some(e) = name_entity(ctx, &st)
+        && let Some(e) = name_entity(ctx, &st, &subject)
     {
         sink.emit(Record::Entity(e))?;
         n.entities += 1;
     }
-    sink.emit(Record::edge(triple(lc, &st, line.number)))?;
+    sink.emit(Record::edge(triple(lc, &st, subject, line.number)))?;
     Ok(())
 }
 
-/// The triple of a statement.
-fn triple(lc: &LineCtx<'_>, st: &Statement<'_>, line: Option<u64>) -> Triple {
-    let subject = term_key(&st.subject);
+/// The triple of a statement whose subject's [`term_key`] is `subject`.
+fn triple(lc: &LineCtx<'_>, st: &Statement<'_>, subject: String, line: Option<u64>) -> Triple {
     let predicate = short(&unescape(st.predicate)).to_string();
     let (object, kind, lang, datatype) = match st.object {
         Term::Iri(raw) => {
@@ -282,8 +282,8 @@ fn triple(lc: &LineCtx<'_>, st: &Statement<'_>, line: Option<u64>) -> Triple {
 }
 
 /// The entity row of a `type.object.name` (its label) or `common.topic.alias` (one alias)
-/// statement with an `@en` or untagged literal.
-fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>) -> Option<Entity> {
+/// statement with an `@en` or untagged literal; `key` is the subject's [`term_key`].
+fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>, key: &str) -> Option<Entity> {
     let alias = match st.predicate {
         NAME_PREDICATE => false,
         ALIAS_PREDICATE => true,
@@ -300,20 +300,19 @@ fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>) -> Option<Entity> {
     if lang.is_some_and(|l| !l.eq_ignore_ascii_case("en")) {
         return None;
     }
-    let key = term_key(&st.subject);
     let text = unescape(value).into_owned();
     let (id, label, aliases) = if alias {
-        let id = stable_id(&[DATASET, "alias", &key, lang.unwrap_or(""), &text]);
+        let id = stable_id(&[DATASET, "alias", key, lang.unwrap_or(""), &text]);
         (id, None, vec![text])
     } else {
-        let id = stable_id(&[DATASET, "entity", &key, lang.unwrap_or("")]);
+        let id = stable_id(&[DATASET, "entity", key, lang.unwrap_or("")]);
         (id, Some(text), Vec::new())
     };
     Some(Entity {
         id,
         dataset: DATASET.to_string(),
         source: ctx.source.clone(),
-        key,
+        key: key.to_string(),
         lang: lang.map(str::to_string),
         label,
         description: None,

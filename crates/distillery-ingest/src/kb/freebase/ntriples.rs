@@ -319,11 +319,7 @@ pub(super) fn unescape(raw: &str) -> Cow<'_, str> {
     let mut out = String::with_capacity(raw.len());
     let mut done = 0;
     let mut i = first;
-    while i < b.len() {
-        if b[i] != b'\\' {
-            i += 1;
-            continue;
-        }
+    loop {
         out.push_str(&raw[done..i]);
         let (ch, n) = match b.get(i + 1) {
             Some(b't') => ('\t', 2),
@@ -342,6 +338,10 @@ pub(super) fn unescape(raw: &str) -> Cow<'_, str> {
         out.push(ch);
         i = (i + n).min(b.len());
         done = i;
+        match memchr(b'\\', &b[i..]) {
+            Some(k) => i += k,
+            None => break,
+        }
     }
     out.push_str(&raw[done..]);
     Cow::Owned(out)

@@ -90,6 +90,84 @@ fn unescapes_strings_and_iris() {
     assert_eq!(term_key(&st.subject), "http://x/sA");
 }
 
+/// The escape decoding of `unescape` done one byte at a time (its form before it skipped to
+/// each backslash with `memchr`).
+fn unescape_bytewise(raw: &str) -> String {
+    let b = raw.as_bytes();
+    let (mut out, mut i) = (String::new(), 0);
+    while i < b.len() {
+        if b[i] != b'\\' {
+            let ch = raw[i..].chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+            continue;
+        }
+        let hex = |d: usize| {
+            u32::from_str_radix(&raw[i + 2..i + 2 + d], 16)
+                .ok()
+                .and_then(char::from_u32)
+                .unwrap()
+        };
+        let (ch, n) = match b[i + 1] {
+            b't' => ('\t', 2),
+            b'b' => ('\u{8}', 2),
+            b'n' => ('\n', 2),
+            b'r' => ('\r', 2),
+            b'f' => ('\u{c}', 2),
+            b'u' => (hex(4), 6),
+            b'U' => (hex(8), 10),
+            other => (other as char, 2),
+        };
+        out.push(ch);
+        i += n;
+    }
+    out
+}
+
+#[test]
+fn unescape_decodes_every_escape_wherever_it_stands() {
+    let escapes = [
+        r"\t",
+        r"\b",
+        r"\n",
+        r"\r",
+        r"\f",
+        r#"\""#,
+        r"\'",
+        r"\\",
+        r"\u00E9",
+        r"\U0001F600",
+    ];
+    let texts = ["", "a", "caf\u{e9}", "The party is a long description, "];
+    let mut n = 0;
+    for e1 in escapes {
+        for e2 in escapes {
+            for t in texts {
+                for raw in [
+                    e1.to_string(),
+                    format!("{t}{e1}"),
+                    format!("{e1}{t}"),
+                    format!("{t}{e1}{e2}{t}"),
+                    format!("{e1}{t}{e2}"),
+                    format!("{t}{e1}{t}{e2}{t}{e1}"),
+                ] {
+                    // Each one is a valid literal of a line, then decoded.
+                    let line = format!("<http://x/s> <http://x/p> \"{raw}\"@en .");
+                    let Term::Literal { value, .. } = parse(&line).object else {
+                        panic!("{line}");
+                    };
+                    assert_eq!(unescape(value), unescape_bytewise(&raw), "{raw:?}");
+                    n += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(n, 10 * 10 * 4 * 6);
+    for plain in texts {
+        assert!(matches!(unescape(plain), Cow::Borrowed(p) if p == plain));
+    }
+}
+
 #[test]
 fn english_filter_matches_hydra() {
     let keep = [
