@@ -93,32 +93,41 @@ pub fn to_batch<T: Serialize>(t: TableKind, items: &[T]) -> Result<RecordBatch, 
     })
 }
 
+/// A string column of one field of each record, its buffer sized up front.
+fn string_column<T>(items: &[&T], f: &dyn Fn(&T) -> &str) -> arrow_array::ArrayRef {
+    let bytes = items.iter().map(|t| f(t).len()).sum();
+    let mut b = arrow_array::builder::StringBuilder::with_capacity(items.len(), bytes);
+    for t in items {
+        b.append_value(f(t));
+    }
+    Arc::new(b.finish())
+}
+
+/// [`string_column`] of an optional field: nulls where it is `None`.
+fn optional_string_column<T>(
+    items: &[&T],
+    f: &dyn Fn(&T) -> Option<&str>,
+) -> arrow_array::ArrayRef {
+    let bytes = items.iter().map(|t| f(t).map_or(0, str::len)).sum();
+    let mut b = arrow_array::builder::StringBuilder::with_capacity(items.len(), bytes);
+    for t in items {
+        b.append_option(f(t));
+    }
+    Arc::new(b.finish())
+}
+
 /// [`to_batch`] for the `triples` table, built column by column: a KG dump is billions of
 /// rows of short strings, where generic serialization spends more per row than the line
 /// parser does. `table` is `triples` or `literals` (the same columns). Tested equal to
 /// [`to_batch`].
 pub fn triples_batch(table: TableKind, items: &[&Triple]) -> Result<RecordBatch, SchemaError> {
     use arrow_array::ArrayRef;
-    use arrow_array::builder::{StringBuilder, UInt32Builder, UInt64Builder};
+    use arrow_array::builder::{UInt32Builder, UInt64Builder};
 
     let schema = schema_of(table);
     let n = items.len();
-    let text = |f: &dyn Fn(&Triple) -> &str| -> ArrayRef {
-        let bytes = items.iter().map(|t| f(t).len()).sum();
-        let mut b = StringBuilder::with_capacity(n, bytes);
-        for t in items {
-            b.append_value(f(t));
-        }
-        Arc::new(b.finish())
-    };
-    let opt = |f: &dyn Fn(&Triple) -> Option<&str>| -> ArrayRef {
-        let bytes = items.iter().map(|t| f(t).map_or(0, str::len)).sum();
-        let mut b = StringBuilder::with_capacity(n, bytes);
-        for t in items {
-            b.append_option(f(t));
-        }
-        Arc::new(b.finish())
-    };
+    let text = |f: &dyn Fn(&Triple) -> &str| string_column(items, f);
+    let opt = |f: &dyn Fn(&Triple) -> Option<&str>| optional_string_column(items, f);
     let u32s = |f: &dyn Fn(&Triple) -> Option<u32>| -> ArrayRef {
         let mut b = UInt32Builder::with_capacity(n);
         for t in items {
@@ -182,22 +191,8 @@ pub fn entities_batch(table: TableKind, items: &[&Entity]) -> Result<RecordBatch
         message,
     };
     let n = items.len();
-    let text = |f: &dyn Fn(&Entity) -> &str| -> ArrayRef {
-        let bytes = items.iter().map(|e| f(e).len()).sum();
-        let mut b = StringBuilder::with_capacity(n, bytes);
-        for e in items {
-            b.append_value(f(e));
-        }
-        Arc::new(b.finish())
-    };
-    let opt = |f: &dyn Fn(&Entity) -> Option<&str>| -> ArrayRef {
-        let bytes = items.iter().map(|e| f(e).map_or(0, str::len)).sum();
-        let mut b = StringBuilder::with_capacity(n, bytes);
-        for e in items {
-            b.append_option(f(e));
-        }
-        Arc::new(b.finish())
-    };
+    let text = |f: &dyn Fn(&Entity) -> &str| string_column(items, f);
+    let opt = |f: &dyn Fn(&Entity) -> Option<&str>| optional_string_column(items, f);
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
     for field in schema.fields() {
         columns.push(match field.name().as_str() {
