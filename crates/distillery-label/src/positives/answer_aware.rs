@@ -19,8 +19,9 @@
 //!    ([`crate::normalize::derivation_operands`]) found in at most 3 units: such an answer
 //!    is in no segment, its operands are.
 //! 3. **Source score**: best unit BM25 / best over all sources + title BM25 / best title
-//!    BM25 + 1 if the question names the title (0.5 if only its head) + 1 if a unit of the
-//!    source holds the answer.
+//!    BM25 × the share of the title's content words the question contains + 1 if the
+//!    question names the title (0.5 if only its head) + 1 if a unit of the source holds the
+//!    answer.
 //! 4. **Chain**: the number of sources wanted is the hop count of the question type (`Nhop…`
 //!    or `N-hop` → N, as in MuSiQue and MetaQA; `bridge_comparison` → 4; otherwise 2, which
 //!    covers bridge and comparison questions). Sources are chosen greedily; a candidate gains
@@ -37,10 +38,13 @@
 //!    the answer gives its answer units: of its sentences only the one with the best BM25
 //!    (`exact` 1.0 when the unit is the answer, else `substring` 0.9), and every other
 //!    answer unit (rows, triplets) and operand unit (`operand` 0.85). A source without it
-//!    gives the units mentioning another chosen source's title (`bridge`, 0.8), its lead
-//!    sentence (`lead`, 0.6: it names and defines the entity the other sentences refer to)
-//!    and its best BM25 unit when that reaches half the question's best (`bm25`, lexical,
-//!    0.5 × its share); with none of these (tables, subgraphs), its best BM25 unit alone.
+//!    gives the units mentioning another chosen source's title (`bridge`, 0.8), its *best
+//!    unit* when that unit's BM25 reaches half the question's best (`bm25`, lexical, 0.5 ×
+//!    its share), and its lead sentence (`lead`, 0.6: it names and defines the entity the
+//!    other sentences refer to) when neither of those picked a unit, or always in a
+//!    `comparison` question. The best unit is ranked by BM25 over the question terms that
+//!    are not words of the source's own title (every unit of a page is about its title).
+//!    With none of these (tables, subgraphs), its best unit alone.
 //!    Measured on HotpotQA: docs/benchmarks.md, "Weak positives on retrieved contexts".
 //!
 //! `low_confidence` is set when fewer than `min_positives` positives hold the answer or an
@@ -177,6 +181,11 @@ impl Bm25 {
 
     /// The score of document `i`.
     fn score(&self, i: usize) -> f64 {
+        self.score_of(i, |_| true)
+    }
+
+    /// The score of document `i` counting only the query terms `keep` accepts (by index).
+    fn score_of(&self, i: usize, keep: impl Fn(usize) -> bool) -> f64 {
         let norm = if self.avg > 0.0 {
             self.lens[i] / self.avg
         } else {
@@ -185,8 +194,9 @@ impl Bm25 {
         self.tf[i]
             .iter()
             .zip(&self.idf)
-            .filter(|(f, _)| **f > 0)
-            .map(|(&f, idf)| {
+            .enumerate()
+            .filter(|&(j, (f, _))| *f > 0 && keep(j))
+            .map(|(_, (&f, idf))| {
                 let f = f64::from(f);
                 idf * f * (self.k1 + 1.0) / (f + self.k1 * (1.0 - self.b + self.b * norm))
             })
@@ -397,8 +407,12 @@ struct Picks<'a, 'p> {
     answer: &'a [u8],
     names: &'a [Vec<bool>],
     unit_bm: &'a [f64],
+    /// Per unit: its BM25 over the question terms that are not words of its source's title.
+    unit_own: &'a [f64],
     max_bm: f64,
     sh: &'a [Segment],
+    /// A `comparison` question: its sources' leads are kept beside their other picks.
+    comparison: bool,
 }
 
 impl Picks<'_, '_> {
@@ -406,9 +420,10 @@ impl Picks<'_, '_> {
     /// answer units (of its sentences only the one with the best BM25, earliest on a tie: a
     /// retrieved page repeats its answer in sentences that do not support it) and operand
     /// units. A source without it gives the units that mention another chosen source's title
-    /// (`bridge`), its lead sentence (`lead`) and its best BM25 unit when that reaches
-    /// [`BM25_PICK_SHARE`] of the question's best (`bm25`); with none of these (tables,
-    /// subgraphs) its best BM25 unit alone.
+    /// (`bridge`), its best unit (BM25 without its own title's words) when that unit's BM25
+    /// reaches [`BM25_PICK_SHARE`] of the question's best (`bm25`), and its lead sentence
+    /// (`lead`) when neither picked a unit or the question is a comparison; with none of these
+    /// (tables, subgraphs) its best unit alone.
     fn source(&self, c: usize, chosen: &[usize], items: &mut Vec<Positive>) {
         let units = &self.sources[c].units;
         let share = |u: usize| {
@@ -433,7 +448,25 @@ impl Picks<'_, '_> {
                 .copied()
                 .filter(|&u| self.answer[u] >= 2 && is_sentence(u)),
         );
-        let best = best_of(&mut units.iter().copied());
+        // The unit that best matches what the question asks beyond naming this source's
+        // entity: every unit of a page is about its title, so the title's words tell none of
+        // them apart (the earliest on a tie).
+        let best = units
+            .iter()
+            .copied()
+            .fold(None, |b: Option<usize>, u| match b {
+                Some(x) if self.unit_own[x] >= self.unit_own[u] => Some(x),
+                _ => Some(u),
+            });
+        let bridged = |u: usize| chosen.iter().any(|&o| o != c && self.names[o][u]);
+        let lexical_pick = |u: usize| Some(u) == best && share(u) >= BM25_PICK_SHARE;
+        // The lead only names the entity; when another unit links the chain or matches the
+        // question, that unit is the evidence (except in comparisons, whose compared facts
+        // (born, founded) the lead usually holds).
+        let lead_too = self.comparison
+            || !units
+                .iter()
+                .any(|&u| !self.units[u].lead && (bridged(u) || lexical_pick(u)));
         let start = items.len();
         for &u in units {
             let unit = &self.units[u];
@@ -445,11 +478,11 @@ impl Picks<'_, '_> {
                     1 => ("operand", 0.85, false),
                     _ => continue,
                 }
-            } else if chosen.iter().any(|&o| o != c && self.names[o][u]) {
+            } else if bridged(u) {
                 ("bridge", 0.8, false)
-            } else if unit.lead {
+            } else if unit.lead && lead_too {
                 ("lead", 0.6, false)
-            } else if Some(u) == best && share(u) >= BM25_PICK_SHARE {
+            } else if lexical_pick(u) {
                 ("bm25", 0.5 * share(u), true)
             } else {
                 continue;
@@ -507,6 +540,9 @@ impl Method for AnswerAware {
             "prune": "after the first source: holds the answer, or linked when the chain reaches it; not with tables",
             "comparison": "the sources whose titles the question names",
             "answer_sentences": "the best bm25 one per source",
+            "title_score": "title bm25 share x share of the title's words in the question",
+            "best_unit": "bm25 over the question terms not in the source's title",
+            "lead": "only when no bridge or bm25 unit of the source is picked; always in comparisons",
             "bm25_pick_share": BM25_PICK_SHARE,
             "reasons": {"exact": 1.0, "substring": 0.9, "operand": 0.85, "bridge": 0.8, "lead": 0.6, "bm25": 0.5},
         })
@@ -616,6 +652,14 @@ impl Method for AnswerAware {
         let UnitScan { tf, lens, names } = scan_units(&query, &sources, &units, &unit_src);
         let bm = Bm25::from_counts(tf, lens, self.k1, self.b);
         let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(u)).collect();
+        // Per source, which query terms are words of its title.
+        let in_title: Vec<Vec<bool>> = sources
+            .iter()
+            .map(|s| query.iter().map(|w| s.terms.contains(w)).collect())
+            .collect();
+        let unit_own: Vec<f64> = (0..units.len())
+            .map(|u| bm.score_of(u, |j| !in_title[unit_src[u]][j]))
+            .collect();
         let tbm = Bm25::new(
             &query,
             sources.iter().map(|s| s.terms.iter().map(String::as_str)),
@@ -682,8 +726,18 @@ impl Method for AnswerAware {
                 } else {
                     0.0
                 };
+                // The title's BM25 share, scaled by how much of the title the question
+                // contains: a title sharing one common word with the question ("Freedom
+                // Watch with Judge Napolitano" for "a judge on a television show") is no
+                // sign the question is about its entity.
+                let title_share = if s.terms.is_empty() {
+                    0.0
+                } else {
+                    s.terms.iter().filter(|w| query.contains(w)).count() as f64
+                        / s.terms.len() as f64
+                };
                 share(best_bm[i], max_bm)
-                    + share(title_bm[i], max_tbm)
+                    + share(title_bm[i], max_tbm) * title_share
                     + named
                     + if holds[i] { 1.0 } else { 0.0 }
             })
@@ -730,8 +784,10 @@ impl Method for AnswerAware {
             answer: &answer,
             names: &names,
             unit_bm: &unit_bm,
+            unit_own: &unit_own,
             max_bm,
             sh,
+            comparison: q.question_type.as_deref() == Some("comparison"),
         };
         let mut items = Vec::new();
         for &c in &chosen {

@@ -998,46 +998,85 @@ fn report_on_shared_samples() {
     check_target(&r);
 }
 
-/// Weak positives when a retriever chose the context: the shared HotpotQA fullwiki records,
-/// whose contexts miss gold paragraphs and hold distractors that mention the answer. The
-/// target: `answer-aware` sentence F1 at least 65 there (51.9 before its chain was pruned
-/// and its answer sentences thinned), and on the distractor contexts no lower than the 74.5 it
-/// had before.
+/// The shared HotpotQA files `answer-aware` is measured on, whether its rules were tuned on
+/// each, and the sentence F1 it must keep there. The rules were tuned on AMOR's fullwiki
+/// records (both files; the 53 distractor records served as a guard) only. The 200 official
+/// fullwiki records (`tts200`, another retriever's contexts: fewer gold paragraphs, more
+/// distractors that hold the answer) were not looked at while tuning, only scored once each
+/// rule was fixed, so their figure is the one that says how the rules generalise. Floors are the measured figures rounded down
+/// (docs/benchmarks.md, "Weak positives on questions nobody tuned on").
+const HOTPOT_SPLITS: [(&str, &str, bool, f64); 4] = [
+    (
+        "fullwiki AMOR",
+        "hotpot_dev_fullwiki_v1.amor200.jsonl",
+        true,
+        69.5,
+    ),
+    (
+        "fullwiki AMOR rest",
+        "hotpot_dev_fullwiki_v1.amor_rest.jsonl",
+        true,
+        68.0,
+    ),
+    (
+        "fullwiki official",
+        "hotpot_dev_fullwiki_v1.tts200.jsonl",
+        false,
+        64.0,
+    ),
+    (
+        "distractor",
+        "hotpot_dev_distractor_v1.head.json",
+        true,
+        77.5,
+    ),
+];
+
+/// Weak positives when a retriever chose the context: the shared HotpotQA fullwiki files,
+/// whose contexts miss gold paragraphs and hold distractors that mention the answer, and the
+/// distractor file. Prints every split's sentence P/R/F1 with whether the rules were tuned on
+/// it (`--nocapture`), and checks each split's floor and that `answer-aware` stays at least 20
+/// F1 points above `hseq-paper` on the fullwiki files.
 #[test]
 fn weak_positives_hold_up_on_retrieved_contexts() {
-    let Some((labels, questions)) = label_sample(
-        Format::HotpotQa,
-        "hotpotqa/hotpot_dev_fullwiki_v1.amor200.jsonl",
-        true,
-    ) else {
-        eprintln!("skipping: the shared HotpotQA fullwiki sample is absent");
-        return;
-    };
-    let fullwiki = report::compute(&labels, &questions);
-    println!("fullwiki contexts:\n{}", fullwiki.render_table());
-    let h = &fullwiki.datasets["hotpotqa"];
-    assert_eq!(h["answer-aware"].questions, 200);
-    let (aware, paper) = (
-        h["answer-aware"].levels["sentence"],
-        h["hseq-paper"].levels["sentence"],
-    );
-    assert!(aware.f1 >= 65.0, "fullwiki sentence F1 {:.1}", aware.f1);
-    assert!(
-        aware.f1 >= paper.f1 + 20.0,
-        "{:.1} vs {:.1}",
-        aware.f1,
-        paper.f1
-    );
-
-    let (labels, questions) = label_sample(
-        Format::HotpotQa,
-        "hotpotqa/hotpot_dev_distractor_v1.head.json",
-        true,
-    )
-    .expect("the fullwiki sample's sibling");
-    let distractor = report::compute(&labels, &questions);
-    let aware = distractor.datasets["hotpotqa"]["answer-aware"].levels["sentence"];
-    assert!(aware.f1 >= 74.5, "distractor sentence F1 {:.1}", aware.f1);
+    let mut rows = Vec::new();
+    for (name, file, tuned, floor) in HOTPOT_SPLITS {
+        let Some((labels, questions)) =
+            label_sample(Format::HotpotQa, &format!("hotpotqa/{file}"), true)
+        else {
+            eprintln!("skipping {name}: {file} is absent");
+            continue;
+        };
+        let r = report::compute(&labels, &questions);
+        let h = &r.datasets["hotpotqa"];
+        let (aware, paper) = (
+            h["answer-aware"].levels["sentence"],
+            h["hseq-paper"].levels["sentence"],
+        );
+        rows.push(format!(
+            "{name:20} {:>4} questions  tuned on: {:3}  P {:.1} R {:.1} F1 {:.1}  (hseq-paper F1 {:.1})",
+            h["answer-aware"].questions,
+            if tuned { "yes" } else { "no" },
+            aware.precision,
+            aware.recall,
+            aware.f1,
+            paper.f1
+        ));
+        assert!(
+            aware.f1 >= floor,
+            "{name}: sentence F1 {:.1} < {floor}",
+            aware.f1
+        );
+        if file.contains("fullwiki") {
+            assert!(
+                aware.f1 >= paper.f1 + 20.0,
+                "{name}: {:.1} vs {:.1}",
+                aware.f1,
+                paper.f1
+            );
+        }
+    }
+    println!("answer-aware, sentence level:\n{}", rows.join("\n"));
 }
 
 /// `Prepared::norm` of a paragraph is built from its sentences' normalised texts; on every
