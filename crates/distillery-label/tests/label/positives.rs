@@ -1039,7 +1039,7 @@ const HOTPOT_SPLITS: [(&str, &str, bool, f64); 4] = [
 /// F1 points above `hseq-paper` on the fullwiki files.
 #[test]
 fn weak_positives_hold_up_on_retrieved_contexts() {
-    let mut rows = Vec::new();
+    let (mut rows, mut failed) = (Vec::new(), Vec::new());
     for (name, file, tuned, floor) in HOTPOT_SPLITS {
         let Some((labels, questions)) =
             label_sample(Format::HotpotQa, &format!("hotpotqa/{file}"), true)
@@ -1062,21 +1062,18 @@ fn weak_positives_hold_up_on_retrieved_contexts() {
             aware.f1,
             paper.f1
         ));
-        assert!(
-            aware.f1 >= floor,
-            "{name}: sentence F1 {:.1} < {floor}",
-            aware.f1
-        );
-        if file.contains("fullwiki") {
-            assert!(
-                aware.f1 >= paper.f1 + 20.0,
-                "{name}: {:.1} vs {:.1}",
-                aware.f1,
-                paper.f1
-            );
+        if aware.f1 < floor {
+            failed.push(format!("{name}: sentence F1 {:.1} < {floor}", aware.f1));
+        }
+        if file.contains("fullwiki") && aware.f1 < paper.f1 + 20.0 {
+            failed.push(format!(
+                "{name}: {:.1} vs hseq-paper {:.1}",
+                aware.f1, paper.f1
+            ));
         }
     }
     println!("answer-aware, sentence level:\n{}", rows.join("\n"));
+    assert!(failed.is_empty(), "{}", failed.join("; "));
 }
 
 /// `Prepared::norm` of a paragraph is built from its sentences' normalised texts; on every
