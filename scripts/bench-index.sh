@@ -127,7 +127,13 @@ import pyarrow as pa, pyarrow.parquet as pq, glob
 import json
 t = pa.concat_tables([pq.read_table(f) for f in sorted(glob.glob('$WORK/root-dense/versions/*/passages/*.parquet'))]).to_pydict()
 json.dump([f'{a}\\n{b}' if a else b for a, b in zip(t['title'], t['text'])], open('$WORK/embed.json', 'w'))"
+  # Figures depend on the processor (issue 57): name it, the matrix kernels candle picked on
+  # it (`distillery --version`), and torch's CPU capability, beside the ratio.
+  cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
+  kernels=$("$BIN" --version | sed -n 's/^cpu matrix kernels: //p')
+  echo "   cpu: ${cpu:-unknown}; distillery's matrix kernels: ${kernels:-unknown}"
   if "$ST_PYTHON" -c "import sentence_transformers" 2>/dev/null; then
+    echo "   torch: $("$ST_PYTHON" -c 'import torch; print(torch.__version__, "cpu capability", torch.backends.cpu.get_cpu_capability())')"
     read -r theirs m <<<"$($PIN "$ST_PYTHON" scripts/bench/index.py st "$DISTILLERY_EMBED_MODEL" "$WORK/embed.json" 32)"
     python3 -c "print(f'{$n} passages: index stage {$ours:.2f} s ({$n/$ours:.1f}/s), sentence-transformers {$theirs:.2f} s ({$m/$theirs:.1f}/s): throughput ratio {$theirs/$ours:.2f}x')"
   else

@@ -438,6 +438,26 @@ fn reruns_write_identical_files_and_shards_are_deterministic() {
     assert!(!a.join("_staging").exists());
 }
 
+/// `--version` names the CPU matrix kernels picked on this machine (issue 57: figures depend on
+/// the processor, and bench reports print this line); `-V` stays the bare version.
+#[test]
+fn version_names_the_cpu_matrix_kernels() {
+    let long = ok(&["--version"]);
+    let kernels = long
+        .lines()
+        .find_map(|l| l.strip_prefix("cpu matrix kernels: "))
+        .unwrap_or_else(|| panic!("no kernels line in {long:?}"));
+    assert!(
+        ["avx512f", "avx2+fma", "neon", "scalar"].contains(&kernels),
+        "{kernels}"
+    );
+    let short = ok(&["-V"]);
+    assert_eq!(
+        short.trim(),
+        format!("distillery {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
 #[test]
 fn logs_to_a_pipe_carry_no_colour_and_json_logs_are_one_object_a_line() {
     let tmp = tempfile::tempdir().unwrap();

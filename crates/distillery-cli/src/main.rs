@@ -23,6 +23,7 @@
 //! labeller's many small strings, and at least as fast as mimalloc with less peak memory
 //! (measured with `scripts/bench-label.sh`, see docs/benchmarks.md). `quick-xml` escapes the
 //! text of the HTML report; `rustix` raises the open-files limit at start.
+//! `distillery-embed` gives `--version` the CPU kernels candle's matrix products run on here.
 //!
 //! This file holds logging, the runtime and the dispatch; the arguments are in `args`, and
 //! each command is a module of `commands`.
@@ -35,7 +36,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use distillery_exec::run::ProgressMode;
 use tracing_subscriber::EnvFilter;
 
@@ -74,7 +75,24 @@ fn raise_open_files_limit() {
 
 fn main() -> ExitCode {
     raise_open_files_limit();
-    let cli = Cli::parse();
+    // `--version` also names the CPU kernels candle's matrix products run on here (they are
+    // picked at run time from the CPU's features), for bench reports and bug reports.
+    let long_version: &'static str = Box::leak(
+        format!(
+            "{}\ncpu matrix kernels: {}",
+            env!("CARGO_PKG_VERSION"),
+            distillery_embed::cpu_kernels()
+        )
+        .into_boxed_str(),
+    );
+    let cli = match Cli::command()
+        .long_version(long_version)
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let level = if cli.verbose {
         "debug"
     } else if cli.quiet {

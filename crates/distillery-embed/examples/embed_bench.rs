@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let batch: usize = batch.parse()?;
     let texts: Vec<String> = serde_json::from_slice(&std::fs::read(texts)?)?;
+    eprintln!("cpu matrix kernels: {}", distillery_embed::cpu_kernels());
     let e = distillery_embed::Embedder::load_on(model, device)?;
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| texts[i].len());

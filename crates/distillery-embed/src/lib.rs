@@ -31,6 +31,9 @@ use candle_nn::VarBuilder;
 
 mod bert;
 mod gelu;
+mod kernels;
+
+pub use kernels::cpu_kernels;
 
 use bert::{Bert, Config};
 use distillery_core::{ErrorKind, HasKind};
