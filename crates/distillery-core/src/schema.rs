@@ -644,6 +644,24 @@ mod tests {
         assert_eq!(back, vec![d]);
     }
 
+    /// A table's column builder gives the batch serialization gives, for 0 to 40 rows made by
+    /// `make`, and the batch reads back into the same records.
+    fn same_as_serialization<T>(
+        kind: TableKind,
+        make: impl Fn(usize) -> T,
+        build: impl Fn(&[T]) -> Result<RecordBatch, SchemaError>,
+    ) where
+        T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        for rows in [0, 1, 2, 7, 40] {
+            let items: Vec<T> = (0..rows).map(&make).collect();
+            let built = build(&items).unwrap();
+            assert_eq!(built, to_batch(kind, &items).unwrap(), "{rows} rows");
+            let back: Vec<T> = from_batch(kind, &built).unwrap();
+            assert_eq!(back, items);
+        }
+    }
+
     #[test]
     fn triples_batches_are_what_serialization_builds() {
         let triple = |n: usize| Triple {
@@ -667,18 +685,9 @@ mod tests {
             teacher: (n % 4 == 3).then(|| "m@r".into()),
             cache_entry: (n % 4 == 3).then(|| format!("{n:040x}")),
         };
-        for rows in [0, 1, 2, 7, 40] {
-            let items: Vec<Triple> = (0..rows).map(triple).collect();
-            let refs: Vec<&Triple> = items.iter().collect();
-            let built = triples_batch(TableKind::Triples, &refs).unwrap();
-            assert_eq!(
-                built,
-                to_batch(TableKind::Triples, &items).unwrap(),
-                "{rows} rows"
-            );
-            let back: Vec<Triple> = from_batch(TableKind::Triples, &built).unwrap();
-            assert_eq!(back, items);
-        }
+        same_as_serialization(TableKind::Triples, triple, |items| {
+            triples_batch(TableKind::Triples, &items.iter().collect::<Vec<_>>())
+        });
     }
 
     #[test]
@@ -694,18 +703,9 @@ mod tests {
             aliases: (0..n % 4).map(|k| format!("a{k}\t{n}")).collect(),
             wikipedia: (n % 7 == 2).then(|| format!("W {n}")),
         };
-        for rows in [0, 1, 2, 7, 40] {
-            let items: Vec<Entity> = (0..rows).map(entity).collect();
-            let refs: Vec<&Entity> = items.iter().collect();
-            let built = entities_batch(TableKind::Entities, &refs).unwrap();
-            assert_eq!(
-                built,
-                to_batch(TableKind::Entities, &items).unwrap(),
-                "{rows} rows"
-            );
-            let back: Vec<Entity> = from_batch(TableKind::Entities, &built).unwrap();
-            assert_eq!(back, items);
-        }
+        same_as_serialization(TableKind::Entities, entity, |items| {
+            entities_batch(TableKind::Entities, &items.iter().collect::<Vec<_>>())
+        });
     }
 
     #[test]
@@ -723,14 +723,7 @@ mod tests {
             triple_id: format!("{n:040x}"),
             source: "freebase".into(),
         };
-        for rows in [0, 1, 2, 7, 40] {
-            let items: Vec<SubgraphEdge> = (0..rows).map(edge).collect();
-            let built = subgraphs_batch(&items).unwrap();
-            let want = to_batch(TableKind::Subgraphs, &items).unwrap();
-            assert_eq!(built, want, "{rows} rows");
-            let back: Vec<SubgraphEdge> = from_batch(TableKind::Subgraphs, &built).unwrap();
-            assert_eq!(back, items);
-        }
+        same_as_serialization(TableKind::Subgraphs, edge, subgraphs_batch);
     }
 
     #[test]
@@ -763,17 +756,7 @@ mod tests {
             cache_entries: (0..n % 4).map(|k| format!("{k:040x}")).collect(),
             revisions: (0..n % 3).map(|k| format!("enwiki#{k}@{n}")).collect(),
         };
-        for rows in [0, 1, 2, 7, 40] {
-            let items: Vec<SftSample> = (0..rows).map(sample).collect();
-            let built = sft_batch(&items).unwrap();
-            assert_eq!(
-                built,
-                to_batch(TableKind::Sft, &items).unwrap(),
-                "{rows} rows"
-            );
-            let back: Vec<SftSample> = from_batch(TableKind::Sft, &built).unwrap();
-            assert_eq!(back, items);
-        }
+        same_as_serialization(TableKind::Sft, sample, sft_batch);
     }
 
     #[test]
