@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
-use distillery_core::schema::records_to_batch;
+use distillery_core::schema::{TriplesBuilder, records_to_batch};
 pub use distillery_core::sharded::shard_key;
 use distillery_core::sharded::{ShardMemo, ShardedBatches};
 use distillery_core::{Record, RecordSink, SinkError, TableKind};
@@ -52,10 +52,71 @@ impl SinkCounts {
 /// Flush a buffer at this many approximate bytes even before `batch_size` records.
 const BUFFER_BYTES: usize = 8 << 20;
 
+/// What one (table, shard) holds until its batch is full.
+enum Rows {
+    Records(Vec<Record>),
+    /// `triples` and `literals` rows, appended to their columns as they come: a KG dump's
+    /// rows are many and small, and a buffered record was 408 bytes moved and read back.
+    Triples(Box<TriplesBuilder>),
+}
+
+/// One (table, shard)'s rows, their number and approximate bytes.
+struct Buffer {
+    rows: Rows,
+    len: usize,
+    bytes: usize,
+}
+
+impl Buffer {
+    fn new(table: TableKind) -> Buffer {
+        let rows = match table {
+            TableKind::Triples | TableKind::Literals => {
+                Rows::Triples(Box::new(TriplesBuilder::new(table)))
+            }
+            _ => Rows::Records(Vec::new()),
+        };
+        Buffer {
+            rows,
+            len: 0,
+            bytes: 0,
+        }
+    }
+
+    fn push(&mut self, record: Record, size: usize) -> Result<(), SinkError> {
+        match (&mut self.rows, record) {
+            (Rows::Triples(b), Record::Triple(t) | Record::Literal(t)) => b.push(&t),
+            (Rows::Records(v), r) => v.push(r),
+            (Rows::Triples(_), r) => {
+                return Err(SinkError(format!(
+                    "a `{}` record buffered with triples",
+                    r.kind().name()
+                )));
+            }
+        }
+        self.len += 1;
+        self.bytes += size;
+        Ok(())
+    }
+
+    /// The rows buffered as one batch; the buffer is left empty and keeps its capacity.
+    fn take(&mut self, table: TableKind) -> Result<RecordBatch, SinkError> {
+        let batch = match &mut self.rows {
+            Rows::Records(records) => {
+                let batch = records_to_batch(table, records);
+                records.clear();
+                batch
+            }
+            Rows::Triples(b) => b.finish(),
+        };
+        (self.len, self.bytes) = (0, 0);
+        batch.map_err(|e| SinkError(e.to_string()))
+    }
+}
+
 pub struct BatchingSink {
     shards: ShardMemo,
     batch_size: usize,
-    buffers: foldhash::HashMap<(TableKind, u32), (Vec<Record>, usize)>,
+    buffers: foldhash::HashMap<(TableKind, u32), Buffer>,
     tx: mpsc::Sender<PartBatch>,
     pub counts: SinkCounts,
 }
@@ -75,15 +136,13 @@ impl BatchingSink {
     /// again from empty after every batch moved each record once more (3% of a Freebase
     /// ingest on one core).
     fn flush(&mut self, key: (TableKind, u32)) -> Result<(), SinkError> {
-        let Some((records, size)) = self.buffers.get_mut(&key) else {
+        let Some(buffer) = self.buffers.get_mut(&key) else {
             return Ok(());
         };
-        if records.is_empty() {
+        if buffer.len == 0 {
             return Ok(());
         }
-        let batch = records_to_batch(key.0, records).map_err(|e| SinkError(e.to_string()))?;
-        records.clear();
-        *size = 0;
+        let batch = buffer.take(key.0)?;
         self.send(key, batch)
     }
 
@@ -140,10 +199,9 @@ impl RecordSink for BatchingSink {
         let key = (table, shard);
         let size = approx_size(&record);
         let full = {
-            let buf = self.buffers.entry(key).or_default();
-            buf.0.push(record);
-            buf.1 += size;
-            buf.0.len() >= self.batch_size || buf.1 >= BUFFER_BYTES
+            let buf = (self.buffers.entry(key)).or_insert_with(|| Buffer::new(table));
+            buf.push(record, size)?;
+            buf.len >= self.batch_size || buf.bytes >= BUFFER_BYTES
         };
         if full {
             self.flush(key)?;

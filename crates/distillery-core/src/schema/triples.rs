@@ -1,0 +1,158 @@
+//! [`TriplesBuilder`]: the `triples` and `literals` tables built one row at a time.
+//!
+//! A KG dump is billions of rows of short strings. Built from a buffer of owned records, each
+//! row was a 408-byte [`Record`](crate::Record) moved into the buffer and read back once per
+//! column, and its strings were freed a batch later. Appended as it comes, a row's strings are
+//! copied once into the columns and freed at once.
+
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, StringBuilder, UInt32Builder, UInt64Builder};
+use arrow_array::{ArrayRef, RecordBatch};
+
+use super::{SchemaError, schema_of};
+use crate::TableKind;
+use crate::record::Triple;
+
+/// The string columns every row has, in [`TriplesBuilder::text`]'s order.
+const TEXT: [&str; 7] = [
+    "id",
+    "dataset",
+    "source",
+    "subject",
+    "predicate",
+    "object",
+    "object_kind",
+];
+/// The optional string columns, in [`TriplesBuilder::opt`]'s order.
+const OPT: [&str; 8] = [
+    "lang",
+    "datatype",
+    "subject_name",
+    "object_name",
+    "time",
+    "document_id",
+    "teacher",
+    "cache_entry",
+];
+/// The optional u32 columns, in [`TriplesBuilder::u32s`]'s order.
+const U32: [&str; 3] = ["sentence", "start", "end"];
+
+/// Rows of the `triples` or `literals` table (the same columns), appended one at a time; the
+/// batch [`TriplesBuilder::finish`] makes is the one [`super::to_batch`] makes of the same
+/// triples.
+#[derive(Debug)]
+pub struct TriplesBuilder {
+    table: TableKind,
+    text: [StringBuilder; 7],
+    opt: [StringBuilder; 8],
+    u32s: [UInt32Builder; 3],
+    line: UInt64Builder,
+    /// The most rows and bytes per string column of a batch so far: the next one's capacity.
+    rows: usize,
+    bytes: [usize; 15],
+}
+
+impl TriplesBuilder {
+    /// An empty builder for `table` (`triples` or `literals`).
+    pub fn new(table: TableKind) -> TriplesBuilder {
+        TriplesBuilder::with_capacity(table, 0, [0; 15])
+    }
+
+    fn with_capacity(table: TableKind, rows: usize, bytes: [usize; 15]) -> TriplesBuilder {
+        let text = |i: usize| StringBuilder::with_capacity(rows, bytes[i]);
+        TriplesBuilder {
+            table,
+            text: std::array::from_fn(text),
+            opt: std::array::from_fn(|i| text(TEXT.len() + i)),
+            u32s: std::array::from_fn(|_| UInt32Builder::with_capacity(rows)),
+            line: UInt64Builder::with_capacity(rows),
+            rows,
+            bytes,
+        }
+    }
+
+    /// Appends one row.
+    pub fn push(&mut self, t: &Triple) {
+        let text = [
+            &t.id,
+            &t.dataset,
+            &t.source,
+            &t.subject,
+            &t.predicate,
+            &t.object,
+            &t.object_kind,
+        ];
+        for (b, v) in self.text.iter_mut().zip(text) {
+            b.append_value(v);
+        }
+        let opt = [
+            &t.lang,
+            &t.datatype,
+            &t.subject_name,
+            &t.object_name,
+            &t.time,
+            &t.document_id,
+            &t.teacher,
+            &t.cache_entry,
+        ];
+        for (b, v) in self.opt.iter_mut().zip(opt) {
+            b.append_option(v.as_deref());
+        }
+        for (b, v) in self.u32s.iter_mut().zip([t.sentence, t.start, t.end]) {
+            b.append_option(v);
+        }
+        self.line.append_option(t.line);
+    }
+
+    /// Rows appended since the last [`TriplesBuilder::finish`].
+    pub fn len(&self) -> usize {
+        self.line.len()
+    }
+
+    /// Whether no row was appended since the last [`TriplesBuilder::finish`].
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The rows appended as one batch; the builder starts again empty, with room for as
+    /// many rows and bytes as the largest batch so far held.
+    pub fn finish(&mut self) -> Result<RecordBatch, SchemaError> {
+        let table = self.table;
+        let rows = self.len();
+        let mut bytes = [0; 15];
+        for ((n, b), last) in (bytes.iter_mut())
+            .zip(self.text.iter().chain(&self.opt))
+            .zip(self.bytes)
+        {
+            *n = b.values_slice().len().max(last);
+        }
+        let mut next = TriplesBuilder::with_capacity(table, rows.max(self.rows), bytes);
+        std::mem::swap(self, &mut next);
+        let mut built = next;
+        let schema = schema_of(table);
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let name = field.name().as_str();
+            let column: ArrayRef = if let Some(i) = TEXT.iter().position(|c| *c == name) {
+                Arc::new(built.text[i].finish())
+            } else if let Some(i) = OPT.iter().position(|c| *c == name) {
+                Arc::new(built.opt[i].finish())
+            } else if let Some(i) = U32.iter().position(|c| *c == name) {
+                Arc::new(built.u32s[i].finish())
+            } else if name == "line" {
+                Arc::new(built.line.finish())
+            } else {
+                return Err(SchemaError {
+                    table: table.name().to_string(),
+                    message: format!("no builder for column `{name}`"),
+                });
+            };
+            columns.push(column);
+        }
+        RecordBatch::try_new(schema, columns).map_err(|e| SchemaError {
+            table: table.name().to_string(),
+            message: e.to_string(),
+        })
+    }
+}
