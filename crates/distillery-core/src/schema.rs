@@ -124,7 +124,7 @@ fn optional_string_column<T>(
 /// parser does. `table` is `triples` or `literals` (the same columns). Tested equal to
 /// [`to_batch`].
 pub fn triples_batch(table: TableKind, items: &[&Triple]) -> Result<RecordBatch, SchemaError> {
-    let mut b = TriplesBuilder::new(table);
+    let mut b = TriplesBuilder::for_items(table, items);
     for t in items {
         b.push(t);
     }

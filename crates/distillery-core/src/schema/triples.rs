@@ -59,6 +59,18 @@ impl TriplesBuilder {
         TriplesBuilder::with_capacity(table, 0, [0; 15])
     }
 
+    /// An empty builder with room for `rows` rows and as many bytes in each string column as
+    /// `items` hold: the batch of a whole run, built at once.
+    pub(super) fn for_items(table: TableKind, items: &[&Triple]) -> TriplesBuilder {
+        let mut bytes = [0; 15];
+        for t in items {
+            for (n, v) in bytes.iter_mut().zip(strings(t)) {
+                *n += v.map_or(0, str::len);
+            }
+        }
+        TriplesBuilder::with_capacity(table, items.len(), bytes)
+    }
+
     fn with_capacity(table: TableKind, rows: usize, bytes: [usize; 15]) -> TriplesBuilder {
         let text = |i: usize| StringBuilder::with_capacity(rows, bytes[i]);
         TriplesBuilder {
@@ -74,30 +86,13 @@ impl TriplesBuilder {
 
     /// Appends one row.
     pub fn push(&mut self, t: &Triple) {
-        let text = [
-            &t.id,
-            &t.dataset,
-            &t.source,
-            &t.subject,
-            &t.predicate,
-            &t.object,
-            &t.object_kind,
-        ];
+        let all = strings(t);
+        let (text, opt) = all.split_at(TEXT.len());
         for (b, v) in self.text.iter_mut().zip(text) {
-            b.append_value(v);
+            b.append_value(v.unwrap_or_default());
         }
-        let opt = [
-            &t.lang,
-            &t.datatype,
-            &t.subject_name,
-            &t.object_name,
-            &t.time,
-            &t.document_id,
-            &t.teacher,
-            &t.cache_entry,
-        ];
         for (b, v) in self.opt.iter_mut().zip(opt) {
-            b.append_option(v.as_deref());
+            b.append_option(*v);
         }
         for (b, v) in self.u32s.iter_mut().zip([t.sentence, t.start, t.end]) {
             b.append_option(v);
@@ -155,4 +150,25 @@ impl TriplesBuilder {
             message: e.to_string(),
         })
     }
+}
+
+/// A triple's string columns, in [`TEXT`] then [`OPT`] order (those of [`TEXT`] always set).
+fn strings(t: &Triple) -> [Option<&str>; 15] {
+    [
+        Some(&t.id),
+        Some(&t.dataset),
+        Some(&t.source),
+        Some(&t.subject),
+        Some(&t.predicate),
+        Some(&t.object),
+        Some(&t.object_kind),
+        t.lang.as_deref(),
+        t.datatype.as_deref(),
+        t.subject_name.as_deref(),
+        t.object_name.as_deref(),
+        t.time.as_deref(),
+        t.document_id.as_deref(),
+        t.teacher.as_deref(),
+        t.cache_entry.as_deref(),
+    ]
 }
