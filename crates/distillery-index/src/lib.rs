@@ -21,7 +21,8 @@
 //! - [`search`]: BM25, dense and hybrid (reciprocal-rank fusion) search of a version.
 //! - [`ram`]: [`Bm25Index`], BM25 in memory.
 //!
-//! Dependencies: `tantivy` (BM25 scoring, analyzers, postings; `mmap` for indexes on disk),
+//! Dependencies: `tantivy` (BM25 scoring, analyzers, postings; `mmap` for indexes on disk,
+//! and its `MmapDirectory` maps the KG's `adjacency.bin` without `unsafe` here),
 //! `usearch` (HNSW; chosen over the pure-Rust `hnsw_rs` because its file format is read by
 //! its own Python, JavaScript and C packages and it queries and builds 3-4x faster here, at
 //! the cost of a C++ build of about 3.5 minutes), `arrow`/`parquet` (the passage, embedding

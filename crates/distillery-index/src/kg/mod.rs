@@ -25,8 +25,8 @@
 //!   and, on CVT nodes, `cvt` data, on nodes with aliases `aliases` (a JSON array), edges
 //!   with `relation` and `source` data), which `networkx.read_graphml`
 //!   and igraph's `Graph.Read_GraphML` load.
-//! - `adjacency.bin`: the nodes and edges once more as fixed-width arrays read by positional
-//!   reads, for walks over many small neighbourhoods ([`adjacency`]).
+//! - `adjacency.bin`: the nodes and edges once more as fixed-width arrays, read in place from
+//!   the file mapped into memory, for walks over many small neighbourhoods ([`adjacency`]).
 //!
 //! Why offsets: both edge files are sorted by the node id they are looked up by, so all the
 //! edges leaving (or entering) a node are one contiguous run of rows. `nodes.parquet` stores

@@ -724,7 +724,7 @@ fn assert_adjacency_matches(dir: &Path) {
             })
             .collect()
     };
-    // Asked one node at a time (one range each) and all at once (merged reads).
+    // Asked one node at a time and all at once.
     let mut all_out = Vec::new();
     let mut all_in = Vec::new();
     for i in 0..idx.len() {

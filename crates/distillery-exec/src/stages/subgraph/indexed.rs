@@ -5,8 +5,8 @@
 //! The index ([`distillery_index::kg`]) numbers its nodes by key and keeps each node's out-
 //! and in-edges as one contiguous run; its `adjacency.bin`
 //! ([`distillery_index::kg::adjacency`]) holds those runs as fixed-width entries found by two
-//! offsets. A pass reads the runs of its frontier's nodes (positional reads, nearby ranges
-//! merged), then the records (key, kind, name) of the edges' ends not seen yet, and every
+//! offsets. A pass reads the runs of its frontier's nodes (in place, from the mapped file),
+//! then the records (key, kind, name) of the edges' ends not seen yet, and every
 //! edge goes through [`Walk::visit_nodes`] as in the scan, so the filters, distances and
 //! hops are the scan's.
 //!

@@ -15,7 +15,7 @@
 //!
 //! With `index` (an `index` stage with `kinds` holding `kg`, or an index root), a task walks
 //! that KG adjacency index instead ([`indexed`]): each pass reads only the edge runs of its
-//! frontier's nodes (positional reads of the index's `adjacency.bin`), so its cost follows
+//! frontier's nodes (read in place from the index's mapped `adjacency.bin`), so its cost follows
 //! the neighbourhoods walked, not the KG, and splitting the questions over more tasks adds no
 //! scans of the graph. The rows and counters are the scan's (tested against it and against an
 //! independent BFS); the index keeps one edge per (subject, relation, object, source).
