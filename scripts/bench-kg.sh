@@ -32,10 +32,10 @@
 # shared VM move by 10% or more.
 #
 # BENCH_SG_MODES picks the modes of section 2 (default "index scan"; "index" skips the scans,
-# which take most of a round at 50M edges). BENCH_DIR keeps the inputs between runs; DISTILLERY_BIN runs another binary instead of
-# building a release one; BENCH_SECTIONS picks sections (default 12); BENCH_REUSE_INDEX=1
-# keeps a KG index built by an earlier run of section 2 in BENCH_DIR (same binary) instead of
-# loading the KG again.
+# which take most of a round at 50M edges; the index always runs). BENCH_DIR keeps the inputs
+# between runs; DISTILLERY_BIN runs another binary instead of building a release one;
+# BENCH_SECTIONS picks sections (default 12); BENCH_REUSE_INDEX=1 keeps a KG index built by an
+# earlier run of section 2 in BENCH_DIR (same binary) instead of loading the KG again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EDGES=${1:-50000000}
