@@ -692,7 +692,7 @@ pub trait RecordSink {
     /// The number of shards this sink spreads records over by
     /// [`shard_key`](crate::sharded::shard_key), when it shards them: a reader parsing on
     /// several threads may then group and convert its records there
-    /// ([`ShardedBatches::build`](crate::sharded::ShardedBatches::build)) and hand them over
+    /// ([`ShardedBuilder`](crate::sharded::ShardedBuilder)) and hand them over
     /// with [`RecordSink::emit_batches`]. `None` (the default): records only.
     fn shards(&self) -> Option<u32> {
         None

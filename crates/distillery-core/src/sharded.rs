@@ -1,10 +1,12 @@
 //! Records grouped and converted to Arrow on the thread that read them.
 //!
-//! A sink that shards ([`RecordSink::shards`]) groups records by (table, [`shard_key`]'s
-//! shard) and turns each group into a `RecordBatch`. A reader that parses on several threads
-//! (`distillery-ingest`'s `parlines`) can do that grouping and conversion on its parser threads
-//! with [`ShardedBatches::build`] and hand the result over with [`RecordSink::emit_batches`],
-//! so the one thread that feeds the writers no longer hashes, moves and converts every record.
+//! A sink that shards ([`crate::RecordSink::shards`]) groups records by (table,
+//! [`shard_key`]'s shard) and turns each group into a `RecordBatch`. A reader that parses on
+//! several threads (`distillery-ingest`'s `parlines`) can do that grouping and conversion on
+//! its parser threads, each record as it comes ([`ShardedBuilder`], itself a
+//! [`crate::RecordSink`]), and hand the result over with
+//! [`crate::RecordSink::emit_batches`], so the one thread that feeds the writers no longer
+//! hashes, moves and converts every record.
 //! The rows of each (table, shard) keep their input order, so the parts hold what record-by-
 //! record emitting would have written.
 
@@ -12,7 +14,7 @@ use arrow_array::RecordBatch;
 
 use crate::id::shard_of;
 use crate::record::{Record, TableKind, Triple};
-use crate::schema::{SchemaError, records_to_batch};
+use crate::schema::{SchemaError, TriplesBuilder, records_to_batch};
 
 /// The key a record is sharded by: its id, except KG edges, entity and literal alike (by
 /// subject, so a subject's edges stay together in one shard), entities (by key, so an
@@ -95,49 +97,96 @@ pub struct ShardedBatches {
 
 impl ShardedBatches {
     /// Groups `records` by table and by shard among `shards`, keeping their order within a
-    /// group, and converts each group.
+    /// group, and converts each group ([`ShardedBuilder`] over all of them).
     pub fn build(records: Vec<Record>, shards: u32) -> Result<ShardedBatches, SchemaError> {
-        // Groups hold references: a record is moved once (into `records`, by its parser), not
-        // again into its group (a triple is some 400 bytes; the extra move was 5% of a
-        // two-core Freebase ingest).
-        let mut groups: Vec<((TableKind, u32), Vec<&Record>)> = Vec::new();
-        let mut slot: foldhash::HashMap<(TableKind, u32), usize> = Default::default();
-        let mut quarantined = 0;
-        let mut memo = ShardMemo::new(shards);
-        for r in &records {
-            let table = r.kind();
-            if table == TableKind::Quarantine {
-                quarantined += 1;
-                continue;
-            }
-            let key = (table, memo.shard(shard_key(r)));
-            let i = *slot.entry(key).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            groups[i].1.push(r);
+        let mut b = ShardedBuilder::new(shards);
+        records.into_iter().for_each(|r| b.push(r));
+        b.finish()
+    }
+}
+
+/// [`ShardedBatches`] built as records come, on the thread that parses them. A `triples` or
+/// `literals` row goes into its group's columns at once (a [`TriplesBuilder`]) and its record
+/// is dropped there, as the one-thread sink does: holding every record of a chunk (some 400
+/// bytes each) to convert them at the end moved each one twice and read it back from memory.
+/// Other tables keep their records until [`ShardedBuilder::finish`].
+#[derive(Debug)]
+pub struct ShardedBuilder {
+    memo: ShardMemo,
+    slot: foldhash::HashMap<(TableKind, u32), usize>,
+    groups: Vec<((TableKind, u32), Group)>,
+    quarantine: Vec<Record>,
+}
+
+#[derive(Debug)]
+enum Group {
+    Rows(Box<TriplesBuilder>),
+    Records(Vec<Record>),
+}
+
+impl ShardedBuilder {
+    pub fn new(shards: u32) -> ShardedBuilder {
+        ShardedBuilder {
+            memo: ShardMemo::new(shards),
+            slot: Default::default(),
+            groups: Vec::new(),
+            quarantine: Vec::new(),
         }
-        groups.sort_by_key(|(k, _)| *k);
-        let batches = groups
-            .into_iter()
+    }
+
+    /// Adds `r` to the end of its (table, shard) group.
+    pub fn push(&mut self, r: Record) {
+        let table = r.kind();
+        if table == TableKind::Quarantine {
+            self.quarantine.push(r);
+            return;
+        }
+        let key = (table, self.memo.shard(shard_key(&r)));
+        let groups = &mut self.groups;
+        let i = *self.slot.entry(key).or_insert_with(|| {
+            let g = match table {
+                TableKind::Triples | TableKind::Literals => {
+                    Group::Rows(Box::new(TriplesBuilder::new(table)))
+                }
+                _ => Group::Records(Vec::new()),
+            };
+            groups.push((key, g));
+            groups.len() - 1
+        });
+        match (&mut groups[i].1, r) {
+            (Group::Rows(b), Record::Triple(t) | Record::Literal(t)) => b.push(&t),
+            (Group::Rows(_), r) => unreachable!("a {:?} record in a triples group", r.kind()),
+            (Group::Records(v), r) => v.push(r),
+        }
+    }
+
+    /// The groups as batches, ordered by (table, shard), and the quarantine records.
+    pub fn finish(mut self) -> Result<ShardedBatches, SchemaError> {
+        self.groups.sort_by_key(|(k, _)| *k);
+        let batches = (self.groups.into_iter())
             .map(|((table, shard), g)| {
+                let batch = match g {
+                    Group::Rows(mut b) => b.finish()?,
+                    Group::Records(v) => records_to_batch(table, &v)?,
+                };
                 Ok(ShardBatch {
                     table,
                     shard,
-                    batch: records_to_batch(table, &g)?,
+                    batch,
                 })
             })
             .collect::<Result<_, SchemaError>>()?;
-        let quarantine = match quarantined {
-            0 => Vec::new(),
-            _ => (records.into_iter())
-                .filter(|r| r.kind() == TableKind::Quarantine)
-                .collect(),
-        };
         Ok(ShardedBatches {
             batches,
-            quarantine,
+            quarantine: self.quarantine,
         })
+    }
+}
+
+impl crate::record::RecordSink for ShardedBuilder {
+    fn emit(&mut self, record: Record) -> Result<(), crate::record::SinkError> {
+        self.push(record);
+        Ok(())
     }
 }
 
@@ -206,5 +255,65 @@ mod tests {
         }
         let rows: usize = got.batches.iter().map(|b| b.batch.num_rows()).sum();
         assert_eq!(rows, want.len());
+    }
+
+    /// Rows appended as they come make the batch the records of the group make at once:
+    /// every column, optional ones included, for both triples tables, the other tables'
+    /// records and the quarantine records kept aside in order.
+    #[test]
+    fn built_as_they_come_equals_the_batch_of_the_group() {
+        let mut records = Vec::new();
+        for i in 0..300u32 {
+            let subject = format!("m.{}", i % 17);
+            match i % 5 {
+                0 => records.push(Record::Literal(Triple {
+                    id: format!("l{i}"),
+                    subject: subject.clone(),
+                    predicate: "type.object.name".into(),
+                    object: format!("name {i}"),
+                    object_kind: "literal".into(),
+                    lang: (i % 2 == 0).then(|| "en".to_string()),
+                    subject_name: (i % 4 == 0).then(|| format!("s{i}")),
+                    sentence: (i % 6 == 0).then_some(i),
+                    datatype: (i % 3 == 0).then(|| "xsd:string".to_string()),
+                    line: Some(u64::from(i)),
+                    ..Triple::default()
+                })),
+                1 if i % 7 == 1 => records.push(Record::Quarantine(crate::QuarantineRecord {
+                    reason: format!("bad {i}"),
+                    ..Default::default()
+                })),
+                2 => records.push(Record::Entity(Entity {
+                    id: format!("e{i}"),
+                    key: subject.clone(),
+                    ..Entity::default()
+                })),
+                _ => records.push(edge(&subject, &format!("m.o{i}"))),
+            }
+        }
+        let shards = 3;
+        let mut b = ShardedBuilder::new(shards);
+        for r in records.clone() {
+            b.push(r);
+        }
+        let got = b.finish().unwrap();
+        let quarantine: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.kind() == TableKind::Quarantine)
+            .collect();
+        assert_eq!(got.quarantine.iter().collect::<Vec<_>>(), quarantine);
+        let mut tables = std::collections::BTreeSet::new();
+        for g in &got.batches {
+            tables.insert(g.table);
+            let group: Vec<&Record> = records
+                .iter()
+                .filter(|r| r.kind() == g.table && shard_of(shard_key(r), shards) == g.shard)
+                .collect();
+            let want = records_to_batch(g.table, &group).unwrap();
+            assert_eq!(g.batch, want, "{:?} shard {}", g.table, g.shard);
+        }
+        let want: std::collections::BTreeSet<_> =
+            [TableKind::Triples, TableKind::Entities, TableKind::Literals].into();
+        assert_eq!(tables, want);
     }
 }

@@ -24,7 +24,7 @@ use std::io::{self, BufRead};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 
-use distillery_core::sharded::ShardedBatches;
+use distillery_core::sharded::{ShardedBatches, ShardedBuilder};
 use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
 use memchr::{memchr2, memchr2_iter, memrchr2};
 
@@ -133,17 +133,44 @@ pub(crate) enum Parsed {
     Batches(ShardedBatches),
 }
 
-impl Parsed {
-    /// `records` as the sink takes them best: batches for `shards`, else records.
-    pub fn new(records: Vec<Record>, shards: Option<u32>) -> Result<Parsed, IngestError> {
-        Ok(match shards {
-            Some(n) => Parsed::Batches(
-                ShardedBatches::build(records, n).map_err(|e| SinkError(e.to_string()))?,
-            ),
-            None => Parsed::Records(records),
-        })
+/// A parser thread's sink for one chunk: the records as they come, or, for a sink that shards,
+/// straight into their (table, shard) batches ([`ShardedBuilder`]). [`ChunkSink::finish`]
+/// gives the [`Parsed`] to hand over.
+pub(crate) enum ChunkSink {
+    Records(Vec<Record>),
+    Batches(ShardedBuilder),
+}
+
+impl ChunkSink {
+    /// The sink for `shards` ([`RecordSink::shards`] of the sink the chunk goes to).
+    pub fn new(shards: Option<u32>) -> ChunkSink {
+        match shards {
+            Some(n) => ChunkSink::Batches(ShardedBuilder::new(n)),
+            None => ChunkSink::Records(Vec::new()),
+        }
     }
 
+    pub fn finish(self) -> Result<Parsed, IngestError> {
+        Ok(match self {
+            ChunkSink::Records(r) => Parsed::Records(r),
+            ChunkSink::Batches(b) => {
+                Parsed::Batches(b.finish().map_err(|e| SinkError(e.to_string()))?)
+            }
+        })
+    }
+}
+
+impl RecordSink for ChunkSink {
+    fn emit(&mut self, record: Record) -> Result<(), SinkError> {
+        match self {
+            ChunkSink::Records(r) => r.push(record),
+            ChunkSink::Batches(b) => b.push(record),
+        }
+        Ok(())
+    }
+}
+
+impl Parsed {
     /// Applies `f` to each quarantine record (to make a chunk's record indexes absolute).
     pub fn map_quarantine(&mut self, mut f: impl FnMut(QuarantineRecord) -> QuarantineRecord) {
         let records = match self {

@@ -44,12 +44,12 @@ use std::io::BufRead;
 
 use distillery_core::id::{StableIdBuilder, stable_id};
 use distillery_core::spec::{FormatOptions, FreebaseOptions};
-use distillery_core::{Entity, Record, RecordSink, Triple, VecSink};
+use distillery_core::{Entity, Record, RecordSink, Triple};
 
 use self::ntriples::{Statement, Term, parse_line, unescape};
 use super::{ByteLines, LineRef, bad_line, truncated, utf8_line};
 use crate::input::{Compression, open_decompressed};
-use crate::parlines::{self, LineChunk, Parsed};
+use crate::parlines::{self, ChunkSink, LineChunk};
 use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
@@ -152,12 +152,12 @@ fn read_parallel(
 ) -> Result<(), IngestError> {
     let shards = sink.shards();
     let parse = |chunk: LineChunk| {
-        let mut out = VecSink::default();
+        let mut out = ChunkSink::new(shards);
         let mut counts = Counts::default();
         for line in chunk.lines() {
             read_line(lc, &line, &mut counts, &mut out)?;
         }
-        Ok::<_, IngestError>((Parsed::new(out.records, shards)?, counts))
+        Ok::<_, IngestError>((out.finish()?, counts))
     };
     let cut = parlines::run(reader, parsers, lc.opts.max_line_bytes, parse, |parsed| {
         let (parsed, counts) = parsed?;

@@ -3,6 +3,7 @@
 //! ones itself.
 
 use super::*;
+use distillery_core::VecSink;
 
 /// An entity in today's dump layout with every value type, escapes, qualifiers the time is
 /// read from (and a `somevalue` one it skips), references, sitelinks and an unknown field.

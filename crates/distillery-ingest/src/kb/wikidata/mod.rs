@@ -49,12 +49,12 @@ use std::io::BufRead;
 
 use distillery_core::id::stable_id;
 use distillery_core::spec::{FormatOptions, WikidataOptions};
-use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple, VecSink};
+use distillery_core::{Entity, QuarantineRecord, Record, RecordSink, Triple};
 
 use super::{ByteLines, LineRef, too_large_line, truncated};
 use crate::input::{Compression, open_decompressed};
 use crate::jsonstream::{JsonItems, SplitError};
-use crate::parlines::{self, LineChunk, Parsed};
+use crate::parlines::{self, ChunkSink, LineChunk};
 use crate::range::{LineRange, ReadMode, Shape, read_mode};
 use crate::{IngestError, InputCtx};
 
@@ -170,12 +170,12 @@ fn read_parallel(
 ) -> Result<(), IngestError> {
     let shards = sink.shards();
     let parse = |chunk: LineChunk| {
-        let mut out = VecSink::default();
+        let mut out = ChunkSink::new(shards);
         let mut entities = 0;
         for line in chunk.lines() {
             entity_line(ctx, opts, &line, &mut entities, &mut out)?;
         }
-        Ok::<_, IngestError>((Parsed::new(out.records, shards)?, entities))
+        Ok::<_, IngestError>((out.finish()?, entities))
     };
     let mut base = 0;
     let cut = parlines::run(reader, parsers, opts.max_line_bytes, parse, |parsed| {
