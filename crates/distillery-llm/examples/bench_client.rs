@@ -17,6 +17,9 @@
 //!      [`ResponseCache::get`] of every key in turn (key digest, in-memory index, an owned
 //!      copy of the entry) and [`ResponseCache::lookup`] (the same, the entry shared).
 //!
+//! Both sides run on jemalloc, the allocator the `distillery` binary ships with (with the
+//! workspace's `thp:always`).
+//!
 //! `cargo run --release -p distillery-llm --example bench_client -- [REQUESTS] [IN_FLIGHT] [KEYS] [ROUNDS]`
 
 use std::sync::Arc;
@@ -52,6 +55,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn rate(n: usize, t: Instant) -> f64 {
     n as f64 / t.elapsed().as_secs_f64()
 }
+
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() {
