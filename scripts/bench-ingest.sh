@@ -5,7 +5,8 @@
 #   scripts/bench-ingest.sh [WIKI_MB=200] [NT_LINES=2000000] [BIG_MB=1100]
 #
 # 1. MediaWiki ingest + HSEQ of the shared wiki sample repeated to WIKI_MB (bz2) vs
-#    `bzip2 -dc FILE > /dev/null`.
+#    `bzip2 -dc FILE > /dev/null`, in BENCH_ROUNDS rounds (default 3; medians and the ratio
+#    round by round, scripts/bench/rounds.py).
 # 2. N-Triples parse + English filter + Parquet write of NT_LINES lines (gz) vs
 #    `gzip -dc FILE | wc -l`; also triples per second.
 # 3. Peak RSS of ingest + HSEQ of a synthetic plain-XML dump of BIG_MB (>= 1 GB).
@@ -30,6 +31,8 @@ NT_LINES=${2:-2000000}
 BIG_MB=${3:-1100}
 WORK=${BENCH_DIR:-$(mktemp -d)}
 SECTIONS=${BENCH_SECTIONS:-1 2 3 4 5 6 7}
+ROUNDS=${BENCH_ROUNDS:-3}
+mkdir -p "$WORK"
 want() { [[ " $SECTIONS " == *" $1 "* ]]; }
 [ -d ../shared/data ] || { echo "bench needs ../shared/data"; exit 1; }
 if [ -z "${DISTILLERY_BIN:-}" ]; then
@@ -41,6 +44,7 @@ fi
 PIN="taskset -c 0"
 command -v taskset >/dev/null || PIN=""
 
+source scripts/bench/rounds.sh
 secs() { /usr/bin/env python3 -c 'import sys,time,subprocess; t=time.time(); r=subprocess.run(sys.argv[1], shell=True); print(f"{time.time()-t:.3f}") if r.returncode==0 else sys.exit(r.returncode)' "$1"; }
 
 echo "== generating inputs in $WORK"
@@ -50,11 +54,16 @@ if want 2; then
 fi
 
 if want 1; then
-echo "== 1. mediawiki ingest + hseq vs bzip2 -dc (one core each)"
-base=$(secs "$PIN bzip2 -dc $WORK/wiki.xml.bz2 > /dev/null")
-ours=$(secs "$PIN $BIN --quiet ingest mediawiki $WORK/wiki.xml.bz2 --out $WORK/out-wiki --hseq --shards 4 --option parallel_streams=false > /dev/null")
+echo "== 1. mediawiki ingest + hseq vs bzip2 -dc (one core each), $ROUNDS rounds"
+: > "$WORK/rounds-wiki.tsv"
+for round in $(seq "$ROUNDS"); do
+  rm -rf "$WORK/out-wiki"
+  run_round "$WORK/rounds-wiki.tsv" "$round" bzip2 $PIN sh -c "bzip2 -dc '$WORK/wiki.xml.bz2' > /dev/null"
+  run_round "$WORK/rounds-wiki.tsv" "$round" ingest $PIN "$BIN" --quiet ingest mediawiki "$WORK/wiki.xml.bz2" \
+    --out "$WORK/out-wiki" --hseq --shards 4 --option parallel_streams=false
+done
 pages=$($BIN --quiet inspect "$WORK/out-wiki" --sql "SELECT count(*) AS n FROM documents" --format csv | tail -1)
-python3 -c "print(f'bzip2 -dc: {$base:.2f} s   distillery ingest+hseq: {$ours:.2f} s   ratio {$ours/$base:.2f}x   ({$pages} pages)')"
+python3 scripts/bench/rounds.py wiki "$WORK/rounds-wiki.tsv" "$(stat -c %s "$WORK/wiki.xml.bz2")" "$pages"
 
 fi
 

@@ -1,4 +1,4 @@
-"""Medians and ratios of the rounds of scripts/bench-kg.sh.
+"""Medians and ratios of the rounds of scripts/bench-kg.sh and bench-ingest.sh.
 
 The script runs each of a section's commands once per round, in the same order every round,
 and appends one line per run to a TSV file: round, name, seconds, peak RSS (MB). On a shared
@@ -7,6 +7,7 @@ with the range of the same ratio round by round beside them.
 
     python3 scripts/bench/rounds.py fb ROUNDS.tsv LINES KEPT
     python3 scripts/bench/rounds.py sg ROUNDS.tsv EDGES EDGES_SCAN
+    python3 scripts/bench/rounds.py wiki ROUNDS.tsv BZ2_BYTES PAGES
 """
 
 import statistics
@@ -74,6 +75,13 @@ def sg(r, edges, edges_scan):
               f"two-thread walk")
 
 
+def wiki(r, size, pages):
+    print(f"{int(size) / 1e6:.1f} MB of bz2, {pages} pages, medians of {len(r.times('ingest'))} rounds")
+    print(f"bzip2 -dc: {r.show('bzip2')}")
+    print(f"distillery ingest + hseq, one core: {r.show('ingest')}, peak {r.rss['ingest']:.0f} MB: "
+          f"{r.ratio('ingest', 'bzip2')} the time of bzip2 -dc")
+
+
 if __name__ == "__main__":
     kind, path, a, b = sys.argv[1:5]
-    {"fb": fb, "sg": sg}[kind](Rounds(path), a, b)
+    {"fb": fb, "sg": sg, "wiki": wiki}[kind](Rounds(path), a, b)
