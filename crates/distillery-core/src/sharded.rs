@@ -3,12 +3,10 @@
 //! A sink that shards ([`crate::RecordSink::shards`]) groups records by (table,
 //! [`shard_key`]'s shard) and turns each group into a `RecordBatch`. A reader that parses on
 //! several threads (`distillery-ingest`'s `parlines`) can do that grouping and conversion on
-//! its parser threads, each record as it comes ([`ShardedBuilder`], itself a
-//! [`crate::RecordSink`]), and hand the result over with
-//! [`crate::RecordSink::emit_batches`], so the one thread that feeds the writers no longer
-//! hashes, moves and converts every record.
-//! The rows of each (table, shard) keep their input order, so the parts hold what record-by-
-//! record emitting would have written.
+//! its parser threads, each record as it comes ([`ShardedBuilder`]), and hand the result over
+//! with [`crate::RecordSink::emit_batches`], so the one thread that feeds the writers no
+//! longer hashes, moves and converts every record. The rows of each (table, shard) keep their
+//! input order, so the parts hold what record-by-record emitting would have written.
 
 use arrow_array::RecordBatch;
 
@@ -180,13 +178,6 @@ impl ShardedBuilder {
             batches,
             quarantine: self.quarantine,
         })
-    }
-}
-
-impl crate::record::RecordSink for ShardedBuilder {
-    fn emit(&mut self, record: Record) -> Result<(), crate::record::SinkError> {
-        self.push(record);
-        Ok(())
     }
 }
 

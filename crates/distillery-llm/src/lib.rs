@@ -29,7 +29,8 @@
 //! uses), `fastrand` (backoff jitter, pack names), `object_store` (the cache's storage: local
 //! disk, S3, GCS), `twox-hash` (the checksums of packs), `tokio` (semaphore, timers),
 //! `serde_json` (request and response bodies), `prometheus-client` ([`telemetry`]). The
-//! benches run on `tikv-jemallocator` (a dev-dependency), the allocator the binary ships with.
+//! client and cache bench (`examples/bench_client.rs`) runs on `tikv-jemallocator` (a
+//! dev-dependency), the allocator the binary ships with.
 
 pub mod cache;
 pub mod client;
