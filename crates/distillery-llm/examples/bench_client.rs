@@ -18,7 +18,8 @@
 //!      copy of the entry) and [`ResponseCache::lookup`] (the same, the entry shared).
 //!
 //! Both sides run on jemalloc, the allocator the `distillery` binary ships with (with the
-//! workspace's `thp:always`).
+//! workspace's `thp:always`), and borrow what every request shares (the client and the
+//! request; reqwest's client, the URL and the body), so neither pays for the harness's copies.
 //!
 //! `cargo run --release -p distillery-llm --example bench_client -- [REQUESTS] [IN_FLIGHT] [KEYS] [ROUNDS]`
 
@@ -91,18 +92,15 @@ async fn main() {
     }
     let run_client = |n: usize| {
         futures::stream::iter(0..n)
-            .map(|_| {
-                let (client, req) = (client.clone(), req.clone());
-                async move { client.chat(&req).await.unwrap().content.len() }
-            })
+            .map(|_| async { client.chat(&req).await.unwrap().content.len() })
             .buffer_unordered(in_flight)
             .for_each(|_| async {})
     };
     let run_raw = |n: usize| {
         futures::stream::iter(0..n)
             .map(|_| {
-                let (raw, url, body) = (raw.clone(), url.clone(), body.clone());
-                async move {
+                let body = body.clone();
+                async {
                     let r = raw
                         .post(&url)
                         .header("content-type", "application/json")

@@ -68,6 +68,21 @@ async fn gives_up_after_the_retry_budget_with_a_retryable_error() {
 }
 
 #[tokio::test]
+async fn a_stalled_answer_times_out_as_a_retryable_transport_error() {
+    let server = FaultServer::start(vec![Fault::Stall(Duration::from_secs(5)); 2], "late").await;
+    let mut cfg = fast_config(&server.url);
+    cfg.max_retries = 0;
+    cfg.timeout = Duration::from_millis(200);
+    let client = Client::new(cfg).unwrap();
+    // Had the timeout not fired, the server's answer would have come after 5 s.
+    let e = client.chat(&request("hi")).await.unwrap_err();
+    assert!(matches!(e, LlmError::Transport { .. }), "{e}");
+    assert!(e.to_string().contains("timed out after 200ms"), "{e}");
+    assert!(e.is_retryable());
+    assert_eq!(client.stats().failures.load(Ordering::Relaxed), 1);
+}
+
+#[tokio::test]
 async fn client_errors_are_fatal_and_not_retried() {
     let server = FaultServer::start(vec![Fault::Status(400)], "never").await;
     let client = Client::new(fast_config(&server.url)).unwrap();
