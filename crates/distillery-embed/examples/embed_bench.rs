@@ -11,6 +11,11 @@
 use std::io::Write;
 use std::time::Instant;
 
+/// The `distillery` binary's allocator, so the figures are the index stage's (jemalloc with
+/// the workspace's `thp:always`: candle's matrix products ask for zeroed blocks).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [model, device, texts, batch, rest @ ..] = args.as_slice() else {

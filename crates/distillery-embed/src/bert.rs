@@ -3,9 +3,10 @@
 //!
 //! - query, key and value are one fused projection (one matrix product instead of three);
 //! - every projection multiplies a `[tokens, hidden]` matrix, not a batch of per-text ones;
-//! - the attention softmax is candle's fused last-dimension op, and the padding mask is added
-//!   only when a pass has padding;
-//! - GELU is the vectorised exact one of [`crate::gelu`] on the CPU.
+//! - on the CPU each product's bias (and residual) is added in the product's output, and the
+//!   padding mask (only when a pass has padding) with the attention softmax in the scores'
+//!   ([`crate::fused`]);
+//! - GELU is the vectorised exact one of [`crate::gelu`] on the CPU, in place.
 //!
 //! The weights and their names are the checkpoint's own (`embeddings.*`, `encoder.layer.N.*`,
 //! under a `bert.` or `<model_type>.` prefix or none), read through candle's `VarBuilder`;
@@ -101,14 +102,17 @@ impl Linear {
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// `x·Wᵀ + b`, plus `residual` (`x`'s shape but the last dimension, the output's) when
+    /// given: both added in the product's output ([`crate::fused::add_bias`]).
+    fn forward(&self, x: &Tensor, residual: Option<&Tensor>) -> Result<Tensor> {
         let dims = x.dims();
         let (lead, last) = dims.split_at(dims.len() - 1);
         let rows: usize = lead.iter().product();
-        let y = x
-            .reshape((rows, last[0]))?
-            .matmul(&self.weight_t)?
-            .broadcast_add(&self.bias)?;
+        let y = x.reshape((rows, last[0]))?.matmul(&self.weight_t)?;
+        let residual = residual
+            .map(|r| r.reshape((rows, self.bias.dim(0)?)))
+            .transpose()?;
+        let y = crate::fused::add_bias(y, &self.bias, residual.as_ref())?;
         let mut shape = lead.to_vec();
         shape.push(self.bias.dim(0)?);
         y.reshape(shape)
@@ -175,16 +179,12 @@ impl Layer {
         let d = h / self.heads;
         let qkv = self
             .qkv
-            .forward(x)?
+            .forward(x, None)?
             .reshape((b, n, 3, self.heads, d))?
             .permute((2, 0, 3, 1, 4))?
             .contiguous()?;
         let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
-        let mut scores = q.matmul(&k.t()?)?;
-        if let Some(m) = mask {
-            scores = scores.broadcast_add(m)?;
-        }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = crate::fused::softmax_last_dim(q.matmul(&k.t()?)?, mask)?;
         let context = probs
             .matmul(&v)?
             .transpose(1, 2)?
@@ -192,15 +192,15 @@ impl Layer {
             .reshape((b, n, h))?;
         let attended = self
             .attention_norm
-            .forward(&(self.attention_out.forward(&context)? + x)?)?;
-        let inner = self.intermediate.forward(&attended)?;
+            .forward(&self.attention_out.forward(&context, Some(x))?)?;
+        let inner = self.intermediate.forward(&attended, None)?;
         let inner = match self.act {
-            HiddenAct::Gelu => crate::gelu::gelu_erf(&inner)?,
+            HiddenAct::Gelu => crate::gelu::gelu_erf(inner)?,
             HiddenAct::GeluApproximate => inner.gelu()?,
             HiddenAct::Relu => inner.relu()?,
         };
         self.output_norm
-            .forward(&(self.output.forward(&inner)? + attended)?)
+            .forward(&self.output.forward(&inner, Some(&attended))?)
     }
 }
 

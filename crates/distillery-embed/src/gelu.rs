@@ -1,4 +1,5 @@
-//! Exact (erf) GELU on the CPU in straight-line code the compiler vectorises.
+//! Exact (erf) GELU on the CPU in straight-line code the compiler vectorises, in place, for
+//! the CPU's widest vector unit (through `pulp`, as [`crate::fused`]).
 //!
 //! candle's `gelu_erf` calls a scalar `erf` per element, which took about a fifth of a
 //! one-thread MiniLM pass (docs/benchmarks.md). This one uses the rational approximation of
@@ -6,7 +7,8 @@
 //! an even one on the input clamped to [-4, 4], within a few units in the last place of f32's
 //! erf. On other devices the op is candle's own `gelu_erf`.
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, InplaceOp1, Layout, Result, Tensor};
+use pulp::{Arch, Simd, WithSimd};
 
 /// erf(x) for f32, Eigen's `generic_fast_erf_float`.
 #[inline(always)]
@@ -34,18 +36,19 @@ fn gelu(x: f32) -> f32 {
 
 struct GeluErf;
 
-impl CustomOp1 for GeluErf {
+impl InplaceOp1 for GeluErf {
     fn name(&self) -> &'static str {
         "gelu-erf-vectorised"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
-        match storage {
-            CpuStorage::F32(v) => Ok((
-                CpuStorage::F32(candle_core::cpu_backend::unary_map(v, layout, gelu)),
-                layout.shape().clone(),
-            )),
-            other => Err(candle_core::Error::UnsupportedDTypeForOp(
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
+        match (storage, layout.contiguous_offsets()) {
+            (CpuStorage::F32(v), Some((a, b))) => {
+                Arch::new().dispatch(GeluAll(&mut v[a..b]));
+                Ok(())
+            }
+            (CpuStorage::F32(_), None) => candle_core::bail!("gelu-erf-vectorised: strided"),
+            (other, _) => Err(candle_core::Error::UnsupportedDTypeForOp(
                 candle_core::backend::BackendStorage::dtype(other),
                 "gelu-erf-vectorised",
             )),
@@ -53,10 +56,27 @@ impl CustomOp1 for GeluErf {
     }
 }
 
-/// `x · Φ(x)` element-wise: [`GeluErf`] on the CPU for f32, candle's `gelu_erf` otherwise.
-pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
-        x.apply_op1_no_bwd(&GeluErf)
+/// GELU over a slice, compiled by `pulp` for the CPU's widest vector unit (see
+/// [`crate::fused`]).
+struct GeluAll<'a>(&'a mut [f32]);
+
+impl WithSimd for GeluAll<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, _: S) {
+        for x in self.0.iter_mut() {
+            *x = gelu(*x);
+        }
+    }
+}
+
+/// `x · Φ(x)` element-wise: [`GeluErf`] in `x`'s own storage on the CPU for a contiguous f32
+/// tensor (a product's output, not shared), candle's `gelu_erf` otherwise.
+pub fn gelu_erf(x: Tensor) -> Result<Tensor> {
+    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 && x.is_contiguous() {
+        x.inplace_op1(&GeluErf)?;
+        Ok(x)
     } else {
         x.gelu_erf()
     }
@@ -71,7 +91,10 @@ mod tests {
     fn matches_candles_exact_gelu_to_f32_precision() {
         let xs: Vec<f32> = (-120_000..=120_000).map(|i| i as f32 * 1e-4).collect();
         let t = Tensor::new(xs.as_slice(), &Device::Cpu).unwrap();
-        let ours = gelu_erf(&t).unwrap().to_vec1::<f32>().unwrap();
+        let ours = gelu_erf(t.copy().unwrap())
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
         let theirs = t.gelu_erf().unwrap().to_vec1::<f32>().unwrap();
         let worst = ours
             .iter()

@@ -13,13 +13,16 @@
 //! code).
 //!
 //! The encoder is our own `bert` module (fused query/key/value, one matrix product per
-//! projection, a vectorised exact GELU on the CPU), faster on one core than
+//! projection; on the CPU the element-wise steps fused and in place, with a vectorised exact
+//! GELU and softmax exp: `fused`, `gelu`), faster on one core than
 //! candle-transformers' BERT, with the same vectors as sentence-transformers (figures in
 //! docs/benchmarks.md).
 //!
 //! Dependencies: `candle-core`, `candle-nn` (tensors, their CPU and CUDA kernels, safetensors
 //! loading; their `cuda` features behind ours), `gemm` (not called: its `x86-v4` feature gives
-//! candle's CPU matrix products their AVX-512 kernels), `tokenizers` (the model's own
+//! candle's CPU matrix products their AVX-512 kernels), `pulp` (the SIMD dispatch under `gemm`:
+//! compiles the element-wise kernels per instruction set and picks one at run time, with no
+//! `unsafe` of ours), `tokenizers` (the model's own
 //! `tokenizer.json`), `serde`, `serde_json` (`config.json`, read into the `bert` module's own
 //! `Config`: candle-transformers, with its hundred other models, is not needed for one struct),
 //! `twox-hash` (the revision of weights outside the Hugging Face cache).
@@ -30,6 +33,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
 mod bert;
+mod fused;
 mod gelu;
 mod kernels;
 

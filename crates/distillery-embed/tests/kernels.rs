@@ -3,8 +3,9 @@
 //! compiles in the AVX-512 kernels that `gemm` then picks at run time on CPUs that have them.
 //! `gemm` is in the workspace only to turn that feature on; if candle moves to a `gemm` version
 //! the workspace's entry does not match, two `gemm`s are built and candle's silently loses
-//! the kernels. This test reads the resolved dependency graph (`cargo metadata`, offline) and
-//! fails then.
+//! the kernels. The same holds for the `pulp` that `distillery-embed`'s own element-wise
+//! kernels dispatch through. This test reads the resolved dependency graph (`cargo metadata`,
+//! offline) and fails then.
 
 use std::collections::HashMap;
 use std::process::Command;
@@ -81,6 +82,20 @@ fn candle_links_a_gemm_with_the_avx512_kernels() {
         .filter(|id| nodes.contains_key(id))
         .collect();
     assert!(!candles.is_empty(), "candle-core is not in the build");
+    // The element-wise kernels (softmax, bias, GELU) go through `pulp`, whose AVX-512 path
+    // is compiled in by the same feature.
+    let embed = names
+        .iter()
+        .find(|(id, n)| **n == "distillery-embed" && nodes.contains_key(*id))
+        .map(|(id, _)| *id)
+        .expect("distillery-embed is in the build");
+    let pulp = dep(nodes[embed], "pulp");
+    assert!(
+        features(&pulp).iter().any(|f| f == "x86-v4"),
+        "{pulp}, linked by distillery-embed, is built without `x86-v4`: the fused element-wise \
+         kernels lose their AVX-512 path. Features: {:?}",
+        features(&pulp)
+    );
     for candle in candles {
         let gemm = dep(nodes[candle], "gemm");
         let f32_kernels = dep(nodes[gemm.as_str()], "gemm_f32");
