@@ -1,5 +1,6 @@
 //! Running a pipeline on this machine: read every input file in parallel (each file on a
-//! blocking thread, feeding an async Parquet writer through a bounded channel), check the
+//! blocking thread, feeding async Parquet writers, one per thread of the run, through bounded
+//! channels), check the
 //! bad-record ratio, run the stages, then publish. Nothing is visible at the output location
 //! until publishing; a failed run leaves the previous output as it was.
 
@@ -81,19 +82,18 @@ pub(crate) async fn ingest_file(
 ) -> Result<FileResult, ExecError> {
     let started = Instant::now();
     let progress = Progress::new(mode);
-    let (tx, mut rx) = mpsc::channel::<crate::sink::PartBatch>(8);
-    let writer_out = out.clone();
-    let tag = file.tag.clone();
+    let (tx, rx) = mpsc::channel::<crate::sink::PartBatch>(8);
+    let writers = part_writer_tasks(parallelism(p), p.run.shards);
     // Aborted when dropped: a file task dropped because another file failed takes its writer
     // down with it (its reader then stops at the closed channel); tickers never outlive their
     // file.
-    let mut writer = AbortOnDropHandle::new(tokio::spawn(async move {
-        let mut w = PartWriters::new(writer_out, &staging, &tag);
-        while let Some(b) = rx.recv().await {
-            w.write(b.table, b.shard, &b.batch).await?;
-        }
-        w.finish().await
-    }));
+    let mut writer = AbortOnDropHandle::new(tokio::spawn(write_parts(
+        rx,
+        out.clone(),
+        staging,
+        file.tag.clone(),
+        writers,
+    )));
     let counter = Arc::new(AtomicU64::new(0));
     let bar = progress.file_bar(&file);
     let _ticker = progress
@@ -152,6 +152,54 @@ pub(crate) async fn ingest_file(
         bytes_in,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The Parquet writer tasks of one input file: one per thread of the run, at most one per
+/// shard. Encoding and compressing the parts is some 40% of a Freebase ingest's work; in one
+/// task it fell behind the parser threads on two cores, which then waited on it.
+fn part_writer_tasks(parallelism: usize, shards: u32) -> usize {
+    parallelism.min(shards as usize).max(1)
+}
+
+/// Writes the batches of `rx` into the parts of one file under `staging`, each (table, shard)
+/// part by one of `tasks` writer tasks (shard `s` by task `s % tasks`, so a part's batches keep
+/// their order), which share the buffer budget of one [`PartWriters`]. The parts in (table,
+/// shard) order.
+async fn write_parts(
+    mut rx: mpsc::Receiver<crate::sink::PartBatch>,
+    out: Location,
+    staging: String,
+    tag: String,
+    tasks: usize,
+) -> Result<Vec<WrittenPart>, ExecError> {
+    let budget = crate::parts::PART_BUFFER_BYTES / tasks;
+    let mut senders = Vec::with_capacity(tasks);
+    let mut handles = Vec::with_capacity(tasks);
+    for _ in 0..tasks {
+        let (tx, mut task_rx) = mpsc::channel::<crate::sink::PartBatch>(8usize.div_ceil(tasks));
+        let mut w = PartWriters::new(out.clone(), &staging, &tag).with_budget(budget);
+        senders.push(tx);
+        handles.push(AbortOnDropHandle::new(tokio::spawn(async move {
+            while let Some(b) = task_rx.recv().await {
+                w.write(b.table, b.shard, &b.batch).await?;
+            }
+            w.finish().await
+        })));
+    }
+    while let Some(b) = rx.recv().await {
+        let to = b.shard as usize % tasks;
+        // A closed task failed: its error is reported below.
+        if senders[to].send(b).await.is_err() {
+            break;
+        }
+    }
+    drop(senders);
+    let mut parts = Vec::new();
+    for h in handles {
+        parts.extend(h.await.map_err(|e| ExecError::Task(e.to_string()))??);
+    }
+    parts.sort_by_key(|p| (p.table, p.shard));
+    Ok(parts)
 }
 
 /// Progress reporting: bars on a terminal, periodic log lines otherwise.
@@ -251,6 +299,116 @@ pub fn plan_pipeline(p: &Pipeline) -> Result<Plan, ExecError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use distillery_core::TableKind;
+    use distillery_core::record::Triple;
+
+    /// Batches of `triples` for shards 0-4, interleaved, three a shard, each naming its shard
+    /// and place.
+    fn batches() -> Vec<crate::sink::PartBatch> {
+        let mut out = Vec::new();
+        for round in 0..3 {
+            for shard in 0..5u32 {
+                let rows: Vec<Triple> = (0..4)
+                    .map(|i| Triple {
+                        id: format!("s{shard}-r{round}-{i}"),
+                        subject: format!("m.{shard}"),
+                        predicate: "p".into(),
+                        object: format!("o{round}{i}"),
+                        object_kind: "entity".into(),
+                        ..Default::default()
+                    })
+                    .collect();
+                let refs: Vec<&Triple> = rows.iter().collect();
+                out.push(crate::sink::PartBatch {
+                    table: TableKind::Triples,
+                    shard,
+                    batch: distillery_core::schema::triples_batch(TableKind::Triples, &refs)
+                        .unwrap(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The parts `write_parts` writes with `tasks` writer tasks, and every part's ids in order.
+    async fn written(tasks: usize) -> Vec<(u32, u64, Vec<String>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let loc = crate::store::open_location(dir.path().to_str().unwrap(), true).unwrap();
+        let (tx, rx) = mpsc::channel(8);
+        let writer = tokio::spawn(write_parts(
+            rx,
+            loc.clone(),
+            "staging".into(),
+            "t-0000".into(),
+            tasks,
+        ));
+        for b in batches() {
+            tx.send(b).await.unwrap();
+        }
+        drop(tx);
+        let parts = writer.await.unwrap().unwrap();
+        let mut out = Vec::new();
+        for p in parts {
+            assert_eq!(p.table, TableKind::Triples);
+            let mut ids = Vec::new();
+            for b in crate::parts::read_part_all(&loc, &format!("{}/{}", p.base, p.rel))
+                .await
+                .unwrap()
+            {
+                let col = b.column_by_name("id").unwrap();
+                let col = col
+                    .as_any()
+                    .downcast_ref::<arrow::array::StringArray>()
+                    .unwrap();
+                ids.extend(col.iter().map(|v| v.unwrap().to_string()));
+            }
+            out.push((p.shard, p.rows, ids));
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn parts_are_the_same_with_one_writer_task_or_several() {
+        let one = written(1).await;
+        assert_eq!(one.len(), 5);
+        for (shard, rows, ids) in &one {
+            assert_eq!(*rows, 12);
+            // A part keeps its batches in the order they came.
+            let want: Vec<String> = (0..3)
+                .flat_map(|r| (0..4).map(move |i| format!("s{shard}-r{r}-{i}")))
+                .collect();
+            assert_eq!(ids, &want);
+        }
+        assert_eq!(written(3).await, one);
+        assert_eq!(written(7).await, one);
+        assert_eq!(part_writer_tasks(2, 16), 2);
+        assert_eq!(part_writer_tasks(8, 1), 1);
+        assert_eq!(part_writer_tasks(1, 16), 1);
+    }
+
+    /// A writer task that fails ends the file with its error, not a hang.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_writer_task_ends_the_file_with_its_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("blocker"), b"a file, not a directory").unwrap();
+        let loc = crate::store::open_location(dir.path().to_str().unwrap(), false).unwrap();
+        let (tx, rx) = mpsc::channel(8);
+        let writer = tokio::spawn(write_parts(
+            rx,
+            loc,
+            "blocker/staging".into(),
+            "t-0000".into(),
+            2,
+        ));
+        for b in batches() {
+            if tx.send(b).await.is_err() {
+                break;
+            }
+        }
+        drop(tx);
+        let err = writer.await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("blocker/staging/triples/part-0000"), "{err}");
+    }
 
     #[test]
     fn rfc3339_formats_known_times() {
