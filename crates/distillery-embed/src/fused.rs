@@ -399,6 +399,25 @@ mod tests {
         assert!(max_diff(&plain, &theirs) < 1e-6);
     }
 
+    /// The masked softmax of `s` (rows of 21) and `s` plus `bias` and itself, both run on
+    /// `simd`'s build of the kernels.
+    fn on<S: Simd>(simd: S, s: &[f32], m: &[f32], bias: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (mut a, mut b) = (s.to_vec(), s.to_vec());
+        let rows_per_mask = a.len() / m.len();
+        simd.vectorize(SoftmaxRows {
+            s: &mut a,
+            n: 21,
+            mask: Some(m),
+            rows_per_mask,
+        });
+        simd.vectorize(AddRows {
+            y: &mut b,
+            bias,
+            residual: Some(s),
+        });
+        (a, b)
+    }
+
     /// Each instruction set's build of a kernel gives what the baseline's gives, on every
     /// set this CPU has (the dispatch picks only the widest).
     #[test]
@@ -407,51 +426,16 @@ mod tests {
         let s = s.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let m = m.flatten_all().unwrap().to_vec1::<f32>().unwrap();
         let bias: Vec<f32> = (0..21).map(|i| i as f32 * 0.5 - 3.0).collect();
-        let run = |with: &dyn Fn(SoftmaxRows<'_>, AddRows<'_>)| {
-            let (mut a, mut b) = (s.clone(), s.clone());
-            let rows_per_mask = a.len() / m.len();
-            with(
-                SoftmaxRows {
-                    s: &mut a,
-                    n: 21,
-                    mask: Some(&m),
-                    rows_per_mask,
-                },
-                AddRows {
-                    y: &mut b,
-                    bias: &bias,
-                    residual: Some(&s),
-                },
-            );
-            (a, b)
-        };
-        let scalar = run(&|x, y| {
-            Simd::vectorize(pulp::Scalar::new(), x);
-            Simd::vectorize(pulp::Scalar::new(), y);
-        });
+        let scalar = on(pulp::Scalar::new(), &s, &m, &bias);
         let mut sets = 0;
         #[cfg(target_arch = "x86_64")]
         {
             if let Some(v3) = pulp::x86::V3::try_new() {
-                assert_eq!(
-                    run(&|x, y| {
-                        Simd::vectorize(v3, x);
-                        Simd::vectorize(v3, y);
-                    }),
-                    scalar,
-                    "avx2"
-                );
+                assert_eq!(on(v3, &s, &m, &bias), scalar, "avx2");
                 sets += 1;
             }
             if let Some(v4) = pulp::x86::V4::try_new() {
-                assert_eq!(
-                    run(&|x, y| {
-                        Simd::vectorize(v4, x);
-                        Simd::vectorize(v4, y);
-                    }),
-                    scalar,
-                    "avx-512"
-                );
+                assert_eq!(on(v4, &s, &m, &bias), scalar, "avx-512");
                 sets += 1;
             }
         }

@@ -1,4 +1,5 @@
 use super::*;
+use distillery_core::retry::RetryPolicy;
 
 #[test]
 fn the_server_wait_replaces_the_backoff() {
