@@ -30,7 +30,9 @@
 //! report); `tokenizers` (exact prompt token counts when a pipeline names a `tokenizer.json`);
 //! `memchr` (the SIMD substring search behind whole-word answer matching); `foldhash` (a fast
 //! non-cryptographic hasher for the per-question maps and sets, which take a lookup per word
-//! or segment; `hashbrown` already builds it); `thiserror` (typed errors).
+//! or segment; `hashbrown` already builds it); `rust-stemmers` (Snowball English stems, so
+//! `answer-aware` matches a question's terms to other forms of the same word; the stemmer
+//! tantivy's English analyzer uses); `thiserror` (typed errors).
 
 pub mod guidance;
 pub mod hanrag;

@@ -13,7 +13,9 @@
 //!    `McRae`). The first text unit of a document is its *lead*.
 //! 2. **Scores**: a small Okapi BM25 (k1 = 1.2, b = 0.75) of the question's content words
 //!    (normalised tokens minus a stop list) over the question's units, and a second one over
-//!    the source titles. A unit *holds the answer* when it contains a normalised answer
+//!    the source titles. Outside contexts with a table, a unit's score is half that BM25 and
+//!    half the same BM25 over Snowball English stems ([`super::stems`]: "campuses" meets
+//!    "campus"). A unit *holds the answer* when it contains a normalised answer
 //!    variant ([`crate::normalize::answer_variants`]) as whole words, or, for an arithmetic
 //!    question (TAT-QA), one of the numbers its derivation computes the answer from
 //!    ([`crate::normalize::derivation_operands`]) found in at most 3 units: such an answer
@@ -50,6 +52,8 @@
 //! `low_confidence` is set when fewer than `min_positives` positives hold the answer or an
 //! operand (always for yes/no questions). `candidates` is the number of units.
 
+use super::bm25::Bm25;
+use super::stems::{QueryStems, STEM_WEIGHT, stems};
 use super::{Method, Positive, Positives, Prepared, is_gap, is_root};
 use crate::normalize::{
     Phrase, answer_variants, contains_phrase, derivation_operands, normalize_answer, tokens,
@@ -106,104 +110,6 @@ fn content_terms(s: &str) -> Vec<String> {
     tokens(s).into_iter().filter(|w| !is_stop(w)).collect()
 }
 
-/// Okapi BM25 of one query over a small in-memory collection. Only the query's terms are
-/// counted (a document's other terms only matter through its length), so nothing is
-/// allocated per document term.
-struct Bm25 {
-    /// `tf[d][j]`: occurrences of query term `j` in document `d`.
-    tf: Vec<Vec<u32>>,
-    lens: Vec<f64>,
-    /// Per query term.
-    idf: Vec<f64>,
-    avg: f64,
-    k1: f64,
-    b: f64,
-}
-
-impl Bm25 {
-    /// `query`: distinct terms; `docs`: each document's terms.
-    fn new<'t, D, T>(query: &[String], docs: D, k1: f64, b: f64) -> Bm25
-    where
-        D: IntoIterator<Item = T>,
-        T: IntoIterator<Item = &'t str>,
-    {
-        let mut tf = Vec::new();
-        let mut lens = Vec::new();
-        for d in docs {
-            let mut counts = vec![0u32; query.len()];
-            let mut len = 0usize;
-            for w in d {
-                len += 1;
-                if let Some(j) = query.iter().position(|q| q == w) {
-                    counts[j] += 1;
-                }
-            }
-            tf.push(counts);
-            lens.push(len as f64);
-        }
-        Bm25::from_counts(tf, lens, k1, b)
-    }
-
-    /// From the counts already taken: `tf[d][j]` occurrences of query term `j` in document
-    /// `d`, `lens[d]` its length in terms.
-    fn from_counts(tf: Vec<Vec<u32>>, lens: Vec<f64>, k1: f64, b: f64) -> Bm25 {
-        let terms = tf.first().map_or(0, Vec::len);
-        let mut df = vec![0u32; terms];
-        for counts in &tf {
-            for (j, &c) in counts.iter().enumerate() {
-                if c > 0 {
-                    df[j] += 1;
-                }
-            }
-        }
-        let n = tf.len() as f64;
-        let idf = df
-            .iter()
-            .map(|&c| {
-                let c = f64::from(c);
-                (1.0 + (n - c + 0.5) / (c + 0.5)).ln()
-            })
-            .collect();
-        let avg = if tf.is_empty() {
-            0.0
-        } else {
-            lens.iter().sum::<f64>() / n
-        };
-        Bm25 {
-            tf,
-            lens,
-            idf,
-            avg,
-            k1,
-            b,
-        }
-    }
-
-    /// The score of document `i`.
-    fn score(&self, i: usize) -> f64 {
-        self.score_of(i, |_| true)
-    }
-
-    /// The score of document `i` counting only the query terms `keep` accepts (by index).
-    fn score_of(&self, i: usize, keep: impl Fn(usize) -> bool) -> f64 {
-        let norm = if self.avg > 0.0 {
-            self.lens[i] / self.avg
-        } else {
-            1.0
-        };
-        self.tf[i]
-            .iter()
-            .zip(&self.idf)
-            .enumerate()
-            .filter(|&(j, (f, _))| *f > 0 && keep(j))
-            .map(|(_, (&f, idf))| {
-                let f = f64::from(f);
-                idf * f * (self.k1 + 1.0) / (f + self.k1 * (1.0 - self.b + self.b * norm))
-            })
-            .sum()
-    }
-}
-
 /// The hop count of a question: `Nhop…`/`N-hop` in its type or level, 4 for 2Wiki's
 /// `bridge_comparison`, else 2.
 pub fn hops(q: &Question) -> usize {
@@ -254,6 +160,8 @@ struct Source {
     title: String,
     head: String,
     terms: Vec<String>,
+    /// [`Source::terms`] stemmed, where the question's terms are matched by stem.
+    stems: Vec<String>,
     units: Vec<usize>,
 }
 
@@ -268,8 +176,11 @@ struct WordInfo {
 
 /// What one pass over every unit's words gives.
 struct UnitScan {
-    /// `tf[u][j]`: occurrences of query term `j` in unit `u`.
-    tf: Vec<Vec<u32>>,
+    /// `tf[u * query.len() + j]`: occurrences of query term `j` in unit `u`.
+    tf: Vec<u32>,
+    /// `stem_tf[u * stems + j]`: words of unit `u` whose stem is query stem `j` (empty without
+    /// stems).
+    stem_tf: Vec<u32>,
     /// Per unit: its words that are not stop words.
     lens: Vec<f64>,
     /// `names[p][u]`: unit `u`, of a source other than `p`, contains the title of source `p`
@@ -281,8 +192,10 @@ struct UnitScan {
 /// words that matter (stop words, query terms, first words of titles) instead of testing
 /// it against the stop list, the query and every title in turn. Titles are compared where
 /// their first word occurs (both texts are normalised: words separated by single spaces).
+/// With `stems`, the words that are not stop words are also counted by stem.
 fn scan_units(
     query: &[String],
+    stems: Option<&QueryStems>,
     sources: &[Source],
     units: &[Unit<'_>],
     unit_src: &[usize],
@@ -300,22 +213,37 @@ fn scan_units(
         }
     }
     let mut scan = UnitScan {
-        tf: Vec::with_capacity(units.len()),
+        tf: Vec::with_capacity(units.len() * query.len()),
+        stem_tf: Vec::with_capacity(units.len() * stems.map_or(0, |s| s.terms.len())),
         lens: Vec::with_capacity(units.len()),
         names: vec![vec![false; units.len()]; sources.len()],
     };
+    // Per distinct word that may match a stem: its query stem.
+    let mut stem_of: HashMap<&str, Option<usize>> = HashMap::new();
     for (u, unit) in units.iter().enumerate() {
         let text = unit.norm;
-        let mut counts = vec![0u32; query.len()];
+        let counts = scan.tf.len();
+        scan.tf.resize(counts + query.len(), 0);
+        let stem_counts = scan.stem_tf.len();
+        scan.stem_tf
+            .resize(stem_counts + stems.map_or(0, |s| s.terms.len()), 0);
         let mut len = 0usize;
         let mut at = 0;
         for w in text.split(' ') {
-            match words.get(w) {
+            let info = words.get(w);
+            if let Some(s) = stems
+                && !info.is_some_and(|i| i.stop)
+                && s.may_match(w)
+                && let Some(j) = *stem_of.entry(w).or_insert_with(|| s.find(w))
+            {
+                scan.stem_tf[stem_counts + j] += 1;
+            }
+            match info {
                 None => len += 1,
                 Some(info) => {
                     len += usize::from(!info.stop);
                     if let Some(j) = info.query {
-                        counts[j] += 1;
+                        scan.tf[counts + j] += 1;
                     }
                     let rest = &text[at..];
                     for &p in &info.titles {
@@ -331,10 +259,27 @@ fn scan_units(
             }
             at += w.len() + 1;
         }
-        scan.tf.push(counts);
         scan.lens.push(len as f64);
     }
     scan
+}
+
+/// Per unit, its BM25 over the query terms that are not words of its own source's title
+/// (`title_terms` of the source, in the query's form: exact words or stems).
+fn own_scores(
+    bm: &Bm25,
+    query: &[String],
+    sources: &[Source],
+    unit_src: &[usize],
+    title_terms: impl Fn(&Source) -> &Vec<String>,
+) -> Vec<f64> {
+    let in_title: Vec<Vec<bool>> = sources
+        .iter()
+        .map(|s| query.iter().map(|w| title_terms(s).contains(w)).collect())
+        .collect();
+    (0..unit_src.len())
+        .map(|u| bm.score_of(u, |j| !in_title[unit_src[u]][j]))
+        .collect()
 }
 
 /// The greedy chain: `want` sources by [`base`] score, a candidate gaining 1 for every chosen
@@ -649,17 +594,30 @@ impl Method for AnswerAware {
                 unit_src[u] = c;
             }
         }
-        let UnitScan { tf, lens, names } = scan_units(&query, &sources, &units, &unit_src);
-        let bm = Bm25::from_counts(tf, lens, self.k1, self.b);
-        let unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(u)).collect();
-        // Per source, which query terms are words of its title.
-        let in_title: Vec<Vec<bool>> = sources
-            .iter()
-            .map(|s| query.iter().map(|w| s.terms.contains(w)).collect())
-            .collect();
-        let unit_own: Vec<f64> = (0..units.len())
-            .map(|u| bm.score_of(u, |j| !in_title[unit_src[u]][j]))
-            .collect();
+        // Question terms also match by stem in prose; a context with a table (TAT-QA,
+        // HybridQA) keeps exact words (docs/benchmarks.md, issue 58).
+        let has_table = sh.iter().any(|s| s.level == level::TABLE);
+        let query_stems = (!has_table).then(|| QueryStems::new(&query));
+        let UnitScan {
+            tf,
+            stem_tf,
+            lens,
+            names,
+        } = scan_units(&query, query_stems.as_ref(), &sources, &units, &unit_src);
+        let bm = Bm25::from_counts(tf, query.len(), lens.clone(), self.k1, self.b);
+        let mut unit_bm: Vec<f64> = (0..units.len()).map(|u| bm.score(u)).collect();
+        let mut unit_own = own_scores(&bm, &query, &sources, &unit_src, |s| &s.terms);
+        if let Some(qs) = &query_stems {
+            for s in &mut sources {
+                s.stems = stems(&s.terms);
+            }
+            let sbm = Bm25::from_counts(stem_tf, qs.terms.len(), lens, self.k1, self.b);
+            let stem_own = own_scores(&sbm, &qs.terms, &sources, &unit_src, |s| &s.stems);
+            for u in 0..units.len() {
+                unit_bm[u] = (1.0 - STEM_WEIGHT) * unit_bm[u] + STEM_WEIGHT * sbm.score(u);
+                unit_own[u] = (1.0 - STEM_WEIGHT) * unit_own[u] + STEM_WEIGHT * stem_own[u];
+            }
+        }
         let tbm = Bm25::new(
             &query,
             sources.iter().map(|s| s.terms.iter().map(String::as_str)),
@@ -770,7 +728,7 @@ impl Method for AnswerAware {
             let chain = greedy_chain(&eligible, want, &base, &holds, &mentions);
             // A context with a table (TAT-QA, HybridQA) is one report or one table with the
             // passages it links: no source of it is a retriever's distractor.
-            if sh.iter().any(|s| s.level == level::TABLE) {
+            if has_table {
                 chain
             } else {
                 prune_chain(chain, &holds, &mentions)
@@ -836,17 +794,5 @@ mod tests {
         assert_eq!(hops(&q("t1", Some("2-hop"))), 2);
         assert_eq!(hops(&q("bridge_comparison", None)), 4);
         assert_eq!(hops(&q("bridge", None)), 2);
-    }
-
-    #[test]
-    fn bm25_prefers_rarer_terms() {
-        let q = vec!["belt".to_string(), "rust".to_string()];
-        let docs = ["rust language", "rust belt", "language model"];
-        let bm = Bm25::new(&q, docs.iter().map(|d| d.split(' ')), 1.2, 0.75);
-        assert!(bm.score(1) > bm.score(0));
-        assert_eq!(bm.score(2), 0.0);
-        // Three documents, "rust" in two: idf = ln(1 + 1.5 / 2.5); doc 0 has average length.
-        let idf = (1.0f64 + 1.5 / 2.5).ln();
-        assert!((bm.score(0) - idf * 2.2 / 2.2).abs() < 1e-12);
     }
 }

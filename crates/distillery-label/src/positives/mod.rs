@@ -22,7 +22,9 @@
 //! the sentence/paragraph/row index the report compares with gold evidence.
 
 pub mod answer_aware;
+mod bm25;
 pub mod paper;
+mod stems;
 pub mod verify;
 
 use crate::options::LabelOptions;

@@ -1010,13 +1010,13 @@ const HOTPOT_SPLITS: [(&str, &str, bool, f64); 4] = [
         "fullwiki AMOR",
         "hotpot_dev_fullwiki_v1.amor200.jsonl",
         true,
-        69.5,
+        70.0,
     ),
     (
         "fullwiki AMOR rest",
         "hotpot_dev_fullwiki_v1.amor_rest.jsonl",
         true,
-        68.0,
+        68.5,
     ),
     (
         "fullwiki official",
@@ -1040,7 +1040,14 @@ const HOTPOT_SPLITS: [(&str, &str, bool, f64); 4] = [
 #[test]
 fn weak_positives_hold_up_on_retrieved_contexts() {
     let (mut rows, mut failed) = (Vec::new(), Vec::new());
+    // While a rule is being tuned, `LABEL_TUNING=1` leaves out the splits it must not be
+    // tuned on, so that their figure is not seen until the rule is fixed.
+    let tuning = std::env::var_os("LABEL_TUNING").is_some();
     for (name, file, tuned, floor) in HOTPOT_SPLITS {
+        if tuning && !tuned {
+            eprintln!("skipping {name}: not a tuning split and LABEL_TUNING is set");
+            continue;
+        }
         let Some((labels, questions)) =
             label_sample(Format::HotpotQa, &format!("hotpotqa/{file}"), true)
         else {
