@@ -39,10 +39,11 @@
 //! 5. **Positives**, per chosen source in chain order, units in text order. A source holding
 //!    the answer gives its answer units: of its sentences only the one with the best BM25
 //!    (`exact` 1.0 when the unit is the answer, else `substring` 0.9), and every other
-//!    answer unit (rows, triplets) and operand unit (`operand` 0.85). A source without it
-//!    gives the units mentioning another chosen source's title (`bridge`, 0.8), its *best
-//!    unit* when that unit's BM25 reaches half the question's best (`bm25`, lexical, 0.5 ×
-//!    its share), and its lead sentence (`lead`, 0.6: it names and defines the entity the
+//!    answer unit (rows, triplets) and operand unit (`operand` 0.85), and its *best unit*
+//!    when that unit holds no answer and its BM25 reaches half the question's best (`bm25`,
+//!    lexical, 0.5 × its share: what the question asks beside the answer). A source without
+//!    it gives the units mentioning another chosen source's title (`bridge`, 0.8), its best
+//!    unit on the same terms, and its lead sentence (`lead`, 0.6: it names and defines the entity the
 //!    other sentences refer to) when neither of those picked a unit, or always in a
 //!    `comparison` question. The best unit is ranked by BM25 over the question terms that
 //!    are not words of the source's own title (every unit of a page is about its title).
@@ -363,8 +364,9 @@ struct Picks<'a, 'p> {
 impl Picks<'_, '_> {
     /// The positives of chosen source `c`, in text order. A source holding the answer gives its
     /// answer units (of its sentences only the one with the best BM25, earliest on a tie: a
-    /// retrieved page repeats its answer in sentences that do not support it) and operand
-    /// units. A source without it gives the units that mention another chosen source's title
+    /// retrieved page repeats its answer in sentences that do not support it), operand units
+    /// and its best unit when it holds no answer and its BM25 reaches [`BM25_PICK_SHARE`] of
+    /// the question's best (`bm25`). A source without it gives the units that mention another chosen source's title
     /// (`bridge`), its best unit (BM25 without its own title's words) when that unit's BM25
     /// reaches [`BM25_PICK_SHARE`] of the question's best (`bm25`), and its lead sentence
     /// (`lead`) when neither picked a unit or the question is a comparison; with none of these
@@ -421,6 +423,9 @@ impl Picks<'_, '_> {
                     3 => ("exact", 1.0, false),
                     2 => ("substring", 0.9, false),
                     1 => ("operand", 0.85, false),
+                    // What the question asks beside the answer (`studied with John Cage` on
+                    // the composer's page): the bm25 pick of any source.
+                    _ if lexical_pick(u) => ("bm25", 0.5 * share(u), true),
                     _ => continue,
                 }
             } else if bridged(u) {

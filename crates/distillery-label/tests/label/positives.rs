@@ -1010,25 +1010,25 @@ const HOTPOT_SPLITS: [(&str, &str, bool, f64); 4] = [
         "fullwiki AMOR",
         "hotpot_dev_fullwiki_v1.amor200.jsonl",
         true,
-        70.0,
+        71.5,
     ),
     (
         "fullwiki AMOR rest",
         "hotpot_dev_fullwiki_v1.amor_rest.jsonl",
         true,
-        68.5,
+        70.5,
     ),
     (
         "fullwiki official",
         "hotpot_dev_fullwiki_v1.tts200.jsonl",
         false,
-        64.0,
+        65.0,
     ),
     (
         "distractor",
         "hotpot_dev_distractor_v1.head.json",
         true,
-        77.5,
+        81.0,
     ),
 ];
 
