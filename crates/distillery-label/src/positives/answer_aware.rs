@@ -43,9 +43,9 @@
 //!    when that unit holds no answer and its BM25 reaches half the question's best (`bm25`,
 //!    lexical, 0.5 × its share: what the question asks beside the answer). A source without
 //!    it gives the units mentioning another chosen source's title (`bridge`, 0.8), its best
-//!    unit on the same terms, and its lead sentence (`lead`, 0.6: it names and defines the entity the
-//!    other sentences refer to) when neither of those picked a unit, or always in a
-//!    `comparison` question. The best unit is ranked by BM25 over the question terms that
+//!    unit on the same terms, and its lead sentence (`lead`, 0.6: it names and defines the
+//!    entity the other sentences refer to) when neither of those picked a unit, or always in
+//!    a `comparison` question. The best unit is ranked by BM25 over the question terms that
 //!    are not words of the source's own title (every unit of a page is about its title).
 //!    With none of these (tables, subgraphs), its best unit alone.
 //!    Measured on HotpotQA: docs/benchmarks.md, "Weak positives on retrieved contexts".
