@@ -19,8 +19,8 @@
 //! vendored protoc.
 //!
 //! Dependencies: `tonic` + `prost` + `tonic-prost` (gRPC and its messages; `tls-ring` for
-//! optional TLS), `object_store` (create-if-absent commit records), `tokio` + `tokio-stream`
-//! (the runtime; serving on a bound listener), `tokio-util` (`TaskTracker`: what ended jobs
+//! optional TLS), `object_store` (create-if-absent commit records), `tokio` (the
+//! runtime), `tokio-util` (`TaskTracker`: what ended jobs
 //! still do in the background, awaited before an embedded run exits), `serde`/`serde_json` (records and the task
 //! payloads inside messages), `fastrand` (ids and backoff jitter), `tracing`,
 //! `thiserror`, `subtle` (the token compared in constant time), `getrandom` (the embedded

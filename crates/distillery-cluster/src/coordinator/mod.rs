@@ -118,6 +118,8 @@ pub struct CoordinatorService {
     generation: u64,
     telemetry: Arc<telemetry::Telemetry>,
     ready: Arc<AtomicBool>,
+    /// Set once the process is stopping its own worker: held pulls end at once.
+    pulls_released: Arc<AtomicBool>,
     /// What failed or cancelled jobs still do in the background (their final record, their
     /// staging removed): an embedded run waits for it before its process exits.
     after_jobs: TaskTracker,
@@ -170,6 +172,7 @@ impl CoordinatorService {
             cfg: Arc::new(cfg),
             generation,
             ready: Arc::new(AtomicBool::new(false)),
+            pulls_released: Arc::new(AtomicBool::new(false)),
             after_jobs: TaskTracker::new(),
             output_locks: Arc::default(),
         };
@@ -197,6 +200,13 @@ impl CoordinatorService {
     /// Whether the state is loaded (readiness).
     pub fn ready_flag(&self) -> Arc<AtomicBool> {
         self.ready.clone()
+    }
+
+    /// Ends every pull held for tasks now and answers later ones at once. An embedded run
+    /// whose job has ended stops its worker without waiting out a long poll (a heartbeat).
+    pub fn release_pulls(&self) {
+        self.pulls_released.store(true, Ordering::SeqCst);
+        self.lock().wake.notify_waiters();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

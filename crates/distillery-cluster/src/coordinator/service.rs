@@ -2,6 +2,7 @@
 //! that does it (registration is here), and how coordinator errors become gRPC statuses.
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tonic::{Request, Response, Status};
@@ -80,7 +81,10 @@ impl pb::coordinator_server::Coordinator for CoordinatorService {
             tokio::pin!(queued);
             queued.as_mut().enable();
             let resp = self.pull_inner(req.clone())?;
-            if !resp.tasks.is_empty() || !resp.abandon_attempts.is_empty() {
+            if !resp.tasks.is_empty()
+                || !resp.abandon_attempts.is_empty()
+                || self.pulls_released.load(Ordering::SeqCst)
+            {
                 return Ok(Response::new(resp));
             }
             if tokio::time::timeout_at(deadline, queued).await.is_err() {

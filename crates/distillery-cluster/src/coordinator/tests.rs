@@ -410,11 +410,32 @@ async fn a_restarted_coordinator_runs_the_files_planned_at_submission() {
     assert!(side(&replanned).iter().all(|l| l.ends_with("test.json")));
 }
 
+/// A pull with a free slot that may be held for a heartbeat (a long poll), in the
+/// background: its tasks and when it was answered.
+fn held_pull(
+    svc: &CoordinatorService,
+    id: &'static str,
+) -> tokio::task::JoinHandle<(Vec<pb::Task>, Instant)> {
+    use crate::pb::coordinator_server::Coordinator;
+    let svc = svc.clone();
+    tokio::spawn(async move {
+        let req = pb::PullRequest {
+            worker_id: id.to_string(),
+            generation: svc.generation,
+            free_slots: 1,
+            running: Vec::new(),
+            draining: false,
+            wait_ms: svc.cfg.heartbeat.as_millis() as u32,
+        };
+        let got = svc.pull(tonic::Request::new(req)).await.unwrap();
+        (got.into_inner().tasks, Instant::now())
+    })
+}
+
 /// Idle workers hold their pulls (long polls): when the ingest level commits, the next level's
 /// tasks go to the waiting workers at once, one each, instead of a heartbeat later.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_level_reaches_idle_workers_at_once() {
-    use crate::pb::coordinator_server::Coordinator;
     let tmp = tempfile::tempdir().unwrap();
     let svc = service(tmp.path(), CoordinatorConfig::default()).await;
     let heartbeat = svc.cfg.heartbeat;
@@ -426,21 +447,7 @@ async fn a_new_level_reaches_idle_workers_at_once() {
     }
     let ingest = pull(&svc, "a", 4);
     assert_eq!(ingest.len(), 2);
-    let wait = |id: &'static str| {
-        let svc = svc.clone();
-        tokio::spawn(async move {
-            let req = pb::PullRequest {
-                worker_id: id.to_string(),
-                generation: svc.generation,
-                free_slots: 1,
-                running: Vec::new(),
-                draining: false,
-                wait_ms: heartbeat.as_millis() as u32,
-            };
-            let got = svc.pull(tonic::Request::new(req)).await.unwrap();
-            (got.into_inner().tasks, Instant::now())
-        })
-    };
+    let wait = |id: &'static str| held_pull(&svc, id);
     let (b, c) = (wait("b"), wait("c"));
     // Both are held: nothing is ready above the running ingest tasks.
     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -523,4 +530,27 @@ async fn a_status_lists_tasks_in_pages_and_stays_small_without_them() {
         .map(|t| t.def.id.clone())
         .collect();
     assert_eq!(seen, planned);
+}
+
+/// An embedded run stopping its worker ends the pull held for tasks at once, and later
+/// pulls are not held: the run does not wait out a heartbeat after its job ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_pulls_end_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let svc = service(tmp.path(), CoordinatorConfig::default()).await;
+    let heartbeat = svc.cfg.heartbeat;
+    register(&svc, "a", 0);
+    let first = held_pull(&svc, "a");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!first.is_finished(), "nothing is queued: the pull is held");
+    let released = Instant::now();
+    svc.release_pulls();
+    let (tasks, at) = first.await.unwrap();
+    let after = at.saturating_duration_since(released);
+    assert!(tasks.is_empty());
+    assert!(after < heartbeat / 2, "the held pull waited {after:?}");
+    let t0 = Instant::now();
+    let (tasks, _) = held_pull(&svc, "a").await.unwrap();
+    assert!(tasks.is_empty());
+    assert!(t0.elapsed() < heartbeat / 2, "a later pull was held");
 }
