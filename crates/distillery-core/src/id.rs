@@ -71,6 +71,12 @@ impl StableIdBuilder {
     pub fn finish(self) -> String {
         hex_lower(&self.h.finalize()[..16])
     }
+
+    /// The id, written over `out` (a reused row's id keeps its buffer).
+    pub fn finish_into(self, out: &mut String) {
+        out.clear();
+        push_hex_lower(&self.h.finalize()[..16], out);
+    }
 }
 
 /// Full SHA-1 of a string, hex (used as an integrity helper in segment metadata).
@@ -81,13 +87,20 @@ pub fn sha1_hex(s: &str) -> String {
 /// Lowercase hex of some bytes (what `hex::encode` writes, without its per-char iterator:
 /// ids are made for every segment and sample).
 pub fn hex_lower(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex_lower(bytes, &mut out);
+    out
+}
+
+/// [`hex_lower`] appended to `out`.
+pub fn push_hex_lower(bytes: &[u8], out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = vec![0u8; bytes.len() * 2];
-    for (pair, b) in out.chunks_exact_mut(2).zip(bytes) {
-        pair[0] = HEX[usize::from(b >> 4)];
-        pair[1] = HEX[usize::from(b & 15)];
-    }
-    String::from_utf8(out).expect("hex digits are ascii")
+    out.extend(bytes.iter().flat_map(|b| {
+        [
+            char::from(HEX[usize::from(b >> 4)]),
+            char::from(HEX[usize::from(b & 15)]),
+        ]
+    }));
 }
 
 /// The shard of a key among `n` shards: the first 8 bytes of SHA-1(key) as a big-endian u64,

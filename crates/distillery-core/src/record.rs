@@ -675,10 +675,19 @@ impl Record {
     /// A knowledge-graph edge as the record of its table: `triples` when its object is an
     /// entity (`object_kind` `entity`), else `literals`.
     pub fn edge(t: Triple) -> Record {
+        match Record::edge_table(&t) {
+            TableKind::Triples => Record::Triple(t),
+            _ => Record::Literal(t),
+        }
+    }
+
+    /// The table [`Record::edge`] puts `t` in: `triples` for an edge to an entity, else
+    /// `literals`.
+    pub fn edge_table(t: &Triple) -> TableKind {
         if t.object_kind == "entity" {
-            Record::Triple(t)
+            TableKind::Triples
         } else {
-            Record::Literal(t)
+            TableKind::Literals
         }
     }
 }
@@ -688,6 +697,13 @@ impl Record {
 /// consumer is gone or failed, never that a record was bad.
 pub trait RecordSink {
     fn emit(&mut self, record: Record) -> Result<(), SinkError>;
+
+    /// Emits [`Record::edge`] of `t`, lent rather than given. A sink that copies rows into
+    /// columns takes it as it is, so a reader can fill one `Triple` line after line instead
+    /// of allocating every string of every row. The default emits an owned copy.
+    fn emit_edge(&mut self, t: &Triple) -> Result<(), SinkError> {
+        self.emit(Record::edge(t.clone()))
+    }
 
     /// The number of shards this sink spreads records over by
     /// [`shard_key`](crate::sharded::shard_key), when it shards them: a reader parsing on

@@ -36,6 +36,14 @@ pub fn shard_key(r: &Record) -> &str {
     }
 }
 
+/// [`shard_key`] of [`Record::edge`] of `t`, without making the record.
+pub fn edge_shard_key(t: &Triple) -> &str {
+    match (&t.document_id, Record::edge_table(t)) {
+        (Some(d), TableKind::Triples) => d,
+        _ => &t.subject,
+    }
+}
+
 /// [`shard_of`] with the last key remembered: a dump sorted by subject (Freebase's is) gives
 /// runs of records with one shard key, and each run is hashed once instead of once per record.
 /// On unsorted input the check costs a comparison and a copy into a reused buffer.
@@ -140,22 +148,36 @@ impl ShardedBuilder {
             return;
         }
         let key = (table, self.memo.shard(shard_key(&r)));
+        match (self.group(key), r) {
+            (Group::Rows(b), Record::Triple(t) | Record::Literal(t)) => b.push(&t),
+            (Group::Rows(_), r) => unreachable!("a {:?} record in a triples group", r.kind()),
+            (Group::Records(v), r) => v.push(r),
+        }
+    }
+
+    /// Adds [`Record::edge`] of `t` to the end of its (table, shard) group.
+    pub fn push_edge(&mut self, t: &Triple) {
+        let key = (Record::edge_table(t), self.memo.shard(edge_shard_key(t)));
+        match self.group(key) {
+            Group::Rows(b) => b.push(t),
+            Group::Records(v) => v.push(Record::edge(t.clone())),
+        }
+    }
+
+    /// The group of `key`, made empty on its first use.
+    fn group(&mut self, key: (TableKind, u32)) -> &mut Group {
         let groups = &mut self.groups;
         let i = *self.slot.entry(key).or_insert_with(|| {
-            let g = match table {
+            let g = match key.0 {
                 TableKind::Triples | TableKind::Literals => {
-                    Group::Rows(Box::new(TriplesBuilder::new(table)))
+                    Group::Rows(Box::new(TriplesBuilder::new(key.0)))
                 }
                 _ => Group::Records(Vec::new()),
             };
             groups.push((key, g));
             groups.len() - 1
         });
-        match (&mut groups[i].1, r) {
-            (Group::Rows(b), Record::Triple(t) | Record::Literal(t)) => b.push(&t),
-            (Group::Rows(_), r) => unreachable!("a {:?} record in a triples group", r.kind()),
-            (Group::Records(v), r) => v.push(r),
-        }
+        &mut groups[i].1
     }
 
     /// The groups as batches, ordered by (table, shard), and the quarantine records.
@@ -279,6 +301,15 @@ mod tests {
                     key: subject.clone(),
                     ..Entity::default()
                 })),
+                // Text triples shard by document, text literals by subject.
+                3 if i % 4 == 3 => records.push(Record::edge(Triple {
+                    id: format!("d{i}"),
+                    subject: subject.clone(),
+                    object: format!("o{i}"),
+                    object_kind: ["entity", "literal"][i as usize % 2].into(),
+                    document_id: Some(format!("doc-{}", i % 7)),
+                    ..Triple::default()
+                })),
                 _ => records.push(edge(&subject, &format!("m.o{i}"))),
             }
         }
@@ -288,6 +319,22 @@ mod tests {
             b.push(r);
         }
         let got = b.finish().unwrap();
+        // Edges lent (`push_edge`) make the same batches as edges given.
+        let mut lent = ShardedBuilder::new(shards);
+        for r in records.clone() {
+            match r {
+                Record::Triple(t) | Record::Literal(t) => lent.push_edge(&t),
+                r => lent.push(r),
+            }
+        }
+        let lent = lent.finish().unwrap();
+        assert_eq!(lent.quarantine, got.quarantine);
+        let pairs = |b: &ShardedBatches| -> Vec<_> {
+            (b.batches.iter())
+                .map(|g| (g.table, g.shard, g.batch.clone()))
+                .collect()
+        };
+        assert_eq!(pairs(&lent), pairs(&got));
         let quarantine: Vec<&Record> = records
             .iter()
             .filter(|r| r.kind() == TableKind::Quarantine)

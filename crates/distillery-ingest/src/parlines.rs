@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 
 use distillery_core::sharded::{ShardedBatches, ShardedBuilder};
-use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError};
+use distillery_core::{QuarantineRecord, Record, RecordSink, SinkError, Triple};
 use memchr::{memchr2, memchr2_iter, memrchr2};
 
 use crate::IngestError;
@@ -167,6 +167,14 @@ impl RecordSink for ChunkSink {
         match self {
             ChunkSink::Records(r) => r.push(record),
             ChunkSink::Batches(b) => b.push(record),
+        }
+        Ok(())
+    }
+
+    fn emit_edge(&mut self, t: &Triple) -> Result<(), SinkError> {
+        match self {
+            ChunkSink::Records(r) => r.push(Record::edge(t.clone())),
+            ChunkSink::Batches(b) => b.push_edge(t),
         }
         Ok(())
     }

@@ -128,9 +128,10 @@ fn read_lines<R: BufRead>(
     n: &mut Counts,
     sink: &mut dyn RecordSink,
 ) -> Result<(), IngestError> {
+    let mut row = lc.row();
     loop {
         match lines.next_line() {
-            Ok(Some(line)) => read_line(lc, &line, n, sink)?,
+            Ok(Some(line)) => read_line(lc, &line, n, sink, &mut row)?,
             Ok(None) => return Ok(()),
             Err(e) => {
                 let (offset, number) = lines.position();
@@ -154,8 +155,9 @@ fn read_parallel(
     let parse = |chunk: LineChunk| {
         let mut out = ChunkSink::new(shards);
         let mut counts = Counts::default();
+        let mut row = lc.row();
         for line in chunk.lines() {
-            read_line(lc, &line, &mut counts, &mut out)?;
+            read_line(lc, &line, &mut counts, &mut out, &mut row)?;
         }
         Ok::<_, IngestError>((out.finish()?, counts))
     };
@@ -195,14 +197,25 @@ impl<'a> LineCtx<'a> {
             triple_ids,
         }
     }
+
+    /// The row a reader fills line after line ([`fill_triple`]): what every row of the
+    /// input shares is set once, the strings keep their buffers.
+    fn row(&self) -> Triple {
+        Triple {
+            dataset: DATASET.to_string(),
+            source: self.ctx.source.clone(),
+            ..Triple::default()
+        }
+    }
 }
 
-/// The records of one line.
+/// The records of one line; `row` is the reader's reused edge row ([`LineCtx::row`]).
 fn read_line(
     lc: &LineCtx<'_>,
     line: &LineRef<'_>,
     n: &mut Counts,
     sink: &mut dyn RecordSink,
+    row: &mut Triple,
 ) -> Result<(), IngestError> {
     let (ctx, opts) = (lc.ctx, lc.opts);
     let Some(text) = utf8_line(DATASET, ctx, line, sink)? else {
@@ -226,63 +239,78 @@ fn read_line(
         return Ok(());
     }
     n.kept += 1;
-    let subject = term_key(&st.subject);
+    row.subject.clear();
+    push_term_key(&st.subject, &mut row.subject);
     if opts.names
-        && let Some(e) = name_entity(ctx, &st, &subject)
+        && let Some(e) = name_entity(ctx, &st, &row.subject)
     {
         sink.emit(Record::Entity(e))?;
         n.entities += 1;
     }
-    sink.emit(Record::edge(triple(lc, &st, subject, line.number)))?;
+    fill_triple(lc, &st, line.number, row);
+    sink.emit_edge(row)?;
     Ok(())
 }
 
-/// The triple of a statement whose subject's [`term_key`] is `subject`.
-fn triple(lc: &LineCtx<'_>, st: &Statement<'_>, subject: String, line: Option<u64>) -> Triple {
-    let predicate = short(&unescape(st.predicate)).to_string();
-    let (object, kind, lang, datatype) = match st.object {
+/// Fills `row` ([`LineCtx::row`], its subject already the statement's [`push_term_key`])
+/// with the rest of the statement's triple, reusing its strings' buffers.
+fn fill_triple(lc: &LineCtx<'_>, st: &Statement<'_>, line: Option<u64>, row: &mut Triple) {
+    set(&mut row.predicate, short(&unescape(st.predicate)));
+    row.object.clear();
+    let kind = match st.object {
         Term::Iri(raw) => {
             let iri = unescape(raw);
-            let kind = if is_node(&iri) { "entity" } else { "iri" };
-            (short(&iri).to_string(), kind, None, None)
+            row.object.push_str(short(&iri));
+            (row.lang, row.datatype) = (None, None);
+            if is_node(&iri) { "entity" } else { "iri" }
         }
-        Term::Blank(label) => (format!("_:{label}"), "blank", None, None),
+        Term::Blank(label) => {
+            row.object.push_str("_:");
+            row.object.push_str(label);
+            (row.lang, row.datatype) = (None, None);
+            "blank"
+        }
         Term::Literal {
             value,
             lang,
             datatype,
-        } => (
-            unescape(value).into_owned(),
-            "literal",
-            lang.map(str::to_string),
-            datatype.map(|d| short_datatype(&unescape(d))),
-        ),
+        } => {
+            row.object.push_str(&unescape(value));
+            match lang {
+                Some(l) => set(row.lang.get_or_insert_default(), l),
+                None => row.lang = None,
+            }
+            match datatype {
+                Some(d) => {
+                    let out = row.datatype.get_or_insert_default();
+                    out.clear();
+                    push_short_datatype(&unescape(d), out);
+                }
+                None => row.datatype = None,
+            }
+            "literal"
+        }
     };
+    set(&mut row.object_kind, kind);
     // stable_id(&[DATASET, source, subject, predicate, object, lang, datatype])
     let mut ids = lc.triple_ids.clone();
-    ids.part(&subject)
-        .part(&predicate)
-        .part(&object)
-        .part(lang.as_deref().unwrap_or(""))
-        .part(datatype.as_deref().unwrap_or(""));
-    let id = ids.finish();
-    Triple {
-        id,
-        dataset: DATASET.to_string(),
-        source: lc.ctx.source.clone(),
-        subject,
-        predicate,
-        object,
-        object_kind: kind.to_string(),
-        lang,
-        datatype,
-        line,
-        ..Triple::default()
-    }
+    ids.part(&row.subject)
+        .part(&row.predicate)
+        .part(&row.object)
+        .part(row.lang.as_deref().unwrap_or(""))
+        .part(row.datatype.as_deref().unwrap_or(""));
+    ids.finish_into(&mut row.id);
+    row.line = line;
+}
+
+/// `out` made `s`, in its own buffer.
+fn set(out: &mut String, s: &str) {
+    out.clear();
+    out.push_str(s);
 }
 
 /// The entity row of a `type.object.name` (its label) or `common.topic.alias` (one alias)
-/// statement with an `@en` or untagged literal; `key` is the subject's [`term_key`].
+/// statement with an `@en` or untagged literal; `key` is the subject's [`push_term_key`].
 fn name_entity(ctx: &InputCtx<'_>, st: &Statement<'_>, key: &str) -> Option<Entity> {
     let alias = match st.predicate {
         NAME_PREDICATE => false,
@@ -347,19 +375,26 @@ fn short(iri: &str) -> &str {
     }
 }
 
-/// A datatype IRI: `xsd:local` for XML Schema, the local name for `ns:`, else in full.
-fn short_datatype(iri: &str) -> String {
+/// A datatype IRI, appended to `out`: `xsd:local` for XML Schema, the local name for `ns:`,
+/// else in full.
+fn push_short_datatype(iri: &str, out: &mut String) {
     match iri.strip_prefix(XSD) {
-        Some(local) if !local.is_empty() => format!("xsd:{local}"),
-        _ => short(iri).to_string(),
+        Some(local) if !local.is_empty() => {
+            out.push_str("xsd:");
+            out.push_str(local);
+        }
+        _ => out.push_str(short(iri)),
     }
 }
 
-/// Subject key: the shortened IRI, or `_:label`.
-fn term_key(t: &Term<'_>) -> String {
+/// Subject key, appended to `out`: the shortened IRI, or `_:label`.
+fn push_term_key(t: &Term<'_>, out: &mut String) {
     match *t {
-        Term::Iri(raw) => short(&unescape(raw)).to_string(),
-        Term::Blank(label) => format!("_:{label}"),
-        Term::Literal { value, .. } => unescape(value).into_owned(),
+        Term::Iri(raw) => out.push_str(short(&unescape(raw))),
+        Term::Blank(label) => {
+            out.push_str("_:");
+            out.push_str(label);
+        }
+        Term::Literal { value, .. } => out.push_str(&unescape(value)),
     }
 }

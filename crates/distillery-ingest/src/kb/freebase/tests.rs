@@ -87,7 +87,10 @@ fn unescapes_strings_and_iris() {
         "a\"b\\c\nd\te\u{e9}\u{1F600}"
     );
     let st = parse(r#"<http://x/s\u0041> <http://x/p> "q\"uote" ."#);
-    assert_eq!(term_key(&st.subject), "http://x/sA");
+    let mut key = String::from("left over");
+    key.clear();
+    push_term_key(&st.subject, &mut key);
+    assert_eq!(key, "http://x/sA");
 }
 
 /// The escape decoding of `unescape` done one byte at a time (its form before it skipped to
