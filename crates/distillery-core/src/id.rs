@@ -92,15 +92,18 @@ pub fn hex_lower(bytes: &[u8]) -> String {
     out
 }
 
-/// [`hex_lower`] appended to `out`.
+/// [`hex_lower`] appended to `out`, 32 bytes at a time through a stack buffer.
 pub fn push_hex_lower(bytes: &[u8], out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend(bytes.iter().flat_map(|b| {
-        [
-            char::from(HEX[usize::from(b >> 4)]),
-            char::from(HEX[usize::from(b & 15)]),
-        ]
-    }));
+    let mut buf = [0u8; 64];
+    for chunk in bytes.chunks(32) {
+        let hex = &mut buf[..chunk.len() * 2];
+        for (pair, b) in hex.chunks_exact_mut(2).zip(chunk) {
+            pair[0] = HEX[usize::from(b >> 4)];
+            pair[1] = HEX[usize::from(b & 15)];
+        }
+        out.push_str(std::str::from_utf8(hex).expect("hex digits are ascii"));
+    }
 }
 
 /// The shard of a key among `n` shards: the first 8 bytes of SHA-1(key) as a big-endian u64,
@@ -115,6 +118,16 @@ pub fn shard_of(key: &str, n: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hex_is_two_lowercase_digits_a_byte_across_chunks() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let want: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex_lower(&bytes), want);
+        let mut out = String::from("id:");
+        push_hex_lower(&bytes[..33], &mut out);
+        assert_eq!(out, format!("id:{}", &want[..66]));
+    }
 
     #[test]
     fn ids_are_stable_and_separate_parts() {
