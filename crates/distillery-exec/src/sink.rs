@@ -108,6 +108,11 @@ impl Buffer {
         self.bytes += size;
     }
 
+    /// Whether the buffer holds a batch's rows or bytes.
+    fn is_full(&self, batch_size: usize) -> bool {
+        self.len >= batch_size || self.bytes >= BUFFER_BYTES
+    }
+
     /// The rows buffered as one batch; the buffer is left empty and keeps its capacity.
     fn take(&mut self, table: TableKind) -> Result<RecordBatch, SinkError> {
         let batch = match &mut self.rows {
@@ -140,13 +145,6 @@ impl BatchingSink {
             tx,
             counts: SinkCounts::default(),
         }
-    }
-
-    /// Flushes `key`'s buffer once it holds a batch's rows or bytes.
-    fn flush_if_full(&mut self, key: (TableKind, u32)) -> Result<(), SinkError> {
-        let full = (self.buffers.get(&key))
-            .is_some_and(|b| b.len >= self.batch_size || b.bytes >= BUFFER_BYTES);
-        if full { self.flush(key) } else { Ok(()) }
     }
 
     /// Converts and sends what `key` buffered. The buffer keeps its capacity: growing it
@@ -220,7 +218,10 @@ impl RecordSink for BatchingSink {
         let size = approx_size(&record);
         let buf = (self.buffers.entry(key)).or_insert_with(|| Buffer::new(table));
         buf.push(record, size)?;
-        self.flush_if_full(key)
+        if buf.is_full(self.batch_size) {
+            self.flush(key)?;
+        }
+        Ok(())
     }
 
     fn emit_edge(&mut self, t: &Triple) -> Result<(), SinkError> {
@@ -229,7 +230,10 @@ impl RecordSink for BatchingSink {
         let key = (table, self.shards.shard(edge_shard_key(t)));
         let buf = (self.buffers.entry(key)).or_insert_with(|| Buffer::new(table));
         buf.push_edge(t, EDGE_SIZE);
-        self.flush_if_full(key)
+        if buf.is_full(self.batch_size) {
+            self.flush(key)?;
+        }
+        Ok(())
     }
 
     fn shards(&self) -> Option<u32> {
